@@ -1,0 +1,32 @@
+# Shared by the project's scripts: where cached tools live and how Go tools are built.
+# Source it; it defines functions and variables only.
+
+JAXT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+JAXT_CACHE="${JAXT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jax-training}"
+JAXT_BIN="$JAXT_CACHE/bin"
+JAXT_VENV="${JAXT_VENV:-$JAXT_CACHE/venv}"
+mkdir -p "$JAXT_BIN"
+
+log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# go_tool NAME MODULE/CMD VERSION [LDFLAGS]
+# Builds `go install MODULE/CMD@VERSION` once into $JAXT_CACHE/tools/NAME-VERSION/ and links
+# $JAXT_BIN/NAME to it. Idempotent: a cached binary is reused.
+go_tool() {
+  local name="$1" pkg="$2" version="$3" ldflags="${4:-}"
+  local dir="$JAXT_CACHE/tools/$name-$version"
+  if [ ! -x "$dir/$name" ]; then
+    command -v go >/dev/null || die "go is required to build $name"
+    log "building $name $version (cached in $dir)"
+    mkdir -p "$dir.tmp"
+    GOBIN="$dir.tmp" GOFLAGS=-mod=mod CGO_ENABLED=0 \
+      go install -ldflags "-s -w $ldflags" "$pkg@$version" || die "go install $pkg@$version failed"
+    local built
+    built="$(ls "$dir.tmp" | head -n1)"
+    [ -n "$built" ] || die "go install $pkg@$version produced nothing"
+    [ "$built" = "$name" ] || mv "$dir.tmp/$built" "$dir.tmp/$name"
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  ln -sf "$dir/$name" "$JAXT_BIN/$name"
+}
