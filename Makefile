@@ -1,0 +1,42 @@
+# Entry points. Everything is installed by scripts/setup.sh into ${JAXT_CACHE:-~/.cache/jax-training}.
+SHELL := /bin/bash
+JAXT_CACHE ?= $(HOME)/.cache/jax-training
+VENV ?= $(JAXT_CACHE)/venv
+PY := $(VENV)/bin/python
+# A local copy of the MNIST files; the demo reads it through a file:// mirror (sha256-verified).
+MNIST_DIR ?= $(abspath ../shared/data/mnist)
+DEMO_FILE ?= variables/examples/cpu-local.json
+DEMO_SET := $(if $(wildcard $(MNIST_DIR)/train-images-idx3-ubyte.gz),--set data.mirror=file://$(MNIST_DIR)/)
+
+.PHONY: demo test test-fast setup sync-schema golden bench chart-docs help
+help:
+	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
+	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
+	@echo "make test-fast   the tiers that need no cluster or SLURM"
+	@echo "make sync-schema copy variables/schema.json to the chart's values.schema.json"
+	@echo "make golden      regenerate the golden renders (review the diff by hand)"
+	@echo "make bench       run the benchmark harness (JSON on stdout)"
+
+setup:
+	scripts/setup.sh all
+
+demo:
+	scripts/setup.sh python
+	$(VENV)/bin/jaxgen run --local $(DEMO_FILE) $(DEMO_SET)
+
+test: setup
+	$(PY) -m pytest tests
+
+test-fast:
+	scripts/setup.sh python tools
+	$(PY) -m pytest tests -m "not e2e"
+
+sync-schema:
+	cp variables/schema.json charts/jax-training/values.schema.json
+
+golden:
+	$(PY) -m pytest tests/generator/test_golden.py --update-golden
+
+bench:
+	scripts/setup.sh python
+	$(PY) -m benchmarks

@@ -1,0 +1,125 @@
+"""Every problem with a set of variables, each as "$.json.path: message".
+
+schema_errors() applies variables/schema.json; semantic_errors() the rules a schema cannot say.
+The Helm chart's templates/_validate.tpl enforces the same semantic rules.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import lru_cache
+
+import jsonschema
+
+from .names import DNS_LABEL_MAX, longest_hostname
+from .paths import SCHEMA_FILE
+
+HIDDEN_WIDTH = 1024  # hidden layer width of the trainer's MLP; the model axis must divide it
+MAX_GPUS_PER_HOST = 16
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict:
+    return json.loads(SCHEMA_FILE.read_text())
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(schema())
+
+
+def json_path(parts) -> str:
+    path = "$"
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def schema_errors(values: dict) -> list[str]:
+    errors = []
+    for error in sorted(_validator().iter_errors(values), key=lambda e: list(map(str, e.absolute_path))):
+        path = list(error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            # Name each unknown key's own path, so a typo points at itself.
+            allowed = set(error.schema.get("properties", {}))
+            for key in sorted(set(error.instance) - allowed):
+                errors.append(f"{json_path(path + [key])}: unknown key{_suggestion(key, allowed)}")
+            continue
+        if error.validator == "propertyNames":
+            errors.append(f"{json_path(path)}: invalid key: {error.message}")
+            continue
+        errors.append(f"{json_path(path)}: {error.message}")
+    return errors
+
+
+def _suggestion(key: str, allowed: set[str]) -> str:
+    close = difflib.get_close_matches(str(key), sorted(allowed), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else f" (allowed: {', '.join(sorted(allowed))})"
+
+
+def semantic_errors(values: dict) -> list[str]:
+    """Rules across fields. Assumes the values passed the schema."""
+    errors = []
+    hosts, local = values["hosts_count"], values["local_device_count"]
+    training = values["training"]
+    devices = hosts * local
+
+    if training["batch_size"] % devices:
+        errors.append(f"$.training.batch_size: {training['batch_size']} is not divisible by the global device "
+                      f"count {devices} (hosts_count {hosts} x local_device_count {local})")
+    model = training["model_parallelism"]
+    if model > 1:
+        if training["strategy"] != "sharded":
+            errors.append("$.training.model_parallelism: a model axis needs training.strategy 'sharded'")
+        if devices % model or HIDDEN_WIDTH % model:
+            errors.append(f"$.training.model_parallelism: {model} must divide the global device count {devices} "
+                          f"and the hidden width {HIDDEN_WIDTH}")
+        elif training["batch_size"] % (devices // model):
+            errors.append(f"$.training.batch_size: {training['batch_size']} is not divisible by the data-parallel "
+                          f"size {devices // model}")
+
+    hostname = longest_hostname(values)
+    if hostname is not None and len(hostname) > DNS_LABEL_MAX:
+        errors.append(f"$.name: pod hostname {hostname!r} would be {len(hostname)} characters "
+                      f"(limit {DNS_LABEL_MAX}); shorten name by {len(hostname) - DNS_LABEL_MAX}")
+
+    gpu_limit = _gpu_resource(values["resources"])
+    if values["accelerator"] == "gpu":
+        if local > MAX_GPUS_PER_HOST:
+            errors.append(f"$.local_device_count: {local} GPUs per host exceeds {MAX_GPUS_PER_HOST}")
+        if gpu_limit is not None and str(gpu_limit) != str(local):
+            errors.append(f"$.resources.limits.nvidia.com/gpu: {gpu_limit} contradicts local_device_count {local} "
+                          "(leave it out: it is set from local_device_count)")
+    elif gpu_limit is not None:
+        errors.append("$.resources.limits.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'")
+
+    data, checkpoint = values["data"], values["checkpoint"]
+    if data["dir"].rstrip("/") == checkpoint["dir"].rstrip("/"):
+        errors.append("$.checkpoint.dir: must differ from data.dir")
+    for field, path in (("data.dir", data["dir"]), ("checkpoint.dir", checkpoint["dir"])):
+        if path.rstrip("/") in ("", "/dev/shm", "/dev", "/proc", "/sys", "/etc", "/tmp"):
+            errors.append(f"$.{field}: {path!r} is a system directory; choose a directory of its own")
+    if values["target"] != "slurm" and not data["download"] and not data["volume"]:
+        errors.append("$.data.volume: with data.download false the data must come from a volume "
+                      "(set data.volume, or data.download true)")
+    for field in ("data.volume", "checkpoint.volume"):
+        volume = values[field.split(".")[0]]["volume"]
+        if len(volume) > 1:
+            errors.append(f"$.{field}: give exactly one volume source, got {', '.join(sorted(volume))}")
+    if values["slurm"]["nodes"] > hosts:
+        errors.append(f"$.slurm.nodes: {values['slurm']['nodes']} nodes for {hosts} tasks leaves nodes idle")
+    return errors
+
+
+def _gpu_resource(resources: dict):
+    for kind in ("limits", "requests"):
+        section = resources.get(kind)
+        if isinstance(section, dict) and "nvidia.com/gpu" in section:
+            return section["nvidia.com/gpu"]
+    return None
+
+
+def validation_errors(values: dict) -> list[str]:
+    errors = schema_errors(values)
+    return errors if errors else semantic_errors(values)

@@ -1,0 +1,122 @@
+"""The `jaxgen` command line. Heavy modules (jax, matplotlib) are only ever imported inside commands."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import UserError, ValidationFailed
+
+EXIT_INVALID = 2
+TARGETS = ["indexed-job", "jaxjob", "jobset", "slurm"]
+
+
+def fail(error: UserError) -> None:
+    """Print every problem on its own line and exit 2 (never a traceback for bad input)."""
+    if isinstance(error, ValidationFailed):
+        click.echo(f"error: {len(error.errors)} problem(s) in the variables:", err=True)
+        for line in error.errors:
+            click.echo(f"  {line}", err=True)
+    else:
+        click.echo(f"error: {error}", err=True)
+    sys.exit(EXIT_INVALID)
+
+
+class _Group(click.Group):
+    def main(self, *args, **kwargs):
+        kwargs.setdefault("standalone_mode", True)
+        try:
+            return super().main(*args, **kwargs)
+        except UserError as error:
+            fail(error)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="jaxgen")
+def cli() -> None:
+    """Validate jax-training variables files and render their manifests.
+
+    A variables file is JSON or YAML; unset keys take the defaults of
+    charts/jax-training/values.yaml. `jaxgen schema` prints every key.
+    """
+
+
+@cli.command()
+@click.argument("file", required=False)
+@click.option("-f", "--values", "extra_files", multiple=True, metavar="FILE",
+              help="More variables files, merged in order after FILE (later wins).")
+@click.option("--set", "sets", multiple=True, metavar="KEY.PATH=VALUE",
+              help="Override one variable; VALUE is read as YAML (e.g. --set training.epochs=3).")
+@click.option("--target", type=click.Choice(TARGETS), help="Override the file's target.")
+@click.option("-o", "--output-dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write one file per document into DIR (all files or none) instead of stdout.")
+@click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
+              help="yaml: a multi-document stream; json: a v1 List.")
+def render(file, extra_files, sets, target, output_dir, fmt):
+    """Validate FILE (- for stdin; none = defaults only) and render its manifests.
+
+    Every problem is reported with its JSON path; on any problem the exit code is 2 and
+    nothing is written.
+    """
+    from .output import dump_json, dump_json_list, dump_yaml, file_name, write_directory
+    from .render import render_documents, render_text
+    from .values import load_values
+
+    files = ([file] if file else []) + list(extra_files)
+    values = load_values(files, sets, target)
+    if values["target"] == "slurm":
+        script = render_text(values)
+        if output_dir:
+            write_directory(Path(output_dir), {f"{values['name']}.sbatch": script})
+        else:
+            click.echo(script, nl=False)
+        return
+    docs = render_documents(values)
+    if output_dir:
+        dump = (lambda doc: dump_yaml([doc])) if fmt == "yaml" else dump_json
+        write_directory(Path(output_dir), {file_name(doc, fmt): dump(doc) for doc in docs})
+    else:
+        click.echo(dump_yaml(docs) if fmt == "yaml" else dump_json_list(docs), nl=False)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True)
+def validate(files):
+    """Check each variables FILE on its own; exit 2 if any is invalid."""
+    from .values import load_values
+
+    invalid = 0
+    for path in files:
+        try:
+            load_values([path])
+        except ValidationFailed as error:
+            invalid += 1
+            click.echo(f"{path}: invalid ({len(error.errors)} problem(s))", err=True)
+            for line in error.errors:
+                click.echo(f"  {line}", err=True)
+        except UserError as error:
+            invalid += 1
+            click.echo(f"error: {error}", err=True)
+        else:
+            click.echo(f"{path}: valid")
+    if invalid:
+        sys.exit(EXIT_INVALID)
+
+
+@cli.command()
+def schema():
+    """Print the JSON Schema of a variables file."""
+    from .paths import SCHEMA_FILE
+
+    click.echo(SCHEMA_FILE.read_text(), nl=False)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

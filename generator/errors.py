@@ -1,0 +1,13 @@
+"""Errors jaxgen reports to the user: one line each, never a traceback."""
+
+
+class UserError(Exception):
+    """Bad input (unreadable file, bad syntax, bad option); exit code 2."""
+
+
+class ValidationFailed(UserError):
+    """The merged variables break the schema or a semantic rule; carries every problem found."""
+
+    def __init__(self, errors: list[str]):
+        self.errors = errors
+        super().__init__("\n".join(errors))

@@ -1,0 +1,71 @@
+"""Write a render: to stdout, or atomically into a directory (all files or none)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from .errors import UserError
+
+MARKER = ".jaxgen-output"  # marks a directory as ours, so replacing it can never delete user files
+
+
+def dump_yaml(docs: list[dict]) -> str:
+    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096)
+
+
+def dump_json(doc: dict) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def dump_json_list(docs: list[dict]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}, indent=2, ensure_ascii=False) + "\n"
+
+
+def file_name(doc: dict, fmt: str) -> str:
+    return f"{doc['kind'].lower()}-{doc['metadata']['name']}.{fmt}"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_directory(target: Path, files: dict[str, str]) -> None:
+    """Make `target` hold exactly `files`: staged beside it, then swapped in with renames."""
+    target = target.resolve() if target.exists() else Path(os.path.abspath(target))
+    if target.exists():
+        if not target.is_dir():
+            raise UserError(f"{target}: exists and is not a directory")
+        if any(target.iterdir()) and not (target / MARKER).exists():
+            raise UserError(f"{target}: refusing to replace a non-empty directory that jaxgen did not write")
+    parent = target.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
+        staging.chmod(0o777 & ~_umask())
+    except OSError as exc:
+        raise UserError(f"{target}: cannot write: {exc.strerror}") from None
+    old = None
+    try:
+        for name, text in files.items():
+            (staging / name).write_text(text, encoding="utf-8")
+        (staging / MARKER).write_text("written by jaxgen render; replaced as a whole on the next render\n")
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=parent)) / "previous"
+            os.rename(target, old)
+        os.rename(staging, target)
+    except OSError as exc:
+        if old is not None and old.exists() and not target.exists():
+            os.rename(old, target)  # put the previous render back: all files or none
+        shutil.rmtree(staging, ignore_errors=True)
+        raise UserError(f"{target}: cannot write: {exc.strerror}") from None
+    finally:
+        if old is not None:
+            shutil.rmtree(old.parent, ignore_errors=True)

@@ -1,0 +1,143 @@
+"""Render validated variables into manifests: Jinja2 (StrictUndefined) → YAML text → parsed back."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import lru_cache
+
+import jinja2
+import yaml
+
+from . import __version__, names
+from .paths import TEMPLATES_DIR
+
+K8S_TARGETS = ("indexed-job", "jaxjob", "jobset")
+MANAGED_BY = "jaxgen"
+COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+class TemplateBug(RuntimeError):
+    """A template produced text that does not parse: a bug of ours, never the user's input."""
+
+
+def _tojson(value) -> str:
+    # JSON is a subset of YAML: every scalar and pass-through object lands as one flow value.
+    return json.dumps(value, ensure_ascii=False, sort_keys=False)
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["tojson"] = _tojson
+    return env
+
+
+class _Context:
+    """The computed pieces of a render (names, labels, args…), exposed to templates as functions."""
+
+    def __init__(self, values: dict):
+        self.v = values
+
+    def selector_labels(self, component: str) -> dict:
+        return {
+            "app.kubernetes.io/name": "jax-training",
+            "app.kubernetes.io/instance": self.v["name"],
+            "app.kubernetes.io/component": component,
+        }
+
+    def labels(self, component: str, queue: bool = False) -> dict:
+        # The user's labels first, so they can never override the ones the selectors rely on.
+        labels = dict(self.v["labels"])
+        labels.update(self.selector_labels(component))
+        labels["app.kubernetes.io/version"] = self.v["image"]["tag"]
+        labels["app.kubernetes.io/managed-by"] = MANAGED_BY
+        if queue and self.v["queue_name"]:
+            labels["kueue.x-k8s.io/queue-name"] = self.v["queue_name"]
+        return labels
+
+    def trainer_args(self) -> list[str]:
+        t, v = self.v["training"], self.v
+        args = {
+            "--epochs": t["epochs"], "--batch-size": t["batch_size"], "--optimizer": t["optimizer"],
+            "--learning-rate": t["learning_rate"], "--momentum": t["momentum"], "--seed": t["seed"],
+            "--strategy": t["strategy"], "--model-parallelism": t["model_parallelism"],
+            "--local-device-count": v["local_device_count"], "--platform": v["accelerator"],
+            "--data-dir": v["data"]["dir"],
+        }
+        flat = ["train"]
+        for flag, value in args.items():
+            flat += [flag, str(value)]
+        flat.append("--download" if v["data"]["download"] else "--no-download")
+        flat += ["--mirror", v["data"]["mirror"],
+                 "--checkpoint-dir", v["checkpoint"]["dir"],
+                 "--checkpoint-every", str(v["checkpoint"]["every_steps"]),
+                 "--init-timeout", str(v["init_timeout_seconds"]),
+                 "--heartbeat-timeout", str(v["heartbeat_timeout_seconds"])]
+        return flat
+
+    def process_env(self) -> list[dict]:
+        """JAX_* variables of our own targets; the process id comes from the Job's completion index."""
+        return [
+            {"name": "JAX_COORDINATOR_ADDRESS",
+             "value": f"{names.coordinator_host(self.v)}:{self.v['coordinator_port']}"},
+            {"name": "JAX_NUM_PROCESSES", "value": str(self.v["hosts_count"])},
+            {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}},
+        ]
+
+    def container_resources(self) -> dict:
+        resources = copy.deepcopy(self.v["resources"])
+        if self.v["accelerator"] == "gpu":
+            resources.setdefault("limits", {})[GPU_RESOURCE] = self.v["local_device_count"]
+        return resources
+
+    def tolerations(self) -> list[dict]:
+        tolerations = list(self.v["tolerations"])
+        if self.v["accelerator"] == "gpu":
+            tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
+        return tolerations
+
+    def volume(self, name: str, source: dict) -> dict:
+        return {"name": name, **(source or {"emptyDir": {}})}
+
+    def jobset_annotations(self) -> dict:
+        annotations = dict(self.v["annotations"])
+        if self.v["jobset"]["exclusive_topology"]:
+            annotations["alpha.jobset.sigs.k8s.io/exclusive-topology"] = self.v["jobset"]["exclusive_topology"]
+        return annotations
+
+    def globals(self) -> dict:
+        return {name: getattr(self, name) for name in (
+            "selector_labels", "labels", "trainer_args", "process_env", "container_resources",
+            "tolerations", "volume", "jobset_annotations")}
+
+
+def render_text(values: dict) -> str:
+    """The target's output as text: a multi-document YAML stream, or a script for slurm."""
+    target = values["target"]
+    if target == "slurm":
+        from .slurm import render_sbatch
+        return render_sbatch(values)
+    template = _environment().get_template(f"{target}.yaml.j2")
+    return template.render(values=values, version=__version__, **_Context(values).globals())
+
+
+def render_documents(values: dict) -> list[dict]:
+    """The parsed manifests of a Kubernetes target; a template bug fails here, not in the cluster."""
+    if values["target"] not in K8S_TARGETS:
+        raise ValueError(f"target {values['target']!r} renders a script, not manifests")
+    text = render_text(values)
+    try:
+        docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise TemplateBug(f"template {values['target']} produced invalid YAML: {exc}\n{text}") from exc
+    for doc in docs:
+        if not isinstance(doc, dict) or "kind" not in doc:
+            raise TemplateBug(f"template {values['target']} produced a document without kind: {doc!r}")
+    return docs

@@ -1,0 +1,128 @@
+"""Target slurm: renders an sbatch script (text, not YAML) from validated variables.
+
+The script runs the same trainer arguments as the Kubernetes pods under
+`srun --kill-on-bad-exit=1`, one task per JAX process. The trainer derives its rank, the process
+count and the coordinator (first node of SLURM_STEP_NODELIST, port SLURM_JOB_ID % 4096 + 61440)
+from SLURM's environment, so no JAX_* variable is rendered. Every value reaches the script through
+shlex.quote; values that end up in #SBATCH lines are restricted by generator.slurm_checks.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+TEMPLATE_NAME = "slurm.sbatch.j2"
+
+
+class TemplateError(RuntimeError):
+    """The rendered script is not valid bash: a bug in the template, not in the variables."""
+
+
+def scalar(value: Any) -> str:
+    """The text a value takes on a command line (booleans as true/false, like the manifests)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def shell_quote(value: Any) -> str:
+    return shlex.quote(scalar(value))
+
+
+def trainer_args(values: dict) -> list[str]:
+    """`train ...` arguments of the trainer, identical to the container args of every pod."""
+    t, data, ckpt = values["training"], values["data"], values["checkpoint"]
+    args = [
+        "train",
+        "--epochs", t["epochs"],
+        "--batch-size", t["batch_size"],
+        "--optimizer", t["optimizer"],
+        "--learning-rate", t["learning_rate"],
+        "--momentum", t["momentum"],
+        "--seed", t["seed"],
+        "--strategy", t["strategy"],
+        "--model-parallelism", t["model_parallelism"],
+        "--local-device-count", values["local_device_count"],
+        "--platform", values["accelerator"],
+        "--data-dir", data["dir"],
+        "--download" if data["download"] else "--no-download",
+        "--mirror", data["mirror"],
+        "--checkpoint-dir", ckpt["dir"],
+        "--checkpoint-every", ckpt["every_steps"],
+        "--init-timeout", values["init_timeout_seconds"],
+        "--heartbeat-timeout", values["heartbeat_timeout_seconds"],
+    ]
+    return [scalar(a) for a in args]
+
+
+def arg_lines(args: list[str]) -> list[list[str]]:
+    """Groups each option with its value, for a readable script (one option per line)."""
+    lines: list[list[str]] = []
+    for arg in args:
+        if lines and not arg.startswith("--") and lines[-1][0].startswith("--") and len(lines[-1]) == 1:
+            lines[-1].append(arg)
+        else:
+            lines.append([arg])
+    return lines
+
+
+def layout(values: dict) -> dict:
+    """Nodes, tasks per node and GPUs of the allocation (tasks spread evenly over the nodes)."""
+    tasks = values["hosts_count"]
+    nodes = values["slurm"]["nodes"] or tasks
+    gpu = values["accelerator"] == "gpu"
+    per_task = values["local_device_count"]
+    return {
+        "tasks": tasks,
+        "nodes": nodes,
+        "tasks_per_node": tasks // nodes,
+        "gpus_per_task": per_task if gpu else 0,
+        "gpus_per_node": (tasks // nodes) * per_task if gpu else 0,
+    }
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["q"] = shell_quote
+    return env
+
+
+def check_bash_syntax(script: str) -> None:
+    """Parse the script with `bash -n`, so a template bug fails at render time."""
+    proc = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True, timeout=30)
+    if proc.returncode != 0:
+        raise TemplateError(f"rendered sbatch script is not valid bash: {proc.stderr.strip()}")
+
+
+def render_sbatch(values: dict) -> str:
+    """The sbatch script of already validated variables (see generator.slurm_checks)."""
+    slurm = values["slurm"]
+    container = {
+        "image": slurm["container_image"],
+        "runtime": slurm["container_runtime"],
+        "binds": list(dict.fromkeys([values["data"]["dir"], values["checkpoint"]["dir"]])),
+    }
+    script = _environment().get_template(TEMPLATE_NAME).render(
+        v=values,
+        slurm=slurm,
+        layout=layout(values),
+        arg_lines=arg_lines(trainer_args(values)),
+        env=[(e["name"], e.get("value", "")) for e in values.get("env") or []],
+        container=container,
+        extra_directives=slurm.get("extra_directives") or [],
+    )
+    check_bash_syntax(script)
+    return script

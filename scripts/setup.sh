@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set up everything the project needs, idempotently, cached outside the repository
+# (${JAXT_CACHE:-~/.cache/jax-training}):
+#   python   the virtualenv with jaxgen, the trainer and the test dependencies
+#   tools    helm, kubeconform, kube-linter (built with go install)
+#   cluster  etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (e2e tier)
+#   slurm    slurmctld, slurmd and munge from Debian's packages (e2e tier)
+# Usage: scripts/setup.sh [python|tools|cluster|slurm|all]...   (default: all)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+setup_python() {
+  local stamp="$JAXT_VENV/.jax-training-install" want
+  want="$(cat "$JAXT_ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1) $JAXT_ROOT"
+  if [ ! -x "$JAXT_VENV/bin/python" ]; then
+    log "creating virtualenv $JAXT_VENV"
+    python3 -m venv "$JAXT_VENV"
+  fi
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    log "installing jax-training[test] into $JAXT_VENV"
+    "$JAXT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+    "$JAXT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$JAXT_ROOT[test]"
+    echo "$want" > "$stamp"
+  fi
+}
+
+run_part() {
+  case "$1" in
+    python) setup_python ;;
+    tools) "$JAXT_ROOT/scripts/tools.sh" ;;
+    cluster) "$JAXT_ROOT/scripts/cluster/build.sh" ;;
+    slurm) "$JAXT_ROOT/scripts/slurm/setup.sh" ;;
+    all) for part in python tools cluster slurm; do run_part "$part"; done ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown part '$1' (python, tools, cluster, slurm, all)" ;;
+  esac
+}
+
+[ $# -gt 0 ] || set -- all
+for part in "$@"; do run_part "$part"; done
