@@ -14,6 +14,7 @@ import jsonschema
 
 from .names import DNS_LABEL_MAX, longest_hostname
 from .paths import SCHEMA_FILE
+from .slurm_checks import slurm_errors
 
 HIDDEN_WIDTH = 1024  # hidden layer width of the trainer's MLP; the model axis must divide it
 MAX_GPUS_PER_HOST = 16
@@ -109,6 +110,7 @@ def semantic_errors(values: dict) -> list[str]:
             errors.append(f"$.{field}: give exactly one volume source, got {', '.join(sorted(volume))}")
     if values["slurm"]["nodes"] > hosts:
         errors.append(f"$.slurm.nodes: {values['slurm']['nodes']} nodes for {hosts} tasks leaves nodes idle")
+    errors += slurm_errors(values)
     return errors
 
 

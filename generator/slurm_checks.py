@@ -1,0 +1,59 @@
+"""Semantic rules of the slurm target, each problem as "$.json.path: message".
+
+Called by generator.checks for every render; returns nothing unless target is slurm.
+"""
+
+from __future__ import annotations
+
+import re
+
+SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# An #SBATCH line is split by sbatch itself, not by the shell: no quoting is possible there.
+DIRECTIVE_UNSAFE = re.compile(r"[\s'\"\\#]")
+# Set per task by SLURM / the trainer; one value for every task would break the ranks.
+RESERVED_ENV = re.compile(r"^(SLURM_\w*|JAX_COORDINATOR_ADDRESS|JAX_NUM_PROCESSES|JAX_PROCESS_ID|"
+                          r"CUDA_VISIBLE_DEVICES)$")
+MAX_GPUS_PER_NODE = 16
+
+
+def slurm_errors(values: dict) -> list[str]:
+    if values.get("target") != "slurm":
+        return []
+    errors: list[str] = []
+    slurm = values["slurm"]
+    tasks = values["hosts_count"]
+    nodes = slurm["nodes"] or tasks
+
+    if nodes <= tasks and tasks % nodes:
+        errors.append(f"$.slurm.nodes: {tasks} tasks (hosts_count) cannot be spread evenly over {nodes} nodes; "
+                      f"choose a divisor of {tasks}")
+    elif values["accelerator"] == "gpu" and nodes <= tasks:
+        per_node = tasks // nodes * values["local_device_count"]
+        if per_node > MAX_GPUS_PER_NODE:
+            errors.append(f"$.slurm.nodes: {tasks // nodes} tasks x {values['local_device_count']} GPUs = "
+                          f"{per_node} GPUs per node (max {MAX_GPUS_PER_NODE}); use more nodes")
+
+    for key in ("partition", "account", "time", "output"):
+        value = slurm[key]
+        if isinstance(value, str) and DIRECTIVE_UNSAFE.search(value):
+            errors.append(f"$.slurm.{key}: {value!r} goes into an #SBATCH line and must not contain "
+                          "whitespace, quotes, backslashes or '#'")
+    for i, directive in enumerate(slurm.get("extra_directives") or []):
+        if not isinstance(directive, str) or not directive.startswith("--") or DIRECTIVE_UNSAFE.search(directive):
+            errors.append(f"$.slurm.extra_directives[{i}]: {directive!r} must be one sbatch option such as "
+                          "--exclusive or --qos=high (starting with --, no whitespace or quotes)")
+
+    for i, entry in enumerate(values.get("env") or []):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str):
+            continue  # the schema reports it
+        if not SHELL_NAME.match(name):
+            errors.append(f"$.env[{i}].name: {name!r} is not a shell variable name (letters, digits, _), "
+                          "which target slurm needs to export it")
+        elif RESERVED_ENV.match(name):
+            errors.append(f"$.env[{i}].name: {name} is set for each task by SLURM and the trainer; "
+                          "one value for every task would break the ranks")
+        if "valueFrom" in entry:
+            errors.append(f"$.env[{i}].valueFrom: not supported by target slurm (no Kubernetes API there); "
+                          "give a literal value")
+    return errors
