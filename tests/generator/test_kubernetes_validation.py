@@ -1,0 +1,49 @@
+"""Every render of every example is a valid object: core kinds in strict mode for Kubernetes 1.30
+and 1.37 (kubernetes-validate), JAXJob and JobSet against their CRDs' openAPIV3Schema."""
+
+import json
+
+import pytest
+
+from tests.support.manifests import KUBERNETES_VERSIONS, validation_problems
+from tests.support.paths import EXAMPLES_DIR
+
+from .jaxgen import jaxgen
+
+K8S_EXAMPLES = sorted(p.name for p in EXAMPLES_DIR.glob("*.json")
+                      if json.loads(p.read_text()).get("target", "indexed-job") != "slurm")
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("example", K8S_EXAMPLES)
+def test_example_validates(example, version):
+    result = jaxgen("render", str(EXAMPLES_DIR / example))
+    assert result.exit_code == 0, result.stderr
+    docs = result.documents()
+    assert docs
+    for doc in docs:
+        assert validation_problems(doc, version) == [], f"{example}: {doc['kind']}"
+
+
+@pytest.mark.parametrize("target", ["indexed-job", "jaxjob", "jobset"])
+@pytest.mark.parametrize("accelerator", ["cpu", "gpu"])
+def test_each_target_validates(target, accelerator):
+    result = jaxgen("render", "--target", target, "--set", f"accelerator={accelerator}")
+    assert result.exit_code == 0, result.stderr
+    for doc in result.documents():
+        for version in KUBERNETES_VERSIONS:
+            assert validation_problems(doc, version) == []
+
+
+def test_validator_catches_a_bad_manifest():
+    """The strict check itself must be able to fail: an unknown field and a wrong type."""
+    result = jaxgen("render", "--target", "jaxjob")
+    jaxjob = result.documents()[0]
+    jaxjob["spec"]["jaxReplicaSpecs"]["Worker"]["replicaz"] = 2
+    assert validation_problems(jaxjob)
+    job = jaxgen("render").documents()[1]
+    job["spec"]["completions"] = "two"
+    assert validation_problems(job)
+    job["spec"]["completions"] = 2
+    job["spec"]["template"]["spec"]["containerz"] = []
+    assert validation_problems(job)

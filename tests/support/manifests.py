@@ -1,0 +1,63 @@
+"""Strict validation of rendered manifests: core kinds with kubernetes-validate's bundled
+schemas, custom resources against the openAPIV3Schema of the CRDs in ../shared/crds."""
+
+from __future__ import annotations
+
+import copy
+from functools import lru_cache
+
+import jsonschema
+import kubernetes_validate
+import yaml
+
+from .paths import CRDS_DIR
+
+KUBERNETES_VERSIONS = ("1.30", "1.37")
+CRD_FILES = {
+    ("kubeflow.org", "JAXJob"): "kubeflow.org_jaxjobs.yaml",
+    ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io_jobsets.yaml",
+}
+
+
+def _strict(schema: dict) -> dict:
+    """Close every object that lists its properties and does not preserve unknown fields."""
+    schema = copy.deepcopy(schema)
+
+    def walk(node):
+        if isinstance(node, dict):
+            if ("properties" in node and "additionalProperties" not in node
+                    and not node.get("x-kubernetes-preserve-unknown-fields")):
+                node["additionalProperties"] = False
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    return schema
+
+
+@lru_cache(maxsize=None)
+def crd_validator(group: str, kind: str, version: str) -> jsonschema.Draft7Validator:
+    crd = yaml.safe_load((CRDS_DIR / CRD_FILES[(group, kind)]).read_text())
+    for entry in crd["spec"]["versions"]:
+        if entry["name"] == version:
+            schema = _strict(entry["schema"]["openAPIV3Schema"])
+            # apiVersion/kind/metadata are checked by the API server, not by the CRD schema.
+            schema["properties"]["metadata"] = {"type": "object"}
+            return jsonschema.Draft7Validator(schema)
+    raise LookupError(f"{group}/{version} {kind}: version not in the CRD")
+
+
+def validation_problems(doc: dict, kubernetes_version: str = "1.37") -> list[str]:
+    """Every strict-validation problem of one manifest (empty = valid)."""
+    group, _, version = doc["apiVersion"].rpartition("/")
+    if (group, doc["kind"]) in CRD_FILES:
+        validator = crd_validator(group, doc["kind"], version)
+        return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
+    try:
+        kubernetes_validate.validate(doc, kubernetes_version, strict=True)
+    except kubernetes_validate.ValidationError as error:
+        return [str(error)]
+    return []
