@@ -1,0 +1,230 @@
+"""Where this process sits in the job: ClusterSpec and its resolution from flags or environment.
+
+Pure Python (no jax import) so it is cheap to test. Each field is taken from the first source that
+provides it, in this order:
+
+1. explicit flags (--coordinator-address, --num-processes, --process-id)
+2. JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID (our Indexed Job and JobSet,
+   Kubeflow Trainer v2, XPK)
+3. Kubeflow JAXJob v1: COORDINATOR_ADDRESS + COORDINATOR_PORT, NUM_PROCESSES, PROCESS_ID
+4. Kubernetes Indexed Job: JOB_COMPLETION_INDEX (process id only)
+5. SLURM step: SLURM_PROCID, SLURM_NTASKS, first host of SLURM_STEP_NODELIST and port
+   SLURM_JOB_ID % 4096 + 61440 (unless a port is given)
+6. a single process
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from trainer.errors import ConfigError
+
+DEFAULT_PORT = 1234
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    coordinator_address: str | None
+    num_processes: int
+    process_id: int
+    local_device_count: int | None = None
+    # field name -> human-readable source ("--process-id", "JAX_PROCESS_ID", ...)
+    sources: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def distributed(self) -> bool:
+        return self.num_processes > 1
+
+    def describe(self) -> str:
+        return (
+            f"process {self.process_id}/{self.num_processes}, coordinator "
+            f"{self.coordinator_address or '-'} (from "
+            + ", ".join(f"{k}: {v}" for k, v in sorted(self.sources.items()))
+            + ")"
+        )
+
+
+def expand_hostlist(spec: str) -> list[str]:
+    """Expand a SLURM host list such as ``node[01-03,7],gpu-a[1-2]-ib`` into host names.
+
+    Zero padding of range bounds is kept (``n[08-10]`` -> n08 n09 n10); several bracket groups in
+    one name expand as a cartesian product.
+    """
+    hosts: list[str] = []
+    for item in _split_top_level(spec.strip()):
+        if item:
+            hosts.extend(_expand_item(item))
+    return hosts
+
+
+def _split_top_level(spec: str) -> list[str]:
+    items, depth, current = [], 0, []
+    for ch in spec:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise ConfigError(f"SLURM node list {spec!r}: unbalanced ']'")
+        if ch == "," and depth == 0:
+            items.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if depth:
+        raise ConfigError(f"SLURM node list {spec!r}: unbalanced '['")
+    items.append("".join(current))
+    return items
+
+
+def _expand_item(item: str) -> list[str]:
+    parts = re.split(r"(\[[^\]]*\])", item)
+    choices = []
+    for part in parts:
+        if part.startswith("["):
+            choices.append(_expand_ranges(part[1:-1], item))
+        else:
+            choices.append([part])
+    return ["".join(p) for p in itertools.product(*choices)]
+
+
+def _expand_ranges(body: str, item: str) -> list[str]:
+    out = []
+    for rng in body.split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", rng.strip())
+        if not m:
+            raise ConfigError(f"SLURM node list item {item!r}: bad range {rng!r}")
+        lo, hi = m.group(1), m.group(2) or m.group(1)
+        if int(hi) < int(lo):
+            raise ConfigError(f"SLURM node list item {item!r}: range {rng!r} is descending")
+        width = len(lo)
+        out.extend(str(i).zfill(width) for i in range(int(lo), int(hi) + 1))
+    return out
+
+
+def _int(value: str, name: str, minimum: int) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not an integer") from None
+    if number < minimum:
+        raise ConfigError(f"{name}={number} must be >= {minimum}")
+    return number
+
+
+def _port(value, name: str) -> int:
+    port = _int(value, name, 1)
+    if port > 65535:
+        raise ConfigError(f"{name}={port} is not a TCP port (1-65535)")
+    return port
+
+
+def _check_address(address: str, name: str) -> str:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"{name}={address!r} must be HOST:PORT")
+    _port(port, name)
+    return address
+
+
+def resolve_cluster(
+    env: Mapping[str, str],
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    local_device_count: int | None = None,
+    coordinator_port: int | None = None,
+) -> ClusterSpec:
+    """Resolve the ClusterSpec from flags (arguments) and environment `env` (see module doc)."""
+    sources: dict[str, str] = {}
+    given_port = coordinator_port
+    port_name = "--coordinator-port"
+    if given_port is None and env.get("JAX_COORDINATOR_PORT"):
+        given_port, port_name = _port(env["JAX_COORDINATOR_PORT"], "JAX_COORDINATOR_PORT"), "JAX_COORDINATOR_PORT"
+    in_slurm_step = "SLURM_PROCID" in env
+
+    # -- process id
+    pid = None
+    if process_id is not None:
+        pid, sources["process_id"] = _int(process_id, "--process-id", 0), "--process-id"
+    else:
+        for name in ("JAX_PROCESS_ID", "PROCESS_ID", "JOB_COMPLETION_INDEX", "SLURM_PROCID"):
+            if env.get(name, "") != "":
+                pid, sources["process_id"] = _int(env[name], name, 0), name
+                break
+
+    # -- number of processes
+    nproc = None
+    if num_processes is not None:
+        nproc, sources["num_processes"] = _int(num_processes, "--num-processes", 1), "--num-processes"
+    else:
+        names = ["JAX_NUM_PROCESSES", "NUM_PROCESSES"] + (["SLURM_NTASKS", "SLURM_STEP_NUM_TASKS"] if in_slurm_step else [])
+        for name in names:
+            if env.get(name, "") != "":
+                nproc, sources["num_processes"] = _int(env[name], name, 1), name
+                break
+
+    # -- coordinator address
+    coord = None
+    if coordinator_address:
+        coord, sources["coordinator_address"] = coordinator_address, "--coordinator-address"
+    elif env.get("JAX_COORDINATOR_ADDRESS"):
+        coord, sources["coordinator_address"] = env["JAX_COORDINATOR_ADDRESS"], "JAX_COORDINATOR_ADDRESS"
+    elif env.get("COORDINATOR_ADDRESS"):
+        host = env["COORDINATOR_ADDRESS"]
+        if env.get("COORDINATOR_PORT"):
+            port = _port(env["COORDINATOR_PORT"], "COORDINATOR_PORT")
+        elif ":" in host:
+            host, _, port_s = host.rpartition(":")
+            port = _port(port_s, "COORDINATOR_ADDRESS")
+        else:
+            port = given_port or DEFAULT_PORT
+        coord, sources["coordinator_address"] = f"{host}:{port}", "COORDINATOR_ADDRESS/COORDINATOR_PORT"
+    elif in_slurm_step:
+        nodelist_name = next(
+            (n for n in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST") if env.get(n)), None
+        )
+        if nodelist_name is None:
+            raise ConfigError("SLURM_PROCID is set but SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST) is not")
+        hosts = expand_hostlist(env[nodelist_name])
+        if not hosts:
+            raise ConfigError(f"{nodelist_name}={env[nodelist_name]!r} names no host")
+        if given_port is not None:
+            port = given_port
+        elif env.get("SLURM_JOB_ID"):
+            port = _int(env["SLURM_JOB_ID"], "SLURM_JOB_ID", 0) % 4096 + 61440
+        else:
+            raise ConfigError("SLURM_JOB_ID is not set: pass --coordinator-port")
+        coord, sources["coordinator_address"] = f"{hosts[0]}:{port}", nodelist_name
+
+    if coord is not None:
+        name = sources["coordinator_address"].split("/")[0]
+        if ":" not in coord.rsplit("]", 1)[-1]:  # host without port (IPv6 literals are bracketed)
+            coord = f"{coord}:{given_port or DEFAULT_PORT}"
+        _check_address(coord, name)
+
+    if pid is not None and nproc is None:
+        raise ConfigError(
+            f"{sources['process_id']} is set but the number of processes is unknown: "
+            "pass --num-processes or set JAX_NUM_PROCESSES"
+        )
+    if nproc is None:
+        nproc, sources["num_processes"] = 1, "default"
+    if pid is None:
+        if nproc > 1:
+            raise ConfigError(
+                f"{sources['num_processes']}={nproc} but the process id is unknown: pass --process-id or set JAX_PROCESS_ID"
+            )
+        pid, sources["process_id"] = 0, "default"
+    if pid >= nproc:
+        raise ConfigError(f"{sources['process_id']}={pid} is out of range for {nproc} processes")
+    if nproc > 1 and coord is None:
+        raise ConfigError(
+            f"{nproc} processes need a coordinator: pass --coordinator-address HOST:PORT or set JAX_COORDINATOR_ADDRESS"
+        )
+    if local_device_count is not None:
+        local_device_count = _int(local_device_count, "--local-device-count", 1)
+    return ClusterSpec(coord, nproc, pid, local_device_count, sources)

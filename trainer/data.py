@@ -1,0 +1,149 @@
+"""MNIST: sha256-verified download (retried, cached) or a mounted copy, IDX parsing, batch order.
+
+Batch order is defined globally: epoch e uses the permutation of the training set drawn from
+(seed, e); global batch s of that epoch is perm[s*B:(s+1)*B]. Process p of P takes the p-th
+contiguous slice of every global batch, so global batch b at step s holds the same examples
+whatever the process count, and every process runs the same number of steps (the remainder of an
+epoch that does not fill a global batch is dropped).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import struct
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from trainer.errors import DataError
+
+# The canonical MNIST files and their sha256 (the same bytes on every mirror of the originals).
+FILES = {
+    "train_images": ("train-images-idx3-ubyte.gz", "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"),
+    "train_labels": ("train-labels-idx1-ubyte.gz", "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"),
+    "test_images": ("t10k-images-idx3-ubyte.gz", "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"),
+    "test_labels": ("t10k-labels-idx1-ubyte.gz", "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"),
+}
+DEFAULT_MIRROR = "https://storage.googleapis.com/cvdf-datasets/mnist/"
+
+
+@dataclass
+class Dataset:
+    train_images: np.ndarray  # (N, 784) uint8
+    train_labels: np.ndarray  # (N,) int32
+    test_images: np.ndarray
+    test_labels: np.ndarray
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _download(url: str, dest: Path, expected: str, attempts: int, log) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    last_error = None
+    for attempt in range(1, attempts + 1):
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+                while chunk := response.read(1 << 20):
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            actual = sha256_of(Path(tmp))
+            if actual != expected:
+                raise DataError(f"{url}: sha256 {actual} != expected {expected}")
+            os.replace(tmp, dest)  # atomic: concurrent readers see the old or the full file
+            return
+        except (OSError, urllib.error.URLError, DataError) as e:
+            last_error = e
+            if attempt < attempts:
+                log(f"download of {url} failed ({e}); retry {attempt}/{attempts - 1}")
+                time.sleep(min(2**attempt, 10))
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    raise DataError(f"cannot download {dest.name} from {url}: {last_error}")
+
+
+def ensure_file(data_dir: Path, key: str, download: bool, mirror: str, log=print, attempts: int = 3) -> Path:
+    """Return the verified path of one MNIST file, downloading it into data_dir if needed."""
+    name, expected = FILES[key]
+    path = data_dir / name
+    if path.exists():
+        actual = sha256_of(path)
+        if actual == expected:
+            return path
+        if not download:
+            raise DataError(f"{path}: corrupt or truncated (sha256 {actual}, expected {expected})")
+        log(f"{path}: sha256 mismatch, downloading it again")
+    elif not download:
+        raise DataError(f"{path}: missing (and downloading is disabled)")
+    url = mirror if mirror.endswith("/") else mirror + "/"
+    try:
+        _download(url + name, path, expected, attempts, log)
+    except PermissionError as e:
+        raise DataError(f"{path}: cannot write the download ({e})") from None
+    return path
+
+
+def parse_idx(path: Path) -> np.ndarray:
+    """Decode a gzipped IDX file (ubyte data) into an array; errors name the file."""
+    try:
+        raw = gzip.decompress(path.read_bytes())
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise DataError(f"{path}: not a valid gzip file ({e})") from None
+    if len(raw) < 4:
+        raise DataError(f"{path}: too short for an IDX header")
+    zero, dtype, ndim = struct.unpack(">HBB", raw[:4])
+    if zero != 0 or dtype != 0x08:
+        raise DataError(f"{path}: not an IDX ubyte file (magic {raw[:4].hex()})")
+    header = 4 + 4 * ndim
+    dims = struct.unpack(f">{ndim}I", raw[4:header])
+    expected = int(np.prod(dims))
+    if len(raw) - header != expected:
+        raise DataError(f"{path}: {len(raw) - header} data bytes, header announces {expected}")
+    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(dims)
+
+
+def load_mnist(data_dir: str | os.PathLike, download: bool = True, mirror: str = DEFAULT_MIRROR, log=print) -> Dataset:
+    data_dir = Path(data_dir)
+    arrays = {}
+    for key in FILES:
+        path = ensure_file(data_dir, key, download, mirror, log)
+        arrays[key] = parse_idx(path)
+    for split in ("train", "test"):
+        images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
+        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+            raise DataError(f"{data_dir / FILES[split + '_images'][0]}: {images.shape} images vs {labels.shape} labels")
+        arrays[f"{split}_images"] = images.reshape(len(images), -1)
+        arrays[f"{split}_labels"] = labels.astype(np.int32)
+    return Dataset(**arrays)
+
+
+def epoch_permutation(num_examples: int, seed: int, epoch: int) -> np.ndarray:
+    return np.random.default_rng([seed, epoch]).permutation(num_examples)
+
+
+def steps_per_epoch(num_examples: int, global_batch: int) -> int:
+    return num_examples // global_batch
+
+
+def local_batch(images: np.ndarray, labels: np.ndarray, perm: np.ndarray, step: int, global_batch: int,
+                process_id: int, num_processes: int) -> tuple[np.ndarray, np.ndarray]:
+    """This process's slice of global batch `step`: float32 images in [0, 1] and int32 labels."""
+    per_process = global_batch // num_processes
+    start = step * global_batch + process_id * per_process
+    idx = perm[start:start + per_process]
+    return images[idx].astype(np.float32) / np.float32(255.0), labels[idx]

@@ -1,0 +1,55 @@
+"""Rank-tagged log lines, the metrics JSONL file and the TTY-only progress bar."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+class Logger:
+    def __init__(self, rank: int):
+        self.rank = rank
+
+    def __call__(self, message: str) -> None:
+        print(f"Rank {self.rank}: {message}", flush=True)
+
+
+class MetricsFile:
+    """Appends one JSON object per line; written by process 0 only (None path = disabled)."""
+
+    def __init__(self, path: str | os.PathLike | None):
+        self.path = Path(path) if path else None
+        if self.path:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, record: dict) -> None:
+        if not self.path:
+            return
+        record = {"time": round(time.time(), 3), **record}
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+            f.flush()
+
+
+def progress(total: int, desc: str, enabled: bool):
+    """A tqdm bar when stdout is a terminal, otherwise None (log lines carry the progress)."""
+    if not (enabled and sys.stdout.isatty()):
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict]:
+    records = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{number}: not JSON ({e})") from None
+    return records
