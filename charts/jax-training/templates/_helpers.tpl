@@ -1,0 +1,276 @@
+{{/*
+Names, labels and the computed pieces of every manifest, in one place. They mirror jaxgen's
+generator/names.py and generator/render.py so that `helm template` and `jaxgen render` agree.
+Values arrive as Helm parses them (every number is a float64): integers are printed through `int64`.
+Helpers that return structures print them as JSON; callers read them back with fromJson.
+*/}}
+
+{{/* Name of every object (validated by values.schema.json: a DNS-1035 label). */}}
+{{- define "jax-training.name" -}}
+{{- .Values.name -}}
+{{- end -}}
+
+{{/* helm.sh/chart label value. */}}
+{{- define "jax-training.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels; call with (dict "root" $ "component" "worker"). */}}
+{{- define "jax-training.selectorLabels" -}}
+{{- toJson (dict
+  "app.kubernetes.io/name" .root.Chart.Name
+  "app.kubernetes.io/instance" (include "jax-training.name" .root)
+  "app.kubernetes.io/component" .component) -}}
+{{- end -}}
+
+{{/*
+Labels; call with (dict "root" $ "component" C ["queue" true] ["chart" true]).
+The user's labels come first so they can never override the ones selectors rely on.
+queue adds the Kueue queue label (top-level workload objects), chart adds helm.sh/chart.
+*/}}
+{{- define "jax-training.labels" -}}
+{{- $v := .root.Values -}}
+{{- $labels := deepCopy ($v.labels | default dict) -}}
+{{- $labels = mergeOverwrite $labels (include "jax-training.selectorLabels" . | fromJson) -}}
+{{- $_ := set $labels "app.kubernetes.io/version" $v.image.tag -}}
+{{- $_ = set $labels "app.kubernetes.io/managed-by" .root.Release.Service -}}
+{{- if and .queue $v.queue_name -}}
+{{- $_ = set $labels "kueue.x-k8s.io/queue-name" $v.queue_name -}}
+{{- end -}}
+{{- if .chart -}}
+{{- $_ = set $labels "helm.sh/chart" (include "jax-training.chart" .root) -}}
+{{- end -}}
+{{- toJson $labels -}}
+{{- end -}}
+
+{{/* Object metadata (name, namespace, labels, annotations); call with (dict "root" $ "labels" DICT). */}}
+{{- define "jax-training.metadata" -}}
+metadata:
+  name: {{ include "jax-training.name" .root | toJson }}
+  namespace: {{ .root.Values.namespace | toJson }}
+  labels: {{ toJson .labels }}
+  {{- if .root.Values.annotations }}
+  annotations: {{ toJson .root.Values.annotations }}
+  {{- end }}
+{{- end -}}
+
+{{/* DNS name of process 0 as the other pods resolve it (pod hostname . Service subdomain). */}}
+{{- define "jax-training.coordinatorHost" -}}
+{{- $name := include "jax-training.name" . -}}
+{{- if eq .Values.target "indexed-job" -}}
+{{- printf "%s-0.%s" $name $name -}}
+{{- else if eq .Values.target "jobset" -}}
+{{- printf "%s-worker-0-0.%s" $name $name -}}
+{{- else if eq .Values.target "jaxjob" -}}
+{{- printf "%s-worker-0" $name -}}
+{{- else -}}
+{{- fail (printf "no coordinator host for target %s" .Values.target) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The longest pod hostname (a DNS-1123 label, at most 63 characters) the target creates. */}}
+{{- define "jax-training.longestHostname" -}}
+{{- $name := include "jax-training.name" . -}}
+{{- $last := sub (int64 .Values.hosts_count) 1 -}}
+{{- if eq .Values.target "indexed-job" -}}
+{{- printf "%s-%d" $name $last -}}
+{{- else if eq .Values.target "jaxjob" -}}
+{{- printf "%s-worker-%d" $name $last -}}
+{{- else if eq .Values.target "jobset" -}}
+{{- printf "%s-worker-0-%d" $name $last -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A float argument, printed as Python's repr(float(x)) prints it ("0.1", "1.0", "1e-05"): Go's %v
+agrees with it except that it drops the ".0" of integral values. The schema bounds the float values
+(learning_rate <= 10, momentum < 1) far below where the two switch to exponent notation differently.
+*/}}
+{{- define "jax-training.float" -}}
+{{- $x := float64 . -}}
+{{- if eq $x (floor $x) -}}
+{{- printf "%.1f" $x -}}
+{{- else -}}
+{{- toString $x -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Arguments of `python -m trainer`, as a JSON list of strings. */}}
+{{- define "jax-training.trainerArgs" -}}
+{{- $v := .Values -}}
+{{- $t := $v.training -}}
+{{- $args := list "train"
+  "--epochs" (int64 $t.epochs | toString)
+  "--batch-size" (int64 $t.batch_size | toString)
+  "--optimizer" $t.optimizer
+  "--learning-rate" (include "jax-training.float" $t.learning_rate)
+  "--momentum" (include "jax-training.float" $t.momentum)
+  "--seed" (int64 $t.seed | toString)
+  "--strategy" $t.strategy
+  "--model-parallelism" (int64 $t.model_parallelism | toString)
+  "--local-device-count" (int64 $v.local_device_count | toString)
+  "--platform" $v.accelerator
+  "--data-dir" $v.data.dir -}}
+{{- $args = append $args (ternary "--download" "--no-download" $v.data.download) -}}
+{{- $args = concat $args (list
+  "--mirror" $v.data.mirror
+  "--checkpoint-dir" $v.checkpoint.dir
+  "--checkpoint-every" (int64 $v.checkpoint.every_steps | toString)
+  "--init-timeout" (int64 $v.init_timeout_seconds | toString)
+  "--heartbeat-timeout" (int64 $v.heartbeat_timeout_seconds | toString)) -}}
+{{- toJson $args -}}
+{{- end -}}
+
+{{/*
+JAX_* variables of the indexed-job and jobset targets (JSON list); the process id is the Job's
+completion index. The JAXJob operator injects its own variables instead.
+*/}}
+{{- define "jax-training.processEnv" -}}
+{{- toJson (list
+  (dict "name" "JAX_COORDINATOR_ADDRESS"
+        "value" (printf "%s:%d" (include "jax-training.coordinatorHost" .) (int64 .Values.coordinator_port)))
+  (dict "name" "JAX_NUM_PROCESSES" "value" (int64 .Values.hosts_count | toString))
+  (dict "name" "JAX_PROCESS_ID"
+        "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.annotations['batch.kubernetes.io/job-completion-index']")))) -}}
+{{- end -}}
+
+{{/* Container resources (JSON): the user's, plus nvidia.com/gpu limits on GPU pods. */}}
+{{- define "jax-training.containerResources" -}}
+{{- $resources := deepCopy (.Values.resources | default dict) -}}
+{{- if eq .Values.accelerator "gpu" -}}
+{{- $limits := get $resources "limits" | default dict -}}
+{{- $_ := set $limits "nvidia.com/gpu" (int64 .Values.local_device_count) -}}
+{{- $_ = set $resources "limits" $limits -}}
+{{- end -}}
+{{- toJson $resources -}}
+{{- end -}}
+
+{{/* Tolerations (JSON list): the user's, plus the nvidia.com/gpu toleration on GPU pods. */}}
+{{- define "jax-training.tolerations" -}}
+{{- $tolerations := deepCopy (.Values.tolerations | default list) -}}
+{{- if eq .Values.accelerator "gpu" -}}
+{{- $tolerations = append $tolerations (dict "key" "nvidia.com/gpu" "operator" "Exists" "effect" "NoSchedule") -}}
+{{- end -}}
+{{- toJson $tolerations -}}
+{{- end -}}
+
+{{/* A pod volume (JSON) from a volume source; an empty source is an emptyDir. Call with (list NAME SOURCE). */}}
+{{- define "jax-training.volume" -}}
+{{- $name := index . 0 -}}
+{{- $source := index . 1 | default dict -}}
+{{- if not $source -}}
+{{- $source = dict "emptyDir" dict -}}
+{{- end -}}
+{{- toJson (mergeOverwrite (dict "name" $name) (deepCopy $source)) -}}
+{{- end -}}
+
+{{/* Annotations of the JobSet (JSON): the user's, plus exclusive placement when asked for. */}}
+{{- define "jax-training.jobsetAnnotations" -}}
+{{- $annotations := deepCopy (.Values.annotations | default dict) -}}
+{{- if .Values.jobset.exclusive_topology -}}
+{{- $_ := set $annotations "alpha.jobset.sigs.k8s.io/exclusive-topology" .Values.jobset.exclusive_topology -}}
+{{- end -}}
+{{- toJson $annotations -}}
+{{- end -}}
+
+{{/*
+The pod template shared by every target; call with (dict "root" $ "processEnv" LIST ["subdomain" NAME]).
+Every scalar goes through toJson.
+*/}}
+{{- define "jax-training.podTemplate" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+{{- $gpu := eq $v.accelerator "gpu" -}}
+{{- $resources := include "jax-training.containerResources" $root | fromJson -}}
+{{- $tolerations := include "jax-training.tolerations" $root | fromJsonArray -}}
+metadata:
+  labels: {{ include "jax-training.labels" (dict "root" $root "component" "worker") }}
+  {{- if $v.annotations }}
+  annotations: {{ toJson $v.annotations }}
+  {{- end }}
+spec:
+  restartPolicy: Never
+  {{- if .subdomain }}
+  subdomain: {{ toJson .subdomain }}
+  {{- end }}
+  automountServiceAccountToken: false
+  enableServiceLinks: false
+  {{- if $v.service_account_name }}
+  serviceAccountName: {{ toJson $v.service_account_name }}
+  {{- end }}
+  {{- if $v.priority_class_name }}
+  priorityClassName: {{ toJson $v.priority_class_name }}
+  {{- end }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 1000
+    runAsGroup: 1000
+    fsGroup: 1000
+    seccompProfile:
+      type: RuntimeDefault
+  {{- if $v.image.pull_secrets }}
+  imagePullSecrets:
+  {{- range $secret := $v.image.pull_secrets }}
+    - name: {{ toJson $secret }}
+  {{- end }}
+  {{- end }}
+  {{- if $v.node_selector }}
+  nodeSelector: {{ toJson $v.node_selector }}
+  {{- end }}
+  {{- if $v.affinity }}
+  affinity: {{ toJson $v.affinity }}
+  {{- end }}
+  {{- if $tolerations }}
+  tolerations: {{ toJson $tolerations }}
+  {{- end }}
+  containers:
+    - name: jax
+      image: {{ printf "%s:%s" $v.image.repository $v.image.tag | toJson }}
+      imagePullPolicy: {{ toJson $v.image.pull_policy }}
+      command: ["python", "-m", "trainer"]
+      args: {{ include "jax-training.trainerArgs" $root }}
+      env:
+        - name: PYTHONUNBUFFERED
+          value: "1"
+        {{- range $item := .processEnv }}
+        - {{ toJson $item }}
+        {{- end }}
+        {{- range $item := $v.env }}
+        - {{ toJson $item }}
+        {{- end }}
+      ports:
+        - name: coordinator
+          containerPort: {{ int64 $v.coordinator_port }}
+          protocol: TCP
+      {{- if $resources }}
+      resources: {{ toJson $resources }}
+      {{- end }}
+      securityContext:
+        allowPrivilegeEscalation: false
+        readOnlyRootFilesystem: true
+        runAsNonRoot: true
+        capabilities:
+          drop: ["ALL"]
+      volumeMounts:
+        - name: data
+          mountPath: {{ toJson $v.data.dir }}
+        - name: checkpoints
+          mountPath: {{ toJson $v.checkpoint.dir }}
+        - name: tmp
+          mountPath: "/tmp"
+        {{- if $gpu }}
+        - name: dshm
+          mountPath: "/dev/shm"
+        {{- end }}
+  volumes:
+    - {{ include "jax-training.volume" (list "data" $v.data.volume) }}
+    - {{ include "jax-training.volume" (list "checkpoints" $v.checkpoint.volume) }}
+    - name: tmp
+      emptyDir: {}
+    {{- if $gpu }}
+    - name: dshm
+      emptyDir:
+        medium: Memory
+        sizeLimit: {{ toJson $v.shm_size }}
+    {{- end }}
+{{- end -}}

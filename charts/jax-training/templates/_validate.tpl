@@ -1,0 +1,85 @@
+{{/*
+The rules across fields that values.schema.json cannot say: the same checks, in the same order and
+with the same messages, as jaxgen's generator/checks.py semantic_errors(). Helm has already applied
+values.schema.json when these run. Every broken rule is reported, then the render fails.
+*/}}
+{{- define "jax-training.validate" -}}
+{{- $v := .Values -}}
+{{- $errors := list -}}
+{{- $hosts := int $v.hosts_count -}}
+{{- $local := int $v.local_device_count -}}
+{{- $devices := mul $hosts $local -}}
+{{- $batch := int $v.training.batch_size -}}
+{{- if mod $batch $devices -}}
+{{- $errors = append $errors (printf "$.training.batch_size: %d is not divisible by the global device count %d (hosts_count %d x local_device_count %d)" $batch $devices $hosts $local) -}}
+{{- end -}}
+{{- $model := int $v.training.model_parallelism -}}
+{{- $hiddenWidth := 1024 -}}{{/* hidden layer width of the trainer's MLP: a model axis must divide it */}}
+{{- if gt $model 1 -}}
+{{- if ne $v.training.strategy "sharded" -}}
+{{- $errors = append $errors "$.training.model_parallelism: a model axis needs training.strategy 'sharded'" -}}
+{{- end -}}
+{{- if or (mod $devices $model) (mod $hiddenWidth $model) -}}
+{{- $errors = append $errors (printf "$.training.model_parallelism: %d must divide the global device count %d and the hidden width %d" $model $devices $hiddenWidth) -}}
+{{- else if mod $batch (div $devices $model) -}}
+{{- $errors = append $errors (printf "$.training.batch_size: %d is not divisible by the data-parallel size %d" $batch (div $devices $model)) -}}
+{{- end -}}
+{{- end -}}
+{{- if ne $v.target "slurm" -}}
+{{- $hostname := include "jax-training.longestHostname" . -}}
+{{- if gt (len $hostname) 63 -}}
+{{- $errors = append $errors (printf "$.name: pod hostname '%s' would be %d characters (limit 63); shorten name by %d" $hostname (len $hostname) (sub (len $hostname) 63)) -}}
+{{- end -}}
+{{- end -}}
+{{- $gpuFound := include "jax-training.gpuRequest" . | fromJsonArray -}}
+{{- $gpu := $gpuFound | first | toString -}}
+{{- if eq $v.accelerator "gpu" -}}
+{{- if gt $local 16 -}}
+{{- $errors = append $errors (printf "$.local_device_count: %d GPUs per host exceeds 16" $local) -}}
+{{- end -}}
+{{- if and $gpuFound (ne $gpu (toString $local)) -}}
+{{- $errors = append $errors (printf "$.resources.limits.nvidia.com/gpu: %s contradicts local_device_count %d (leave it out: it is set from local_device_count)" $gpu $local) -}}
+{{- end -}}
+{{- else if $gpuFound -}}
+{{- $errors = append $errors "$.resources.limits.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'" -}}
+{{- end -}}
+{{- $dataDir := regexReplaceAll "/+$" $v.data.dir "" -}}
+{{- if eq $dataDir (regexReplaceAll "/+$" $v.checkpoint.dir "") -}}
+{{- $errors = append $errors "$.checkpoint.dir: must differ from data.dir" -}}
+{{- end -}}
+{{- range $field := list "data" "checkpoint" -}}
+{{- $dir := (index $v $field).dir -}}
+{{- if has (regexReplaceAll "/+$" $dir "") (list "" "/dev/shm" "/dev" "/proc" "/sys" "/etc" "/tmp") -}}
+{{- $errors = append $errors (printf "$.%s.dir: '%s' is a system directory; choose a directory of its own" $field $dir) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (ne $v.target "slurm") (not $v.data.download) (not $v.data.volume) -}}
+{{- $errors = append $errors "$.data.volume: with data.download false the data must come from a volume (set data.volume, or data.download true)" -}}
+{{- end -}}
+{{- range $field := list "data" "checkpoint" -}}
+{{- $volume := (index $v $field).volume | default dict -}}
+{{- if gt (len $volume) 1 -}}
+{{- $errors = append $errors (printf "$.%s.volume: give exactly one volume source, got %s" $field (keys $volume | sortAlpha | join ", ")) -}}
+{{- end -}}
+{{- end -}}
+{{- if gt (int $v.slurm.nodes) $hosts -}}
+{{- $errors = append $errors (printf "$.slurm.nodes: %d nodes for %d tasks leaves nodes idle" (int $v.slurm.nodes) $hosts) -}}
+{{- end -}}
+{{- if $errors -}}
+{{- fail (printf "invalid values:\n%s" (join "\n" $errors)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* JSON list: [nvidia.com/gpu of resources.limits, else of resources.requests], or [] when unset. */}}
+{{- define "jax-training.gpuRequest" -}}
+{{- $found := list -}}
+{{- range $kind := list "limits" "requests" -}}
+{{- $section := index ($.Values.resources | default dict) $kind -}}
+{{- if and (not $found) (kindIs "map" $section) -}}
+{{- if hasKey $section "nvidia.com/gpu" -}}
+{{- $found = list (index $section "nvidia.com/gpu") -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $found -}}
+{{- end -}}
