@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Deletes every object of a release (selected by its labels) and waits until they are gone.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$JAXT_ROOT/scripts/lib/release.sh"
+
+usage() {
+  cat <<EOF
+Usage: scripts/clean.sh [OPTIONS] BUILD_DIR
+       scripts/clean.sh [OPTIONS] --name NAME
+
+Deletes every object of the release (JAXJobs, JobSets, Jobs, Services, Pods labelled
+app.kubernetes.io/name=jax-training and app.kubernetes.io/instance=NAME) in its namespace and
+waits until they are gone. With nothing deployed, or run twice, it succeeds and says so.
+
+Options:
+  --name NAME             the release's name, instead of reading it from BUILD_DIR
+  --timeout SECONDS       how long to wait for the deletion (default: 300)
+$KUBE_OPTIONS_HELP
+  -h, --help              show this help
+EOF
+}
+
+timeout=300 build="" name=""
+while [ $# -gt 0 ]; do
+  parse_kube_option "$@"
+  if [ "$KUBE_SHIFT" -gt 0 ]; then shift "$KUBE_SHIFT"; continue; fi
+  case "$1" in
+    --name) name="${2:?--name needs a value}"; shift ;;
+    --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) usage >&2; echo "error: unknown option $1" >&2; exit 2 ;;
+    *) [ -z "$build" ] || { echo "error: only one BUILD_DIR" >&2; exit 2; }; build="$1" ;;
+  esac
+  shift
+done
+[[ "$timeout" =~ ^[0-9]+$ ]] && [ "$timeout" -gt 0 ] || { echo "error: --timeout must be a positive number of seconds" >&2; exit 2; }
+if [ -n "$name" ]; then
+  [ -z "$build" ] || { echo "error: give BUILD_DIR or --name, not both" >&2; exit 2; }
+  NAME="$name"
+  NAMESPACE="${namespace_opt:-$(current_namespace)}"
+else
+  [ -n "$build" ] || { usage >&2; echo "error: BUILD_DIR or --name is required" >&2; exit 2; }
+  load_release "$build"
+fi
+selector="$(release_selector "$NAME")"
+
+# Owners first, so their controllers do not recreate what we delete; CRD kinds only if installed.
+kinds=()
+available="$(kubectl "${kube_args[@]}" api-resources -o name 2>/dev/null)" ||
+  die "cannot reach the cluster (kubectl api-resources failed)"
+for k in jaxjobs.kubeflow.org jobsets.jobset.x-k8s.io jobs.batch services pods; do
+  grep -qx "$k" <<<"$available" && kinds+=("$k")
+done
+kinds_csv="$(IFS=,; echo "${kinds[*]}")"
+
+found="$(kube get "$kinds_csv" -l "$selector" -o name)"
+if [ -z "$found" ]; then
+  log "nothing to delete: no object labelled $selector in namespace $NAMESPACE"
+  exit 0
+fi
+log "deleting $(wc -l <<<"$found") object(s) of release $NAME in namespace $NAMESPACE"
+kube delete "$kinds_csv" -l "$selector" --cascade=foreground --ignore-not-found \
+  --wait=true --timeout "${timeout}s" >&2
+# Foreground deletion waits for the owners' dependents; make sure no pod outlives them.
+if ! kube wait --for=delete pods -l "$selector" --timeout "${timeout}s" >/dev/null 2>&1; then
+  left="$(kube get "$kinds_csv" -l "$selector" -o name)"
+  [ -z "$left" ] || die "still present after ${timeout}s: $(tr '\n' ' ' <<<"$left")"
+fi
+left="$(kube get "$kinds_csv" -l "$selector" -o name)"
+[ -z "$left" ] || die "still present after deletion: $(tr '\n' ' ' <<<"$left")"
+log "release $NAME deleted from namespace $NAMESPACE"

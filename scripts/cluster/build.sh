@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Builds (once, cached by version under $JAXT_CACHE/tools) every binary of the test control plane:
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, and the JobSet controller and
+# Kubeflow training-operator. Idempotent: a second run only refreshes the links in $JAXT_BIN.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
+
+usage() {
+  cat <<EOF
+Usage: scripts/cluster/build.sh [--core] [--help]
+
+Builds the binaries of the local test control plane from the Go module proxy into
+$JAXT_CACHE/tools/<name>-<version>/ and links them into $JAXT_BIN.
+
+  --core   build only etcd, the Kubernetes control plane and kwok (skip the JobSet controller
+           and the Kubeflow training-operator)
+EOF
+}
+
+core_only=false
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --core) core_only=true ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument: $1" ;;
+  esac
+  shift
+done
+
+command -v go >/dev/null || die "go is required (https://go.dev/dl/)"
+cluster_dir="$JAXT_ROOT/scripts/cluster"
+
+# go_wrapper NAME MODULE_DIR VERSION LDFLAGS BIN=PKG...
+# Builds the main packages PKG of the wrapper module MODULE_DIR in one `go build` into
+# $JAXT_CACHE/tools/NAME-VERSION/BIN and links each BIN into $JAXT_BIN.
+go_bin_name() {  # the file name `go build` gives a main package: the last element, minus /vN
+  local pkg="$1"
+  [[ "$(basename "$pkg")" =~ ^v[0-9]+$ ]] && pkg="$(dirname "$pkg")"
+  basename "$pkg"
+}
+go_wrapper() {
+  local name="$1" moddir="$2" version="$3" ldflags="$4"; shift 4
+  local dir="$JAXT_CACHE/tools/$name-$version" spec missing=false pkgs=()
+  for spec in "$@"; do
+    pkgs+=("${spec#*=}")
+    [ -x "$dir/${spec%%=*}" ] || missing=true
+  done
+  if $missing; then
+    log "building $name $version (cached in $dir; a cold build takes minutes)"
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    (cd "$moddir" && CGO_ENABLED=0 GOFLAGS=-mod=mod nice go build -trimpath \
+        -ldflags "-s -w $ldflags" -o "$dir.tmp/" "${pkgs[@]}") || die "building $name $version failed"
+    for spec in "$@"; do
+      local built="$dir.tmp/$(go_bin_name "${spec#*=}")"
+      [ -x "$built" ] || die "${spec#*=} was not built"
+      [ "$built" = "$dir.tmp/${spec%%=*}" ] || mv "$built" "$dir.tmp/${spec%%=*}"
+    done
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  for spec in "$@"; do ln -sf "$dir/${spec%%=*}" "$JAXT_BIN/${spec%%=*}"; done
+}
+
+k8s_minor="${K8S_VERSION#v1.}"; k8s_minor="${k8s_minor%%.*}"
+k8s_ldflags=""
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8s_ldflags+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$k8s_minor"
+  k8s_ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+done
+
+go_wrapper etcd "$cluster_dir/etcd" "$ETCD_VERSION" \
+  "" etcd=go.etcd.io/etcd/server/v3
+go_wrapper kubernetes "$cluster_dir/kubernetes" "$K8S_VERSION" "$k8s_ldflags" \
+  kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+  kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+  kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
+go_tool kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION" \
+  "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+
+if ! $core_only; then
+  go_tool jobset-controller sigs.k8s.io/jobset "$JOBSET_VERSION"
+  go_tool training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1 \
+    "$TRAINING_OPERATOR_VERSION"
+fi
+log "binaries ready in $JAXT_BIN"

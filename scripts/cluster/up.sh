@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# Starts a local Kubernetes control plane for end-to-end tests: etcd, kube-apiserver (PodSecurity
+# admission on), kube-controller-manager, kube-scheduler and kwok (fake CPU and GPU nodes that
+# drive pods through their lifecycle), installs the CRDs of ../shared/crds and, unless
+# --no-controllers, the JobSet controller and the Kubeflow training-operator (JAXJob). Prints the
+# KUBECONFIG path on stdout. Stop it with scripts/cluster/down.sh STATE_DIR.
+set -Eeuo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/../lib/common.sh"
+source "$here/versions.sh"
+
+usage() {
+  cat <<EOF
+Usage: scripts/cluster/up.sh [--state-dir DIR] [--namespace NS] [--no-controllers]
+                             [--owner-pid PID] [--max-lifetime SECONDS] [--timeout SECONDS]
+
+Builds the binaries if needed (scripts/cluster/build.sh), starts the control plane with its
+state, logs and certificates under DIR (default: a new ${TMPDIR:-/tmp}/jaxt-cluster.XXXXXX),
+waits until it is ready and prints the KUBECONFIG path. On any failure it prints the last log
+lines, stops what it started and exits non-zero.
+
+  --state-dir DIR         where state, certificates, logs and pid files go (created)
+  --namespace NS          namespace created with PodSecurity enforce=restricted (default: jax-e2e)
+  --no-controllers        do not start the JobSet controller and the training-operator
+  --owner-pid PID         stop the cluster as soon as process PID exits (e.g. the test runner)
+  --max-lifetime SECONDS  stop the cluster after this long whatever happens (default: 3600)
+  --timeout SECONDS       how long each component may take to become ready (default: 120)
+EOF
+}
+
+state="" namespace="jax-e2e" controllers=true owner_pid="" max_lifetime=3600 timeout=120
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --state-dir) state="${2:?--state-dir needs a value}"; shift ;;
+    --namespace) namespace="${2:?--namespace needs a value}"; shift ;;
+    --no-controllers) controllers=false ;;
+    --owner-pid) owner_pid="${2:?--owner-pid needs a value}"; shift ;;
+    --max-lifetime) max_lifetime="${2:?--max-lifetime needs a value}"; shift ;;
+    --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument: $1" ;;
+  esac
+  shift
+done
+
+crds_dir="$(cd "$JAXT_ROOT/.." && pwd)/shared/crds"
+[ -d "$crds_dir" ] || die "CRDs not found in $crds_dir (../shared/crds relative to the repository)"
+
+if $controllers; then "$here/build.sh" >&2; else "$here/build.sh" --core >&2; fi
+
+[ -n "$state" ] || state="$(mktemp -d "${TMPDIR:-/tmp}/jaxt-cluster.XXXXXX")"
+mkdir -p "$state"/{pids,logs,pki,etcd}
+state="$(cd "$state" && pwd)"
+[ -z "$(ls "$state/pids")" ] || die "$state already runs a cluster (stop it with down.sh $state)"
+
+on_error() {
+  local rc=$?
+  log "cluster start failed; last lines of each log (all logs: $state/logs):"
+  for f in "$state"/logs/*.log; do
+    [ -f "$f" ] || continue
+    printf -- '--- %s\n' "$(basename "$f")" >&2
+    tail -n 15 "$f" >&2
+  done
+  "$here/down.sh" --keep-logs "$state" >&2 || true
+  exit "$rc"
+}
+trap on_error ERR
+
+# --- ports: ask the kernel for free ones, all at once so they are distinct.
+read -r etcd_port etcd_peer_port api_port kwok_port jobset_webhook_port jobset_health_port \
+  to_webhook_port to_health_port < <(python3 -c '
+import socket
+socks = [socket.socket() for _ in range(8)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])
+for s in socks: s.close()')
+cat > "$state/env" <<EOF
+KUBECONFIG=$state/kubeconfig
+API_SERVER=https://127.0.0.1:$api_port
+NAMESPACE=$namespace
+EOF
+
+# --- certificates and kubeconfigs
+"$here/certs.sh" "$state/pki" >&2
+pki="$state/pki"
+kubeconfig() {  # FILE CERT_NAME
+  local f="$1" c="$2"
+  kubectl config --kubeconfig "$f" set-cluster jaxt-e2e --server "https://127.0.0.1:$api_port" \
+    --certificate-authority "$pki/ca.crt" --embed-certs >/dev/null
+  kubectl config --kubeconfig "$f" set-credentials "$c" --client-certificate "$pki/$c.crt" \
+    --client-key "$pki/$c.key" --embed-certs >/dev/null
+  kubectl config --kubeconfig "$f" set-context jaxt-e2e --cluster jaxt-e2e --user "$c" \
+    --namespace "$namespace" >/dev/null
+  kubectl config --kubeconfig "$f" use-context jaxt-e2e >/dev/null
+  chmod 600 "$f"
+}
+kubeconfig "$state/kubeconfig" admin
+kubeconfig "$state/controller-manager.kubeconfig" controller-manager
+kubeconfig "$state/scheduler.kubeconfig" scheduler
+export KUBECONFIG="$state/kubeconfig"
+
+# start NAME ARGS...: runs a daemon in its own session (so a terminal's signals do not reach it),
+# logs to logs/NAME.log, pid in pids/NAME.pid. down.sh stops it by that pid.
+start() {
+  local name="$1"; shift
+  setsid "$@" >"$state/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$state/pids/$name.pid"
+}
+# wait_for WHAT COMMAND...: retries COMMAND for up to $timeout seconds.
+wait_for() {
+  local what="$1"; shift
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || { log "timed out after ${timeout}s waiting for $what"; return 1; }
+    for f in "$state"/pids/*.pid; do
+      kill -0 "$(cat "$f")" 2>/dev/null || { log "$(basename "$f" .pid) exited"; return 1; }
+    done
+    sleep 0.5
+  done
+}
+
+# --- the reaper: stops the cluster when the owner exits or the lifetime is over.
+setsid bash -c '
+  end=$((SECONDS + $1)); owner="$2"
+  while [ $SECONDS -lt $end ]; do
+    [ -z "$owner" ] || kill -0 "$owner" 2>/dev/null || break
+    [ -d "$3/pids" ] || exit 0
+    sleep 2
+  done
+  exec "$4" "$3"' reaper "$max_lifetime" "$owner_pid" "$state" "$here/down.sh" \
+  >"$state/logs/reaper.log" 2>&1 </dev/null &
+echo $! >"$state/reaper.pid"
+
+# --- etcd
+start etcd "$JAXT_BIN/etcd" --name jaxt-e2e --data-dir "$state/etcd" \
+  --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+  --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
+  --initial-cluster "jaxt-e2e=http://127.0.0.1:$etcd_peer_port" \
+  --unsafe-no-fsync --log-level warn
+wait_for etcd curl -fsS "http://127.0.0.1:$etcd_port/health"
+
+# --- kube-apiserver
+start kube-apiserver "$JAXT_BIN/kube-apiserver" \
+  --etcd-servers "http://127.0.0.1:$etcd_port" \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+  --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+  --client-ca-file "$pki/ca.crt" \
+  --service-account-issuer https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+  --service-cluster-ip-range 10.96.0.0/16 \
+  --authorization-mode RBAC \
+  --enable-admission-plugins PodSecurity,NamespaceLifecycle,ServiceAccount,LimitRanger,ResourceQuota,DefaultTolerationSeconds \
+  --kubelet-client-certificate "$pki/kubelet-client.crt" --kubelet-client-key "$pki/kubelet-client.key" \
+  --enable-priority-and-fairness=false --profiling=false
+wait_for kube-apiserver kubectl get --raw /readyz
+
+# --- controllers, scheduler, kwok
+start kube-controller-manager "$JAXT_BIN/kube-controller-manager" \
+  --kubeconfig "$state/controller-manager.kubeconfig" \
+  --authentication-kubeconfig "$state/controller-manager.kubeconfig" \
+  --authorization-kubeconfig "$state/controller-manager.kubeconfig" \
+  --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+  --use-service-account-credentials --leader-elect=false --secure-port 0 \
+  --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller'
+start kube-scheduler "$JAXT_BIN/kube-scheduler" \
+  --kubeconfig "$state/scheduler.kubeconfig" \
+  --authentication-kubeconfig "$state/scheduler.kubeconfig" \
+  --authorization-kubeconfig "$state/scheduler.kubeconfig" \
+  --leader-elect=false --secure-port 0
+# kwok serves `kubectl logs` of fake pods from a file (ClusterLogs in kwok/logs.yaml).
+cp "$here/kwok/pod.log" "$state/pod.log"
+sed "s#@LOGS_FILE@#$state/pod.log#" "$here/kwok/logs.yaml" >"$state/kwok-logs.yaml"
+start kwok "$JAXT_BIN/kwok" --kubeconfig "$state/kubeconfig" \
+  --config "$here/kwok/stages.yaml" --config "$state/kwok-logs.yaml" \
+  --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+  --node-ip 127.0.0.1 --node-port "$kwok_port" --node-lease-duration-seconds 40 \
+  --server-address "127.0.0.1:$kwok_port" \
+  --tls-cert-file "$pki/kwok.crt" --tls-private-key-file "$pki/kwok.key" \
+  --cidr 10.244.0.1/16
+
+# --- cluster content: fake nodes, our namespace, CRDs
+kubectl apply --server-side -f "$here/kwok/nodes.yaml" >&2
+kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply --server-side -f - >&2
+kubectl label --overwrite namespace "$namespace" \
+  pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest \
+  pod-security.kubernetes.io/warn=restricted pod-security.kubernetes.io/audit=restricted >&2
+for f in "$crds_dir"/*.yaml; do
+  grep -q '^kind: CustomResourceDefinition' "$f" && kubectl apply --server-side -f "$f" >/dev/null
+done
+wait_for "CRDs" kubectl wait --for condition=Established crd --all --timeout 5s
+wait_for "nodes Ready" kubectl wait --for condition=Ready node --all --timeout 5s
+wait_for "service account default/$namespace" kubectl -n "$namespace" get serviceaccount default
+
+if $controllers; then
+  # JobSet controller: webhooks served on 127.0.0.1 with our webhook cert, no cert rotation.
+  mkdir -p "$state/jobset-certs"
+  cp "$pki/webhook.crt" "$state/jobset-certs/tls.crt"
+  cp "$pki/webhook.key" "$state/jobset-certs/tls.key"
+  cat >"$state/jobset-config.yaml" <<EOF
+apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+webhook:
+  host: 127.0.0.1
+  port: $jobset_webhook_port
+  certDir: $state/jobset-certs
+metrics:
+  bindAddress: "0"
+health:
+  healthProbeBindAddress: 127.0.0.1:$jobset_health_port
+EOF
+  start jobset-controller "$JAXT_BIN/jobset-controller" --config "$state/jobset-config.yaml" \
+    --zap-devel=false
+  sed -e "s#@URL@#https://127.0.0.1:$jobset_webhook_port#" -e "s#@CA_BUNDLE@#$(base64 -w0 "$pki/ca.crt")#" \
+    "$here/controllers/jobset-webhooks.yaml" | kubectl apply --server-side -f - >&2
+  wait_for "jobset-controller" curl -fsS "http://127.0.0.1:$jobset_health_port/readyz"
+
+  # Kubeflow training-operator (JAXJob only). It rotates its own webhook certs unless the Secret
+  # already holds valid ones; ours are also valid for 127.0.0.1, where it serves.
+  "$here/controllers/training-operator-certs.sh" "$state/training-operator-pki" >&2
+  tpki="$state/training-operator-pki"
+  kubectl create namespace kubeflow --dry-run=client -o yaml | kubectl apply --server-side -f - >&2
+  kubectl -n kubeflow create secret generic training-operator-webhook-cert \
+    --from-file "ca.crt=$tpki/ca.crt" --from-file "ca.key=$tpki/ca.key" \
+    --from-file "tls.crt=$tpki/tls.crt" --from-file "tls.key=$tpki/tls.key" \
+    --dry-run=client -o yaml | kubectl apply --server-side -f - >&2
+  sed -e "s#@URL@#https://127.0.0.1:$to_webhook_port#" -e "s#@CA_BUNDLE@#$(base64 -w0 "$tpki/ca.crt")#" \
+    "$here/controllers/training-operator-webhooks.yaml" | kubectl apply --server-side -f - >&2
+  MY_POD_NAMESPACE=kubeflow start training-operator "$JAXT_BIN/training-operator" \
+    --enable-scheme jaxjob \
+    --webhook-server-port "$to_webhook_port" --metrics-bind-address 0 \
+    --health-probe-bind-address "127.0.0.1:$to_health_port" --zap-devel=false
+  wait_for "training-operator" curl -fsS "http://127.0.0.1:$to_health_port/readyz"
+fi
+
+trap - ERR
+log "cluster ready: $(kubectl version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') at https://127.0.0.1:$api_port, namespace $namespace, state $state"
+echo "$state/kubeconfig"

@@ -1,0 +1,47 @@
+# Shared by run.sh and clean.sh: the kubectl connection options and the identity of a release.
+# Source it after common.sh; it defines functions and variables only.
+
+# Options every lifecycle script accepts; parse_kube_option consumes them.
+KUBE_OPTIONS_HELP="  --kubeconfig FILE       kubeconfig to use (default: \$KUBECONFIG, then ~/.kube/config)
+  --context NAME          kubeconfig context to use (default: the current one)
+  -n, --namespace NS      namespace (default: the release's, from BUILD_DIR/release/release.env)"
+kube_args=()
+namespace_opt=""
+
+# parse_kube_option "$@": if $1 is a connection option, records it and returns how many words it
+# used (1 or 2) in KUBE_SHIFT; otherwise KUBE_SHIFT=0.
+parse_kube_option() {
+  KUBE_SHIFT=0
+  case "$1" in
+    --kubeconfig) kube_args+=(--kubeconfig "${2:?--kubeconfig needs a value}"); KUBE_SHIFT=2 ;;
+    --kubeconfig=*) kube_args+=("$1"); KUBE_SHIFT=1 ;;
+    --context) kube_args+=(--context "${2:?--context needs a value}"); KUBE_SHIFT=2 ;;
+    --context=*) kube_args+=("$1"); KUBE_SHIFT=1 ;;
+    -n|--namespace) namespace_opt="${2:?$1 needs a value}"; KUBE_SHIFT=2 ;;
+    --namespace=*) namespace_opt="${1#*=}"; KUBE_SHIFT=1 ;;
+  esac
+}
+
+kube() { kubectl "${kube_args[@]}" --namespace "$NAMESPACE" "$@"; }
+
+# load_release BUILD_DIR: sets NAME, NAMESPACE, TARGET, HOSTS_COUNT from BUILD_DIR/release/release.env
+# (written by prepare.sh); --namespace overrides NAMESPACE.
+load_release() {
+  local env="$1/release/release.env"
+  [ -f "$env" ] || die "$env not found: prepare the build folder first (scripts/prepare.sh FILE -o $1)"
+  NAME="" NAMESPACE="" TARGET="" HOSTS_COUNT=""
+  # shellcheck disable=SC1090
+  source "$env"
+  [ -n "$NAME" ] && [ -n "$TARGET" ] || die "$env: NAME and TARGET must be set"
+  [ -z "$namespace_opt" ] || NAMESPACE="$namespace_opt"
+  [ -n "$NAMESPACE" ] || NAMESPACE="$(current_namespace)"
+}
+
+current_namespace() {
+  local ns
+  ns="$(kubectl "${kube_args[@]}" config view --minify -o jsonpath='{..namespace}' 2>/dev/null || true)"
+  echo "${ns:-default}"
+}
+
+# Selector of every object and pod of a release (the chart and jaxgen put these labels everywhere).
+release_selector() { echo "app.kubernetes.io/name=jax-training,app.kubernetes.io/instance=$1"; }

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Applies a build folder (scripts/prepare.sh) with server-side apply, waits for the job with a
+# timeout while streaming rank 0's logs, and exits with the job's result.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$JAXT_ROOT/scripts/lib/release.sh"
+
+usage() {
+  cat <<EOF
+Usage: scripts/run.sh [OPTIONS] BUILD_DIR
+       scripts/run.sh --local BUILD_DIR [-- ARGS...]
+
+Server-side applies the manifests of BUILD_DIR (written by scripts/prepare.sh), waits until the
+job (Indexed Job, JobSet or JAXJob) succeeds or fails, streams the logs of rank 0 meanwhile, and
+exits with the job's result. Running it again on a finished job reports that job's result again;
+--replace deletes the previous run first (a finished job cannot be re-run in place).
+--local runs the same variables (BUILD_DIR/release/values.json) on this machine with
+\`jaxgen run --local\` (ARGS are passed on) instead of on Kubernetes.
+
+Options:
+  --timeout SECONDS       give up waiting after this long (default: 3600)
+  --replace               delete this release's previous objects (scripts/clean.sh) before applying
+  --no-logs               do not stream rank 0's logs
+$KUBE_OPTIONS_HELP
+  -h, --help              show this help
+
+Exit codes: 0 the job succeeded; 1 it failed (the failed indexes are named); 2 bad usage;
+124 the timeout expired (the job is left running; the pods' state is printed).
+EOF
+}
+
+timeout=3600 replace=false logs=true local_run=false build="" passthrough=()
+while [ $# -gt 0 ]; do
+  parse_kube_option "$@"
+  if [ "$KUBE_SHIFT" -gt 0 ]; then shift "$KUBE_SHIFT"; continue; fi
+  case "$1" in
+    --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
+    --replace) replace=true ;;
+    --no-logs) logs=false ;;
+    --local) local_run=true ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; passthrough=("$@"); break ;;
+    -*) usage >&2; echo "error: unknown option $1" >&2; exit 2 ;;
+    *) [ -z "$build" ] || { echo "error: only one BUILD_DIR" >&2; exit 2; }; build="$1" ;;
+  esac
+  shift
+done
+[ -n "$build" ] || { usage >&2; echo "error: BUILD_DIR is required" >&2; exit 2; }
+[[ "$timeout" =~ ^[0-9]+$ ]] && [ "$timeout" -gt 0 ] || { echo "error: --timeout must be a positive number of seconds" >&2; exit 2; }
+[ -d "$build" ] || die "$build: no such build folder (scripts/prepare.sh FILE -o $build)"
+
+if $local_run; then
+  values="$build/release/values.json"
+  [ -f "$values" ] || die "$values not found: prepare the build folder with scripts/prepare.sh"
+  python="$JAXT_VENV/bin/python"
+  [ -x "$python" ] || die "no Python environment at $JAXT_VENV (run scripts/setup.sh python)"
+  PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" exec "$python" -m generator run --local "$values" "${passthrough[@]}"
+fi
+
+load_release "$build"
+case "$TARGET" in
+  indexed-job) kind=job.batch pods="batch.kubernetes.io/job-name=$NAME"
+               index_label=batch.kubernetes.io/job-completion-index ok=Complete ;;
+  jobset) kind=jobset.jobset.x-k8s.io pods="jobset.sigs.k8s.io/jobset-name=$NAME"
+          index_label=batch.kubernetes.io/job-completion-index ok=Completed ;;
+  jaxjob) kind=jaxjob.kubeflow.org pods="training.kubeflow.org/job-name=$NAME"
+          index_label=training.kubeflow.org/replica-index ok=Succeeded ;;
+  slurm) die "$build holds a SLURM script: submit it with sbatch (run.sh drives Kubernetes targets)" ;;
+  *) die "$build: unknown target '$TARGET'" ;;
+esac
+what="$kind/$NAME in namespace $NAMESPACE"
+
+if $replace; then
+  "$JAXT_ROOT/scripts/clean.sh" "${kube_args[@]}" --namespace "$NAMESPACE" "$build"
+fi
+
+# --- apply
+log "applying $build ($TARGET, $HOSTS_COUNT hosts) to namespace $NAMESPACE"
+apply_err="$(mktemp)"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$apply_err" "$tmp"' EXIT
+if ! kube apply --server-side --force-conflicts --field-manager jax-training -f "$build" 2>"$apply_err"; then
+  cat "$apply_err" >&2
+  if grep -q "field is immutable" "$apply_err"; then
+    die "$what already exists with a different spec; delete it first (scripts/clean.sh $build, or run.sh --replace)"
+  fi
+  die "kubectl apply failed"
+fi
+
+# --- rank 0's logs, in the background, until the job is decided
+rank0_pod() {  # name of the newest started rank-0 pod, if any
+  kube get pods -l "$pods,$index_label=0" --sort-by .metadata.creationTimestamp \
+    -o go-template='{{range .items}}{{if ne .status.phase "Pending"}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' \
+    2>/dev/null | tail -n1
+}
+stream_logs() {
+  local followed="" pod
+  while [ ! -e "$tmp/done" ]; do
+    pod="$(rank0_pod)"
+    if [ -n "$pod" ] && [ "$pod" != "$followed" ]; then
+      followed="$pod"
+      log "logs of rank 0 (pod $pod):"
+      kube logs -f "pod/$pod" -c jax 2>"$tmp/logs.err" &
+      echo $! >"$tmp/logs.pid"
+      wait "$!" || log "warning: cannot stream the logs of $pod: $(tail -n1 "$tmp/logs.err")"
+      rm -f "$tmp/logs.pid"
+    fi
+    sleep 1
+  done
+}
+stop_logs() {
+  [ -n "${streamer:-}" ] || return 0
+  touch "$tmp/done"
+  for _ in $(seq 50); do kill -0 "$streamer" 2>/dev/null || break; sleep 0.2; done
+  [ -f "$tmp/logs.pid" ] && kill "$(cat "$tmp/logs.pid")" 2>/dev/null || true
+  kill "$streamer" 2>/dev/null || true
+  wait "$streamer" 2>/dev/null || true
+  streamer=""
+}
+if $logs; then
+  stream_logs &
+  streamer=$!
+  trap 'stop_logs; rm -rf "$apply_err" "$tmp"' EXIT
+fi
+
+# --- wait for the job's verdict
+conditions() {  # the types of the job's True conditions, space separated ("" while undecided)
+  kube get "$kind" "$NAME" \
+    -o go-template='{{range .status.conditions}}{{if eq .status "True"}}{{.type}} {{end}}{{end}}'
+}
+failed_pods() {  # one line per failed pod: index, name, container exit code and reason
+  kube get pods -l "$pods" -o go-template="{{range .items}}{{if eq .status.phase \"Failed\"}}index {{index .metadata.labels \"$index_label\"}} (pod {{.metadata.name}}{{range .status.containerStatuses}}{{if .state.terminated}}, container {{.name}} exit code {{.state.terminated.exitCode}} {{.state.terminated.reason}}{{end}}{{end}}){{\"\\n\"}}{{end}}{{end}}"
+}
+log "waiting up to ${timeout}s for $what"
+deadline=$((SECONDS + timeout))
+verdict=""
+while :; do
+  if ! conds="$(conditions 2>"$tmp/get.err")"; then
+    grep -q NotFound "$tmp/get.err" && die "$what disappeared while waiting (deleted?)"
+    log "warning: $(tail -n1 "$tmp/get.err")"
+    conds=""
+  fi
+  case " $conds " in
+    *" Failed "*) verdict=failed; break ;;
+    *" $ok "*) verdict=succeeded; break ;;
+  esac
+  if [ $SECONDS -ge $deadline ]; then verdict=timeout; break; fi
+  sleep 2
+done
+stop_logs
+
+case "$verdict" in
+  succeeded)
+    log "$what succeeded ($HOSTS_COUNT hosts)"
+    exit 0 ;;
+  failed)
+    reason="$(kube get "$kind" "$NAME" -o go-template='{{range .status.conditions}}{{if and (eq .type "Failed") (eq .status "True")}}{{.reason}}: {{.message}}{{end}}{{end}}')"
+    failures="$(failed_pods)"
+    log "$what FAILED (${reason:-no reason given})"
+    if [ -n "$failures" ]; then
+      while IFS= read -r line; do log "failed: $line"; done <<<"$failures"
+      indexes="$(sed -E 's/^index ([^ ]*) .*/\1/' <<<"$failures" | sort -un | paste -sd, -)"
+      log "failed index(es): $indexes"
+    else
+      log "no failed pod is left to name the failed index (they may have been deleted)"
+    fi
+    exit 1 ;;
+  timeout)
+    log "timed out after ${timeout}s waiting for $what; it is left running. Pods:"
+    kube get pods -l "$pods" -o wide >&2 || true
+    log "recent events:"
+    kube get events --sort-by .lastTimestamp 2>/dev/null | tail -n 15 >&2 || true
+    exit 124 ;;
+esac
