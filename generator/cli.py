@@ -114,6 +114,13 @@ def schema():
     click.echo(SCHEMA_FILE.read_text(), nl=False)
 
 
+from .local_run import run_command  # noqa: E402  (light: click and the standard library only)
+from .plot import plot_command  # noqa: E402  (matplotlib is imported inside the command)
+
+cli.add_command(run_command)
+cli.add_command(plot_command)
+
+
 def main() -> None:
     cli()
 

@@ -46,11 +46,19 @@ def loss_and_correct(params, x, y):
     return loss, correct
 
 
-def make_optimizer(name: str, learning_rate: float, momentum: float) -> optax.GradientTransformation:
+def make_optimizer(name: str, learning_rate: float, momentum: float, total_steps: int = 0,
+                   schedule: str = "constant") -> optax.GradientTransformation:
+    """optax optimizer; schedule "cosine" decays learning_rate to 0 over total_steps."""
+    if schedule == "cosine":
+        rate = optax.cosine_decay_schedule(learning_rate, max(total_steps, 1))
+    elif schedule == "constant":
+        rate = learning_rate
+    else:
+        raise ValueError(f"unknown learning-rate schedule {schedule!r}")
     if name == "sgd":
-        return optax.sgd(learning_rate, momentum=momentum or None)
+        return optax.sgd(rate, momentum=momentum or None)
     if name == "adam":
-        return optax.adam(learning_rate)
+        return optax.adam(rate)
     if name == "adamw":
-        return optax.adamw(learning_rate)
+        return optax.adamw(rate)
     raise ValueError(f"unknown optimizer {name!r}")

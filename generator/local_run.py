@@ -1,0 +1,313 @@
+"""`jaxgen run --local FILE`: run a rendered Kubernetes job as local processes.
+
+The target's pod spec is rendered exactly as for the cluster; its container's command, args and
+env are run as hosts_count processes on this machine: the coordinator becomes 127.0.0.1 and a
+free port, the completion index / process id is filled in per process, volumes become local
+directories, and a failure of any process restarts all of them (the job's restart budget), resuming
+from the checkpoint. The exit code is the job's result.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from .errors import UserError
+
+LOCAL_TARGETS = ("indexed-job", "jaxjob", "jobset")
+COMPLETION_INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+# Variables of the surrounding shell that would change how the trainer resolves its ClusterSpec.
+CLUSTER_VARIABLES = ("JAX_COORDINATOR_ADDRESS", "JAX_COORDINATOR_PORT", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
+                     "COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID",
+                     "JOB_COMPLETION_INDEX", "JAX_PLATFORMS", "XLA_FLAGS")
+GRACE_SECONDS = 3.0  # SIGTERM first; a process stuck in a collective ignores it, so SIGKILL follows
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pod_spec(docs: list[dict], target: str) -> dict:
+    """The worker pod spec of the rendered manifests of `target`."""
+    kinds = {"indexed-job": "Job", "jaxjob": "JAXJob", "jobset": "JobSet"}
+    doc = next((d for d in docs if d.get("kind") == kinds[target]), None)
+    if doc is None:
+        raise UserError(f"the {target} render holds no {kinds[target]}")
+    spec = doc["spec"]
+    if target == "indexed-job":
+        return spec["template"]["spec"]
+    if target == "jaxjob":
+        return spec["jaxReplicaSpecs"]["Worker"]["template"]["spec"]
+    return spec["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+
+
+def pod_name(values: dict, rank: int) -> str:
+    name = values["name"]
+    return {"indexed-job": f"{name}-{rank}", "jaxjob": f"{name}-worker-{rank}",
+            "jobset": f"{name}-worker-0-{rank}"}[values["target"]]
+
+
+@dataclass
+class ProcessPlan:
+    rank: int
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+
+
+@dataclass
+class LocalJob:
+    """What to run: one plan per process, and the directories standing in for volumes."""
+
+    plans: list[ProcessPlan]
+    run_dir: Path
+    volume_dirs: dict[str, dict[int, Path]] = field(default_factory=dict)
+
+
+def _volume_dir(volume: dict, rank: int, run_dir: Path) -> Path:
+    name = volume["name"]
+    if "hostPath" in volume:
+        return Path(volume["hostPath"]["path"])
+    if "emptyDir" in volume:
+        return run_dir / f"rank-{rank}" / name  # per pod, like an emptyDir; kept across restarts
+    if "persistentVolumeClaim" in volume:
+        return run_dir / "pvc" / volume["persistentVolumeClaim"]["claimName"]  # shared by all pods
+    kind = next((k for k in volume if k != "name"), "?")
+    raise UserError(f"volume {name!r}: a {kind} volume cannot be run locally (use hostPath, emptyDir or a PVC)")
+
+
+def _map_paths(text: str, mounts: list[tuple[str, Path]]) -> str:
+    for mount_path, local in mounts:
+        if text == mount_path or text.startswith(mount_path.rstrip("/") + "/"):
+            return str(local) + text[len(mount_path.rstrip("/")):]
+    return text
+
+
+def plan_job(values: dict, docs: list[dict], run_dir: Path) -> LocalJob:
+    target = values["target"]
+    spec = pod_spec(docs, target)
+    container = next((c for c in spec["containers"] if c["name"] == "jax"), None)
+    if container is None:
+        raise UserError("the pod spec has no container named 'jax'")
+    count = values["hosts_count"]
+    port = free_port()
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    job = LocalJob([], run_dir)
+    base_env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARIABLES}
+    repo_root = str(Path(__file__).resolve().parents[1])  # so `-m trainer` works without installing
+    base_env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, base_env.get("PYTHONPATH")) if p)
+    for rank in range(count):
+        mounts = []
+        for mount in container.get("volumeMounts", []):
+            if mount["mountPath"] == "/dev/shm":
+                continue  # the host's /dev/shm serves local processes
+            local = _volume_dir(volumes[mount["name"]], rank, run_dir)
+            local.mkdir(parents=True, exist_ok=True)
+            job.volume_dirs.setdefault(mount["name"], {})[rank] = local
+            mounts.append((mount["mountPath"], local))
+        command = [sys.executable if c == "python" else c for c in container.get("command", [])]
+        args = [_map_paths(a, mounts) for a in container.get("args", [])]
+        if "--platform" in args:
+            args[args.index("--platform") + 1] = "cpu"  # local devices are forced CPU devices
+        env = dict(base_env)
+        for item in container.get("env", []):
+            env[item["name"]] = _env_value(item, rank, pod_name(values, rank), mounts)
+        if target == "jaxjob":  # what the Kubeflow operator injects
+            env.update(COORDINATOR_ADDRESS="127.0.0.1", COORDINATOR_PORT=str(port),
+                       NUM_PROCESSES=str(count), PROCESS_ID=str(rank))
+        else:  # Kubernetes sets the index; the coordinator DNS name maps to this machine
+            env["JOB_COMPLETION_INDEX"] = str(rank)
+            env["JAX_COORDINATOR_ADDRESS"] = f"127.0.0.1:{port}"
+        job.plans.append(ProcessPlan(rank, pod_name(values, rank), command + args, env))
+    return job
+
+
+def _env_value(item: dict, rank: int, name: str, mounts) -> str:
+    if "value" in item:
+        return _map_paths(str(item["value"]), mounts)
+    field_path = item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+    if field_path == COMPLETION_INDEX_ANNOTATION:
+        return str(rank)
+    if field_path in ("metadata.name", "spec.nodeName"):
+        return name if field_path == "metadata.name" else socket.gethostname()
+    if field_path == "status.podIP":
+        return "127.0.0.1"
+    raise UserError(f"env {item['name']!r}: {item.get('valueFrom')} cannot be resolved locally")
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        sig = signal.Signals(-code).name
+        hint = " (a peer died or the coordinator failed)" if code == -signal.SIGABRT else ""
+        return f"killed by {sig}{hint}"
+    if code == 134:
+        return "aborted (a peer died or the coordinator failed)"
+    return f"exit code {code}"
+
+
+class Runner:
+    """Runs the processes of a LocalJob, restarting all of them on any failure."""
+
+    def __init__(self, job: LocalJob, restarts: int, deadline: float | None, echo=click.echo):
+        self.job, self.restarts, self.deadline, self.echo = job, restarts, deadline, echo
+        self.children: list[subprocess.Popen] = []
+        self.lock = threading.Lock()
+
+    def _say(self, message: str) -> None:
+        with self.lock:
+            self.echo(f"[jaxgen] {message}")
+
+    def _pump(self, name: str, stream) -> None:
+        for line in iter(stream.readline, b""):
+            with self.lock:
+                sys.stdout.write(f"[{name}] {line.decode(errors='replace')}")
+                sys.stdout.flush()
+        stream.close()
+
+    def _start_all(self, attempt: int) -> list[threading.Thread]:
+        port = free_port()  # a fresh port per attempt: the previous one may linger in TIME_WAIT
+        self.children, threads = [], []
+        for plan in self.job.plans:
+            env = dict(plan.env)
+            for key in ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_PORT"):
+                if key in env:
+                    env[key] = f"127.0.0.1:{port}" if key == "JAX_COORDINATOR_ADDRESS" else str(port)
+            child = subprocess.Popen(plan.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+            self.children.append(child)
+            self._say(f"attempt {attempt}: started {plan.name} (pid {child.pid})")
+            thread = threading.Thread(target=self._pump, args=(plan.name, child.stdout), daemon=True)
+            thread.start()
+            threads.append(thread)
+        return threads
+
+    def stop_all(self) -> None:
+        """SIGTERM every child's process group, then SIGKILL what is left after a grace period."""
+        for child in self.children:
+            if child.poll() is None:
+                _signal_group(child, signal.SIGTERM)
+        end = time.monotonic() + GRACE_SECONDS
+        for child in self.children:
+            try:
+                child.wait(timeout=max(end - time.monotonic(), 0.01))
+            except subprocess.TimeoutExpired:
+                pass
+        for child in self.children:
+            _signal_group(child, signal.SIGKILL)  # also reaps grandchildren left in the group
+            child.wait()
+
+    def _wait(self) -> tuple[int, str] | None:
+        """None when every process succeeded, else (exit code, pod name) of the first failure."""
+        while True:
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                return 124, "deadline"
+            codes = [c.poll() for c in self.children]
+            for code, plan in zip(codes, self.job.plans):
+                if code not in (None, 0):
+                    return code, plan.name
+            if all(code == 0 for code in codes):
+                return None
+            time.sleep(0.1)
+
+    def run(self) -> int:
+        attempt = 0
+        while True:
+            threads = self._start_all(attempt)
+            failure = self._wait()
+            if failure is None:
+                for thread in threads:
+                    thread.join(timeout=5)
+                self._say(f"all {len(self.job.plans)} processes completed")
+                return 0
+            code, name = failure
+            if name == "deadline":
+                self._say("the job's active deadline passed: stopping every process")
+            else:
+                self._say(f"{name} failed: {describe_exit(code)}; stopping every process")
+            self.stop_all()
+            for thread in threads:
+                thread.join(timeout=5)
+            if name == "deadline":
+                return code
+            if attempt >= self.restarts:
+                self._say(f"no restarts left ({self.restarts} allowed): the job failed")
+                return code if code > 0 else 128 - code
+            attempt += 1
+            self._say(f"restarting all processes ({attempt}/{self.restarts}); they resume from the last checkpoint")
+
+
+def _signal_group(child: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(child.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def restart_budget(values: dict) -> int:
+    return values["jobset"]["max_restarts"] if values["target"] == "jobset" else values["backoff_limit"]
+
+
+@click.command("run")
+@click.argument("file", required=False)
+@click.option("-f", "--values", "extra_files", multiple=True, metavar="FILE", help="More variables files.")
+@click.option("--set", "sets", multiple=True, metavar="KEY.PATH=VALUE", help="Override one variable.")
+@click.option("--target", type=click.Choice(LOCAL_TARGETS), help="Override the file's target.")
+@click.option("--local", "local", is_flag=True, help="Run on this machine (the only mode).")
+@click.option("--work-dir", type=click.Path(file_okay=False), help="Directory for emptyDir volumes (kept).")
+@click.option("--keep", is_flag=True, help="Keep the temporary directory (checkpoints, metrics.jsonl).")
+def run_command(file, extra_files, sets, target, local, work_dir, keep):
+    """Run FILE's job as hosts_count local processes (--local).
+
+    Each process gets the rendered container's command, args and env, with the coordinator at
+    127.0.0.1 and local_device_count CPU devices. Any failure restarts all processes, up to
+    backoff_limit times (jobset.max_restarts for jobset), resuming from the checkpoint.
+    """
+    if not local:
+        raise UserError("only --local is supported: deploy to a cluster with kubectl, helm or sbatch")
+    from .render import render_documents
+    from .values import load_values
+
+    values = load_values(([file] if file else []) + list(extra_files), sets, target)
+    if values["target"] not in LOCAL_TARGETS:
+        raise UserError(f"target: {values['target']!r} cannot run locally; use one of {', '.join(LOCAL_TARGETS)}")
+    docs = render_documents(values)
+    run_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix=f"jaxgen-{values['name']}-"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    job = plan_job(values, docs, run_dir)
+    deadline = values.get("active_deadline_seconds")
+    runner = Runner(job, restart_budget(values), time.monotonic() + deadline if deadline else None)
+    runner._say(f"{values['target']} {values['name']}: {len(job.plans)} processes x "
+                f"{values['local_device_count']} CPU devices, work dir {run_dir}")
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    code = 130
+    try:
+        code = runner.run()
+    except KeyboardInterrupt:
+        runner._say("interrupted: stopping every process")
+        runner.stop_all()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        metrics = job.volume_dirs.get("checkpoints", {}).get(0)
+        if work_dir or keep:
+            if metrics:
+                runner._say(f"kept {run_dir}; metrics: {metrics / 'metrics.jsonl'}")
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    sys.exit(code)

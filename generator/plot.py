@@ -1,0 +1,70 @@
+"""`jaxgen plot metrics.jsonl -o curves.png`: training loss per step and accuracy per epoch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from .errors import UserError
+
+
+def read_records(path: Path) -> list[dict]:
+    records = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read: {e}") from None
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise UserError(f"{path}:{number}: not a JSON line ({e.msg})") from None
+    return records
+
+
+def curves(records: list[dict]) -> tuple[dict[int, float], dict[int, dict]]:
+    """Loss by step and epoch records by epoch; a resumed run's repeated steps keep the last value."""
+    steps = {r["step"]: r["loss"] for r in records if r.get("event") == "step"}
+    epochs = {r["epoch"]: r for r in records if r.get("event") == "epoch"}
+    return dict(sorted(steps.items())), dict(sorted(epochs.items()))
+
+
+def draw(records: list[dict], output: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps, epochs = curves(records)
+    if not steps and not epochs:
+        raise UserError("no step or epoch records to plot (is this a trainer metrics.jsonl?)")
+    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    loss_ax.plot(list(steps), list(steps.values()), label="batch loss", linewidth=1)
+    if epochs:
+        loss_ax.plot([e["step"] for e in epochs.values()], [e["loss"] for e in epochs.values()], "o-",
+                     label="epoch average")
+    loss_ax.set(xlabel="step", ylabel="cross-entropy loss", yscale="log", title="loss")
+    loss_ax.legend()
+    for key, label in (("train_accuracy", "train"), ("test_accuracy", "test")):
+        acc_ax.plot(list(epochs), [e[key] for e in epochs.values()], "o-", label=label)
+    acc_ax.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
+    acc_ax.grid(True, alpha=0.3)
+    acc_ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=100)
+    plt.close(fig)
+
+
+@click.command("plot")
+@click.argument("metrics", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("curves.png"),
+              show_default=True, help="Image to write (format from the suffix: png, svg, pdf).")
+def plot_command(metrics, output):
+    """Draw loss and accuracy curves from a trainer's metrics.jsonl."""
+    draw(read_records(metrics), output, str(metrics))
+    click.echo(f"wrote {output}")

@@ -1,0 +1,133 @@
+"""Every environment convention resolves to the right ClusterSpec (pure Python, no jax)."""
+
+import pytest
+
+from trainer.cluster import expand_hostlist, resolve_cluster
+from trainer.errors import ConfigError
+
+
+def spec_tuple(spec):
+    return spec.coordinator_address, spec.num_processes, spec.process_id
+
+
+def test_single_process_default():
+    spec = resolve_cluster({})
+    assert spec_tuple(spec) == (None, 1, 0)
+    assert not spec.distributed
+
+
+def test_flags_win_over_every_environment():
+    env = {"JAX_COORDINATOR_ADDRESS": "env:1", "JAX_NUM_PROCESSES": "8", "JAX_PROCESS_ID": "7",
+           "SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_STEP_NODELIST": "n1", "SLURM_JOB_ID": "5"}
+    spec = resolve_cluster(env, coordinator_address="flag:99", num_processes=2, process_id=1)
+    assert spec_tuple(spec) == ("flag:99", 2, 1)
+    assert spec.sources["process_id"] == "--process-id"
+
+
+def test_jax_env_indexed_job_and_jobset():
+    # Our Indexed Job / JobSet set JAX_*; Kubernetes also sets JOB_COMPLETION_INDEX (same value).
+    env = {"JAX_COORDINATOR_ADDRESS": "train-0.train:1234", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "2",
+           "JOB_COMPLETION_INDEX": "2"}
+    assert spec_tuple(resolve_cluster(env)) == ("train-0.train:1234", 4, 2)
+    env = {"JAX_COORDINATOR_ADDRESS": "t-worker-0-0.t:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"}
+    spec = resolve_cluster(env)
+    assert spec_tuple(spec) == ("t-worker-0-0.t:1234", 2, 1)
+    assert spec.sources == {"coordinator_address": "JAX_COORDINATOR_ADDRESS", "num_processes": "JAX_NUM_PROCESSES",
+                            "process_id": "JAX_PROCESS_ID"}
+
+
+def test_jax_env_beats_kubeflow_and_slurm():
+    env = {"JAX_COORDINATOR_ADDRESS": "a:1", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0",
+           "COORDINATOR_ADDRESS": "b", "COORDINATOR_PORT": "2", "NUM_PROCESSES": "3", "PROCESS_ID": "2"}
+    assert spec_tuple(resolve_cluster(env)) == ("a:1", 2, 0)
+
+
+def test_kubeflow_jaxjob_v1():
+    env = {"COORDINATOR_ADDRESS": "mnist-worker-0", "COORDINATOR_PORT": "6666", "NUM_PROCESSES": "3",
+           "PROCESS_ID": "2"}
+    spec = resolve_cluster(env)
+    assert spec_tuple(spec) == ("mnist-worker-0:6666", 3, 2)
+    assert spec.sources["coordinator_address"] == "COORDINATOR_ADDRESS/COORDINATOR_PORT"
+
+
+def test_indexed_job_index_with_flags_for_the_rest():
+    env = {"JOB_COMPLETION_INDEX": "3"}
+    spec = resolve_cluster(env, coordinator_address="job-0.job:1234", num_processes=4)
+    assert spec_tuple(spec) == ("job-0.job:1234", 4, 3)
+    assert spec.sources["process_id"] == "JOB_COMPLETION_INDEX"
+
+
+def test_indexed_job_index_alone_is_an_error_naming_what_is_missing():
+    with pytest.raises(ConfigError, match="JOB_COMPLETION_INDEX.*number of processes"):
+        resolve_cluster({"JOB_COMPLETION_INDEX": "1"})
+
+
+def test_slurm_step():
+    env = {"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_STEP_NODELIST": "gpu[07-08,11],cpu1",
+           "SLURM_JOB_ID": "123456", "SLURM_JOB_NODELIST": "other1"}
+    spec = resolve_cluster(env)
+    assert spec_tuple(spec) == (f"gpu07:{123456 % 4096 + 61440}", 4, 3)
+    assert spec.sources["coordinator_address"] == "SLURM_STEP_NODELIST"
+
+
+def test_slurm_port_given_by_flag_or_env():
+    env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_JOB_ID": "7"}
+    assert resolve_cluster(env, coordinator_port=5555).coordinator_address == "n1:5555"
+    assert resolve_cluster({**env, "JAX_COORDINATOR_PORT": "4444"}).coordinator_address == "n1:4444"
+
+
+def test_slurm_falls_back_to_job_nodelist():
+    env = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "a,b", "SLURM_JOB_ID": "0"}
+    assert spec_tuple(resolve_cluster(env)) == ("a:61440", 2, 1)
+
+
+def test_slurm_variables_outside_a_step_are_ignored():
+    # SLURM_NTASKS in an sbatch script (no srun step: no SLURM_PROCID) must not make a distributed job.
+    assert spec_tuple(resolve_cluster({"SLURM_NTASKS": "4", "SLURM_JOB_NODELIST": "n[1-4]"})) == (None, 1, 0)
+
+
+@pytest.mark.parametrize("spec,hosts", [
+    ("node[01-03,7]", ["node01", "node02", "node03", "node7"]),
+    ("n1", ["n1"]),
+    ("a[1-2],b,c[09-10]-ib", ["a1", "a2", "b", "c09-ib", "c10-ib"]),
+    ("r[1-2]n[1-2]", ["r1n1", "r1n2", "r2n1", "r2n2"]),
+    ("gpu[007-009]", ["gpu007", "gpu008", "gpu009"]),
+])
+def test_expand_hostlist(spec, hosts):
+    assert expand_hostlist(spec) == hosts
+
+
+@pytest.mark.parametrize("bad", ["n[1-", "n]1", "n[a-b]", "n[3-1]"])
+def test_expand_hostlist_rejects_malformed_lists(bad):
+    with pytest.raises(ConfigError):
+        expand_hostlist(bad)
+
+
+@pytest.mark.parametrize("env,kwargs,message", [
+    ({"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "2", "JAX_COORDINATOR_ADDRESS": "h:1"}, {}, "JAX_PROCESS_ID=2 is out of range"),
+    ({"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"}, {}, "need a coordinator"),
+    ({"JAX_NUM_PROCESSES": "two"}, {}, "JAX_NUM_PROCESSES='two' is not an integer"),
+    ({"JAX_NUM_PROCESSES": "0"}, {}, "JAX_NUM_PROCESSES=0 must be >= 1"),
+    ({"JAX_NUM_PROCESSES": "2", "JAX_COORDINATOR_ADDRESS": "h:1"}, {}, "process id is unknown"),
+    ({"JAX_COORDINATOR_ADDRESS": "h:99999", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"}, {}, "JAX_COORDINATOR_ADDRESS=99999 is not a TCP port"),
+    ({"COORDINATOR_ADDRESS": "h", "COORDINATOR_PORT": "x", "NUM_PROCESSES": "2", "PROCESS_ID": "1"}, {}, "COORDINATOR_PORT='x'"),
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}, {}, "SLURM_STEP_NODELIST"),
+    ({}, {"process_id": -1, "num_processes": 1}, "--process-id=-1 must be >= 0"),
+])
+def test_bad_cluster_settings_name_the_variable(env, kwargs, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        resolve_cluster(env, **kwargs)
+
+
+def test_coordinator_without_port_gets_the_given_or_default_port():
+    env = {"JAX_COORDINATOR_ADDRESS": "host", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"}
+    assert resolve_cluster(env).coordinator_address == "host:1234"
+    assert resolve_cluster(env, coordinator_port=4321).coordinator_address == "host:4321"
+
+
+def test_cluster_module_does_not_import_jax():
+    import subprocess
+    import sys
+
+    code = "import sys, trainer.cli, trainer.cluster; sys.exit('jax' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -1,0 +1,112 @@
+"""MNIST files: verified download from a file:// mirror, errors that name the file, batch order."""
+
+import gzip
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.support.paths import MNIST_DIR
+from trainer import data
+from trainer.errors import DataError
+
+MIRROR = MNIST_DIR.as_uri() + "/"
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    return data.load_mnist(MNIST_DIR, download=False)
+
+
+def test_full_mnist_shapes(mnist):
+    assert mnist.train_images.shape == (60000, 784) and mnist.train_images.dtype == np.uint8
+    assert mnist.test_images.shape == (10000, 784)
+    assert mnist.train_labels.shape == (60000,) and set(np.unique(mnist.test_labels)) == set(range(10))
+
+
+def test_download_from_mirror_verifies_and_caches(tmp_path):
+    path = data.ensure_file(tmp_path, "test_labels", download=True, mirror=MIRROR)
+    assert path == tmp_path / "t10k-labels-idx1-ubyte.gz"
+    assert data.sha256_of(path) == data.FILES["test_labels"][1]
+    assert not list(tmp_path.glob(".*part"))  # no temporary file left behind
+    stamp = path.stat().st_mtime_ns
+    data.ensure_file(tmp_path, "test_labels", download=True, mirror=MIRROR.rstrip("/"))
+    assert path.stat().st_mtime_ns == stamp  # cached: not downloaded again
+
+
+def test_missing_file_without_download_names_it(tmp_path):
+    with pytest.raises(DataError, match=r"t10k-images-idx3-ubyte\.gz: missing"):
+        data.ensure_file(tmp_path, "test_images", download=False, mirror=MIRROR)
+
+
+def test_truncated_file_names_it(tmp_path):
+    src = MNIST_DIR / "t10k-labels-idx1-ubyte.gz"
+    (tmp_path / src.name).write_bytes(src.read_bytes()[:1000])
+    with pytest.raises(DataError, match=r"t10k-labels-idx1-ubyte\.gz: corrupt or truncated"):
+        data.ensure_file(tmp_path, "test_labels", download=False, mirror=MIRROR)
+
+
+def test_corrupt_file_is_replaced_when_downloading(tmp_path):
+    (tmp_path / "t10k-labels-idx1-ubyte.gz").write_bytes(b"garbage")
+    path = data.ensure_file(tmp_path, "test_labels", download=True, mirror=MIRROR, log=lambda m: None)
+    assert data.sha256_of(path) == data.FILES["test_labels"][1]
+
+
+def test_mirror_with_wrong_bytes_fails_after_retries(tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "t10k-labels-idx1-ubyte.gz").write_bytes(b"not mnist")
+    monkeypatch.setattr(data.time, "sleep", lambda s: None)
+    messages = []
+    with pytest.raises(DataError, match=r"cannot download t10k-labels-idx1-ubyte\.gz.*sha256"):
+        data.ensure_file(tmp_path / "cache", "test_labels", True, mirror.as_uri() + "/", log=messages.append, attempts=3)
+    assert len(messages) == 2  # two retries were logged
+    assert not (tmp_path / "cache" / "t10k-labels-idx1-ubyte.gz").exists()
+
+
+def test_unreachable_mirror_names_the_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(data.time, "sleep", lambda s: None)
+    with pytest.raises(DataError, match=r"cannot download train-labels-idx1-ubyte\.gz"):
+        data.ensure_file(tmp_path, "train_labels", True, (tmp_path / "nowhere").as_uri() + "/", log=lambda m: None)
+
+
+def test_parse_idx_rejects_inconsistent_header(tmp_path):
+    bad = tmp_path / "bad.gz"
+    raw = gzip.decompress((MNIST_DIR / "t10k-labels-idx1-ubyte.gz").read_bytes())
+    bad.write_bytes(gzip.compress(raw[:-5]))
+    with pytest.raises(DataError, match=r"bad\.gz: 9995 data bytes, header announces 10000"):
+        data.parse_idx(bad)
+    bad.write_bytes(b"not gzip at all")
+    with pytest.raises(DataError, match=r"bad\.gz: not a valid gzip file"):
+        data.parse_idx(bad)
+
+
+def test_trainer_cli_reports_a_corrupt_file_and_exits_non_zero(tmp_path):
+    import subprocess
+    import sys
+
+    for f in MNIST_DIR.glob("*.gz"):
+        shutil.copy(f, tmp_path / f.name)
+    target = tmp_path / "train-images-idx3-ubyte.gz"
+    target.write_bytes(target.read_bytes()[:4096])
+    proc = subprocess.run([sys.executable, "-m", "trainer", "train", "--data-dir", str(tmp_path), "--no-download"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3
+    assert "train-images-idx3-ubyte.gz: corrupt or truncated" in proc.stderr
+
+
+@pytest.mark.parametrize("processes", [1, 2, 4])
+def test_global_batch_is_the_same_whatever_the_process_count(mnist, processes):
+    images, labels = mnist.train_images[:1024], mnist.train_labels[:1024]
+    perm = data.epoch_permutation(len(labels), seed=3, epoch=1)
+    reference = data.local_batch(images, labels, perm, 5, 64, 0, 1)
+    parts = [data.local_batch(images, labels, perm, 5, 64, p, processes) for p in range(processes)]
+    np.testing.assert_array_equal(np.concatenate([x for x, _ in parts]), reference[0])
+    np.testing.assert_array_equal(np.concatenate([y for _, y in parts]), reference[1])
+    assert reference[0].dtype == np.float32 and reference[0].max() <= 1.0
+
+
+def test_epochs_are_shuffled_differently_and_reproducibly():
+    a, b = data.epoch_permutation(100, 0, 0), data.epoch_permutation(100, 0, 1)
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(a, data.epoch_permutation(100, 0, 0))

@@ -1,0 +1,45 @@
+"""Device-count checks and the coordinator probe, without a cluster."""
+
+import socket
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from trainer.cluster import ClusterSpec
+from trainer.errors import CoordinatorError, DeviceCountError
+from trainer.runtime import check_devices, wait_for_coordinator
+
+
+def fake_jax(local, total, processes, index=0):
+    return SimpleNamespace(local_device_count=lambda: local, device_count=lambda: total,
+                           process_count=lambda: processes, process_index=lambda: index)
+
+
+def test_matching_device_counts_pass():
+    check_devices(fake_jax(2, 4, 2), ClusterSpec("h:1", 2, 0, 2))
+
+
+@pytest.mark.parametrize("jax,spec,message", [
+    (fake_jax(2, 2, 1), ClusterSpec("h:1", 2, 0, 2), "2 global devices, expected 2 processes x 2 local = 4"),
+    (fake_jax(1, 2, 2), ClusterSpec("h:1", 2, 0, 2), "1 local devices, --local-device-count asks for 2"),
+    (fake_jax(1, 2, 2, index=1), ClusterSpec("h:1", 2, 0, 1), "JAX reports process 1/2, expected 0/2"),
+])
+def test_wrong_device_counts_are_refused(jax, spec, message):
+    with pytest.raises(DeviceCountError, match=message):
+        check_devices(jax, spec)
+
+
+def test_probe_returns_once_the_coordinator_listens():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        left = wait_for_coordinator(f"127.0.0.1:{server.getsockname()[1]}", 10, print)
+    assert 1.0 <= left <= 10
+
+
+def test_probe_gives_up_after_the_timeout_with_a_clear_message():
+    started = time.monotonic()
+    with pytest.raises(CoordinatorError, match=r"coordinator no-such-host\.invalid:1234 did not come up within the init timeout of 1.5 s"):
+        wait_for_coordinator("no-such-host.invalid:1234", 1.5, print)
+    assert time.monotonic() - started < 5
