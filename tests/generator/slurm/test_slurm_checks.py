@@ -1,0 +1,40 @@
+"""Variables the slurm target cannot honour: exit 2, the JSON path named, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..jaxgen import jaxgen
+
+BAD = {
+    "uneven tasks per node": (["hosts_count=3", "slurm.nodes=2", "training.batch_size=96"], "$.slurm.nodes"),
+    "too many GPUs per node": (["accelerator=gpu", "hosts_count=4", "local_device_count=8", "slurm.nodes=1",
+                                "training.batch_size=128"], "$.slurm.nodes"),
+    "output with a space": (["slurm.output=my job-%j.out"], "$.slurm.output"),
+    "output with a quote": (["slurm.output=x'%j.out"], "$.slurm.output"),
+    "env not a shell name": (["env=[{name: my.var, value: x}]"], "$.env[0].name"),
+    "env overrides the rank": (["env=[{name: JAX_PROCESS_ID, value: '0'}]"], "$.env[0].name"),
+    "env overrides SLURM": (["env=[{name: OK, value: x}, {name: SLURM_PROCID, value: '1'}]"], "$.env[1].name"),
+    "env from the Kubernetes API": (["env=[{name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]"],
+                                    "$.env[0].valueFrom"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_rejected(case, tmp_path):
+    sets, path = BAD[case]
+    args = ["render", "--target", "slurm", "-o", str(tmp_path / "out")]
+    for assignment in ["slurm.nodes=1"] + sets:
+        args += ["--set", assignment]
+    result = jaxgen(*args)
+    assert result.exit_code == 2, result.stdout
+    assert path in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_same_values_fine_for_kubernetes():
+    # The slurm-only rules do not constrain the other targets.
+    result = jaxgen("render", "--target", "indexed-job", "--set", "hosts_count=3",
+                    "--set", "slurm.nodes=2", "--set", "training.batch_size=96")
+    assert result.exit_code == 0, result.stderr
