@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default="sgd")
     t.add_argument("--learning-rate", type=float, default=0.1)
     t.add_argument("--momentum", type=float, default=0.9)
+    t.add_argument("--lr-schedule", choices=["cosine", "constant"], default="cosine",
+                   help="cosine decays the learning rate to 0 over the run")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--strategy", choices=["pmap", "sharded"], default="pmap")
     t.add_argument("--model-parallelism", type=int, default=1, help="model axis size (strategy sharded)")
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
             cfg = TrainConfig(
                 epochs=args.epochs, batch_size=args.batch_size, optimizer=args.optimizer,
-                learning_rate=args.learning_rate, momentum=args.momentum, seed=args.seed,
+                learning_rate=args.learning_rate, momentum=args.momentum, lr_schedule=args.lr_schedule, seed=args.seed,
                 strategy=args.strategy, model_parallelism=args.model_parallelism, platform=args.platform,
                 data_dir=args.data_dir, download=args.download, mirror=args.mirror,
                 checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,

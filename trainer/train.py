@@ -22,6 +22,7 @@ class TrainConfig:
     optimizer: str = "sgd"
     learning_rate: float = 0.1
     momentum: float = 0.9
+    lr_schedule: str = "cosine"  # cosine: decay to 0 over the whole run; constant
     seed: int = 0
     strategy: str = "pmap"
     model_parallelism: int = 1
@@ -44,7 +45,9 @@ class TrainConfig:
         return {
             "hidden": list(self.hidden), "optimizer": self.optimizer, "learning_rate": self.learning_rate,
             "momentum": self.momentum, "batch_size": self.batch_size, "seed": self.seed,
-            "train_examples": self.train_examples,
+            "train_examples": self.train_examples, "lr_schedule": self.lr_schedule,
+            # the cosine schedule's length depends on the number of epochs
+            "epochs": self.epochs if self.lr_schedule == "cosine" else None,
         }
 
 
@@ -145,7 +148,9 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     from trainer import model
     from trainer.strategies import make_strategy
 
-    optimizer = model.make_optimizer(cfg.optimizer, cfg.learning_rate, cfg.momentum)
+    spe = data.steps_per_epoch(num_examples, cfg.batch_size)
+    total = cfg.epochs * spe
+    optimizer = model.make_optimizer(cfg.optimizer, cfg.learning_rate, cfg.momentum, total, cfg.lr_schedule)
     params = model.init_params(cfg.seed, tuple(cfg.hidden))
     host_state = (params, jax.tree.map(np.asarray, optimizer.init(params)))
     step, host_state = _restore(cfg, spec, host_state, jax, log)
@@ -155,8 +160,6 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     rank0 = spec.process_id == 0
     metrics_path = cfg.metrics_file or (os.path.join(cfg.checkpoint_dir, "metrics.jsonl") if cfg.checkpoint_dir else None)
     metrics = MetricsFile(metrics_path if rank0 else None)
-    spe = data.steps_per_epoch(num_examples, cfg.batch_size)
-    total = cfg.epochs * spe
     # Several local CPU devices deadlock the all-reduce unless every step is waited for (jax 0.10).
     block_each_step = cfg.platform == "cpu" and local_devices > 1
     metrics.write({"event": "start", "step": step, "total_steps": total, "processes": spec.num_processes,

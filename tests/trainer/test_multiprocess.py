@@ -70,9 +70,9 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path):
 
 def test_checkpoint_of_another_configuration_is_refused(tmp_path):
     run_cluster(tmp_path, "first", lambda r: trainer_argv(*small_train_args(tmp_path / "c")), 1, 1, 120)
-    proc = start(trainer_argv(*small_train_args(tmp_path / "c", "--learning-rate", "0.5")), tmp_path / "second.log")
+    proc = start(trainer_argv(*small_train_args(tmp_path / "c", "--learning-rate", "0.5", "--epochs", "2")), tmp_path / "second.log")
     assert wait_all([proc], 120) == [6]
-    assert "was written by another configuration (learning_rate: 0.1 != 0.5)" in proc.output
+    assert "was written by another configuration (epochs: 1 != 2; learning_rate: 0.1 != 0.5)" in proc.output
 
 
 def test_coordinator_that_never_comes_up_fails_within_the_init_timeout(tmp_path):

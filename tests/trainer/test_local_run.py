@@ -1,0 +1,136 @@
+"""`jaxgen run --local`: the rendered pod spec as local processes, restart-all on failure, cleanup."""
+
+import os
+import re
+import signal
+import sys
+import time
+
+import pytest
+
+from generator.local_run import plan_job, restart_budget
+from generator.render import render_documents
+from generator.values import load_values
+from tests.support.paths import EXAMPLES_DIR, MNIST_DIR
+from tests.trainer.procs import kill, start, wait_all, wait_for_text
+
+CPU_LOCAL = str(EXAMPLES_DIR / "cpu-local.json")
+MIRROR = f"data.mirror={MNIST_DIR.as_uri()}/"
+
+
+def jaxgen_run(*extra: str) -> list[str]:
+    return [sys.executable, "-m", "generator", "run", "--local", CPU_LOCAL, "--set", MIRROR, *extra]
+
+
+def started_pids(output: str) -> dict[str, int]:
+    return {name: int(pid) for name, pid in re.findall(r"started (\S+) \(pid (\d+)\)", output)}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead too: it only waits to be reaped.
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split(") ")[1][0] != "Z"
+
+
+@pytest.mark.parametrize("target", ["indexed-job", "jobset", "jaxjob"])
+def test_plan_maps_the_pod_spec_to_local_processes(tmp_path, target):
+    values = load_values([CPU_LOCAL], [MIRROR, "local_device_count=2", "training.batch_size=64"], target)
+    job = plan_job(values, render_documents(values), tmp_path)
+    assert len(job.plans) == 2
+    for rank, plan in enumerate(job.plans):
+        assert plan.argv[:3] == [sys.executable, "-m", "trainer"]
+        args = plan.argv[3:]
+        assert args[0] == "train"
+        assert args[args.index("--local-device-count") + 1] == "2"
+        assert args[args.index("--platform") + 1] == "cpu"
+        assert args[args.index("--mirror") + 1] == f"{MNIST_DIR.as_uri()}/"
+        assert args[args.index("--checkpoint-dir") + 1] == str(tmp_path / f"rank-{rank}" / "checkpoints")
+        assert args[args.index("--data-dir") + 1] == str(tmp_path / f"rank-{rank}" / "data")
+        env = plan.env
+        if target == "jaxjob":
+            assert env["COORDINATOR_ADDRESS"] == "127.0.0.1" and env["NUM_PROCESSES"] == "2"
+            assert env["PROCESS_ID"] == str(rank) and "JAX_PROCESS_ID" not in env
+        else:
+            assert re.fullmatch(r"127\.0\.0\.1:\d+", env["JAX_COORDINATOR_ADDRESS"])
+            assert env["JAX_PROCESS_ID"] == env["JOB_COMPLETION_INDEX"] == str(rank)
+            assert env["JAX_NUM_PROCESSES"] == "2"
+    names = [p.name for p in job.plans]
+    assert names == {"indexed-job": ["mnist-cpu-0", "mnist-cpu-1"], "jobset": ["mnist-cpu-worker-0-0", "mnist-cpu-worker-0-1"],
+                     "jaxjob": ["mnist-cpu-worker-0", "mnist-cpu-worker-1"]}[target]
+
+
+def test_restart_budget_follows_the_target():
+    values = load_values([CPU_LOCAL], ["backoff_limit=3", "jobset.max_restarts=1"])
+    assert restart_budget(values) == 3
+    assert restart_budget(load_values([CPU_LOCAL], ["backoff_limit=3", "jobset.max_restarts=1"], "jobset")) == 1
+
+
+def test_slurm_target_is_refused_with_a_clear_error(tmp_path):
+    proc = start([sys.executable, "-m", "generator", "run", "--local", str(EXAMPLES_DIR / "slurm.json")], tmp_path / "s.log")
+    assert wait_all([proc], 30) == [2]
+    assert "cannot run locally" in proc.output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_killed_worker_restarts_all_resumes_and_succeeds(tmp_path):
+    work = tmp_path / "work"
+    proc = start(jaxgen_run("--set", "training.epochs=1", "--set", "checkpoint.every_steps=100",
+                            "--set", "backoff_limit=2", "--work-dir", str(work)), tmp_path / "run.log")
+    try:
+        wait_for_text(proc, "checkpoint saved at step 200", 300)
+        victim = started_pids(proc.output)["mnist-cpu-1"]
+        os.kill(victim, signal.SIGKILL)
+        codes = wait_all([proc], 400)
+    finally:
+        kill(proc)
+    out = proc.output
+    assert codes == [0], out[-4000:]
+    assert "mnist-cpu-1 failed: killed by SIGKILL; stopping every process" in out
+    assert "restarting all processes (1/2)" in out
+    resumed = re.search(r"\[mnist-cpu-0\] Rank 0: resuming from the checkpoint of step (\d+)", out)
+    assert resumed and int(resumed.group(1)) >= 200, out[-4000:]
+    assert "[mnist-cpu-1] Rank 1: resuming from the checkpoint of step" in out  # broadcast from rank 0
+    assert out.count("training completed.") == 2  # both processes of the second attempt
+    assert "all 2 processes completed" in out
+    assert (work / "rank-0" / "checkpoints" / "ckpt-0000000468.npz").exists()
+    assert re.search(r"Rank 0: epoch 1/1, train accuracy=0\.9\d+, test accuracy=0\.9[5-9]", out), out[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_failure_without_restart_budget_fails_the_job(tmp_path):
+    proc = start(jaxgen_run("--set", "training.epochs=1", "--set", "backoff_limit=0"), tmp_path / "run.log")
+    try:
+        wait_for_text(proc, "batch 100/468", 200)
+        os.kill(started_pids(proc.output)["mnist-cpu-0"], signal.SIGKILL)
+        codes = wait_all([proc], 60)
+    finally:
+        kill(proc)
+    assert codes[0] == 128 + signal.SIGKILL
+    assert "no restarts left (0 allowed): the job failed" in proc.output
+    assert not any(alive(pid) for pid in started_pids(proc.output).values())
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_stops_every_child(tmp_path):
+    proc = start(jaxgen_run(), tmp_path / "run.log", env={"TMPDIR": str(tmp_path)})
+    try:
+        wait_for_text(proc, "started mnist-cpu-1", 60)
+        work_dir = re.search(r"work dir (\S+)", proc.output).group(1)
+        assert work_dir.startswith(str(tmp_path)) and os.path.isdir(work_dir)
+        time.sleep(1)
+        pids = started_pids(proc.output)
+        assert len(pids) == 2 and all(alive(pid) for pid in pids.values())
+        os.kill(proc.popen.pid, signal.SIGINT)
+        codes = wait_all([proc], 30)
+    finally:
+        kill(proc)
+    assert codes == [130]
+    assert "interrupted: stopping every process" in proc.output
+    assert not any(alive(pid) for pid in pids.values())
+    assert not os.path.exists(work_dir)  # the run-scoped directory is removed

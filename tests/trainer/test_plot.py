@@ -1,0 +1,40 @@
+"""`jaxgen plot`: draws a real PNG from a metrics file; bad files give a clear error."""
+
+import json
+import subprocess
+import sys
+
+from tests.support.paths import REPO_ROOT
+
+
+def jaxgen(*args):
+    return subprocess.run([sys.executable, "-m", "generator", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_plot_writes_a_png(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    lines = [{"event": "start", "step": 0}]
+    for epoch in (1, 2):
+        lines += [{"event": "step", "epoch": epoch, "step": epoch * 10 + s, "loss": 1.0 / (epoch + s)} for s in range(3)]
+        lines.append({"event": "epoch", "epoch": epoch, "step": epoch * 10 + 2, "loss": 0.5 / epoch,
+                      "train_accuracy": 0.9 + epoch / 100, "test_accuracy": 0.9 + epoch / 50})
+    metrics.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    proc = jaxgen("plot", str(metrics), "-o", str(tmp_path / "curves.png"))
+    assert proc.returncode == 0, proc.stderr
+    png = (tmp_path / "curves.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+def test_plot_rejects_a_file_that_is_not_jsonl(tmp_path):
+    bad = tmp_path / "metrics.jsonl"
+    bad.write_text('{"event": "step", "step": 1, "loss": 1}\nnot json\n')
+    proc = jaxgen("plot", str(bad), "-o", str(tmp_path / "x.png"))
+    assert proc.returncode == 2
+    assert f"{bad}:2: not a JSON line" in proc.stderr
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_jaxgen_does_not_import_jax_or_matplotlib_at_start():
+    code = "import sys, generator.cli; sys.exit(int(any(m in sys.modules for m in ('jax', 'matplotlib'))))"
+    assert subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, timeout=60).returncode == 0
