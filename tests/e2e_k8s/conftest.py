@@ -1,0 +1,53 @@
+"""One real Kubernetes control plane (scripts/cluster/up.sh) for the whole e2e_k8s tier.
+
+It is stopped at the end of the session whatever happens: by the fixture's finalizer, and, if the
+test process is killed, by the cluster's own reaper (up.sh --owner-pid) within seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.e2e_k8s.kube import SCRIPTS, Cluster, environ_for
+
+NAMESPACE = "jax-e2e"
+# up.sh builds the binaries when they are not cached yet (a cold build: see tests/e2e_k8s/README.md).
+UP_TIMEOUT = int(os.environ.get("JAXT_E2E_UP_TIMEOUT", "2700"))
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "e2e_k8s" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    state = Path(tempfile.mkdtemp(prefix="jaxt-e2e-k8s."))
+    up = [str(SCRIPTS / "cluster" / "up.sh"), "--state-dir", str(state), "--namespace", NAMESPACE,
+          "--owner-pid", str(os.getpid()), "--max-lifetime", "3600", "--timeout", "120"]
+    try:
+        proc = subprocess.run(up, capture_output=True, text=True, timeout=UP_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        subprocess.run([str(SCRIPTS / "cluster" / "down.sh"), str(state)], timeout=60)
+        pytest.fail(f"scripts/cluster/up.sh did not finish in {UP_TIMEOUT}s\n{exc.stderr}")
+    if proc.returncode != 0:
+        pytest.fail(f"scripts/cluster/up.sh failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
+    kubeconfig = Path(proc.stdout.strip().splitlines()[-1])
+    handle = Cluster(kubeconfig=kubeconfig, namespace=NAMESPACE, state_dir=state,
+                     env=environ_for(kubeconfig))
+    try:
+        yield handle
+    finally:
+        subprocess.run([str(SCRIPTS / "cluster" / "down.sh"), str(state)], timeout=120,
+                       capture_output=True)
+
+
+@pytest.fixture
+def build_dir(tmp_path) -> Path:
+    return tmp_path / "build"

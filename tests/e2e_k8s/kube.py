@@ -1,0 +1,174 @@
+"""Helpers of the Kubernetes e2e tier: a handle on the test cluster, bounded commands, polling."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
+
+SCRIPTS = REPO_ROOT / "scripts"
+# kwok (scripts/cluster/kwok/stages.yaml) fails the pod whose index equals this annotation.
+FAIL_INDEX = "e2e.jax-training.io/fail-index"
+# Keep pods Pending (IP assigned, not ready) this long, so tests can observe that state.
+READY_DELAY = "pod-ready.stage.kwok.x-k8s.io/delay"
+
+
+@dataclass
+class Cluster:
+    kubeconfig: Path
+    namespace: str
+    state_dir: Path
+    jobset: bool = True
+    jaxjob_operator: bool = True
+    env: dict = field(default_factory=dict)
+
+    def run(self, args: list, timeout: float = 120, check: bool = True, **kw) -> subprocess.CompletedProcess:
+        """Run a command against this cluster (KUBECONFIG set), bounded by `timeout` seconds."""
+        proc = subprocess.run([str(a) for a in args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, **kw)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(map(str, args))} exited {proc.returncode}\n"
+                                 f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        return proc
+
+    def kubectl(self, *args, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
+        return self.run(["kubectl", "--namespace", self.namespace, *args], timeout=timeout, check=check)
+
+    def get(self, *args) -> dict:
+        """`kubectl get ... -o json`, parsed."""
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def items(self, kind: str, selector: str) -> list[dict]:
+        return self.get(kind, "-l", selector)["items"]
+
+    def release_objects(self, name: str) -> list[str]:
+        """Every object of release `name` still present (what clean.sh must leave empty)."""
+        kinds = "jobs.batch,services,pods"
+        kinds += ",jobsets.jobset.x-k8s.io,jaxjobs.kubeflow.org"
+        out = self.kubectl("get", kinds, "-l", release_selector(name), "-o", "name").stdout
+        return out.split()
+
+
+def release_selector(name: str) -> str:
+    return f"app.kubernetes.io/name=jax-training,app.kubernetes.io/instance={name}"
+
+
+def wait_until(what: str, probe: Callable[[], object], timeout: float = 60, interval: float = 0.5,
+               diagnose: Callable[[], str] | None = None):
+    """Poll `probe` until it returns a truthy value (returned) or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            result = probe()
+        except AssertionError as exc:  # a probe may assert; keep its message for the failure
+            result, last_error = None, exc
+        if result:
+            return result
+        time.sleep(interval)
+    details = f"\nlast probe error: {last_error}" if last_error else ""
+    if diagnose:
+        details += "\n" + diagnose()
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}{details}")
+
+
+def prepare(cluster: Cluster, build_dir: Path, name: str, *sets: str,
+            base: str = "seed.json", target: str | None = None) -> subprocess.CompletedProcess:
+    """scripts/prepare.sh of a variables example into build_dir, in the cluster's namespace."""
+    args = [SCRIPTS / "prepare.sh", EXAMPLES_DIR / base, "-o", build_dir,
+            "--set", f"name={name}", "--set", f"namespace={cluster.namespace}"]
+    if target:
+        args += ["--target", target]
+    for s in sets:
+        args += ["--set", s]
+    return cluster.run(args, timeout=60)
+
+
+def pod_index(pod: dict) -> int:
+    labels = pod["metadata"]["labels"]
+    index = labels.get("batch.kubernetes.io/job-completion-index",
+                       labels.get("training.kubeflow.org/replica-index"))
+    return int(index)
+
+
+def is_ready(pod: dict) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def node_of(cluster: Cluster, pod: dict) -> dict:
+    return cluster.get("node", pod["spec"]["nodeName"])
+
+
+def environ_for(kubeconfig: Path) -> dict:
+    env = dict(os.environ)
+    env["KUBECONFIG"] = str(kubeconfig)
+    return env
+
+
+def start_run(cluster: Cluster, build_dir: Path, *extra, timeout: int = 120) -> subprocess.Popen:
+    """scripts/run.sh in the background (its own --timeout bounds it)."""
+    args = [SCRIPTS / "run.sh", "--timeout", timeout, *extra, build_dir]
+    return subprocess.Popen([str(a) for a in args], env=cluster.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: int = 150) -> tuple[int, str]:
+    """Wait for a background command; its exit code and stdout + stderr."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"{proc.args[0]} did not return in {timeout}s\n{out}\n{err}") from None
+    return proc.returncode, out + err
+
+
+def check_pods_while_not_ready(cluster: Cluster, selector: str, hosts: int, hostname: Callable[[int], str],
+                               subdomain: str, gpu: bool, service: str | None = None) -> list[dict]:
+    """The pods of a starting release: one per index 0..hosts-1 with the expected hostname under the
+    Service's subdomain, on a GPU node exactly when `gpu`, and listed by the headless Service's
+    endpoints while still not ready (publishNotReadyAddresses). Returns the pods."""
+    def pods_with_ip():
+        pods = cluster.items("pods", selector)
+        if len(pods) == hosts and all(p["status"].get("podIP") for p in pods):
+            return pods
+        return None
+
+    pods = wait_until(f"{hosts} pods ({selector}) with an IP", pods_with_ip, timeout=60,
+                      diagnose=lambda: cluster.kubectl("get", "all,events", check=False).stdout)
+    assert sorted(pod_index(p) for p in pods) == list(range(hosts))
+    for pod in pods:
+        i = pod_index(pod)
+        assert pod["metadata"]["name"].startswith(hostname(i)), pod["metadata"]["name"]
+        assert pod["spec"]["hostname"] == hostname(i)
+        assert pod["spec"]["subdomain"] == subdomain
+        node = node_of(cluster, pod)
+        gpus = node["status"]["allocatable"].get("nvidia.com/gpu")
+        if gpu:
+            assert gpus, f"{pod['metadata']['name']} landed on {node['metadata']['name']}, which has no GPU"
+            assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+        else:
+            assert not gpus, f"a CPU pod landed on GPU node {node['metadata']['name']}"
+
+    # Read the EndpointSlices between two reads that both find every pod not ready.
+    def endpoints_of_unready_pods():
+        before = cluster.items("pods", selector)
+        slices = cluster.items("endpointslices", f"kubernetes.io/service-name={service or subdomain}")
+        after = cluster.items("pods", selector)
+        if any(is_ready(p) for p in before + after):
+            raise AssertionError("pods became ready before the endpoints listed them all")
+        listed = {ep["targetRef"]["name"]: ep for s in slices for ep in s.get("endpoints") or []}
+        if {p["metadata"]["name"] for p in before} <= set(listed):
+            return listed
+        return None
+
+    listed = wait_until("the Service's endpoints to list the not-ready pods", endpoints_of_unready_pods,
+                        timeout=30, interval=0.3)
+    assert {ep.get("hostname") for ep in listed.values()} >= {hostname(i) for i in range(hosts)}
+    return pods

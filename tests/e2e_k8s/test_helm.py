@@ -1,0 +1,73 @@
+"""helm install / upgrade / uninstall of charts/jax-training against the real control plane."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e_k8s.kube import READY_DELAY, SCRIPTS, check_pods_while_not_ready, finish, prepare, wait_until
+from tests.support.paths import REPO_ROOT
+
+CHART = REPO_ROOT / "charts" / "jax-training"
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    tools = SCRIPTS / "tools.sh"
+    if not tools.exists():
+        pytest.skip("scripts/tools.sh (which installs helm) does not exist yet")
+    proc = subprocess.run([str(tools)], capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    cache = Path(os.environ.get("JAXT_CACHE") or
+                 Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jax-training")
+    binary = cache / "bin" / "helm"
+    assert binary.exists(), f"scripts/tools.sh did not install {binary}"
+    return binary
+
+
+def helm_cmd(helm: Path, cluster, *args) -> list:
+    return [helm, *args, "--namespace", cluster.namespace, "--kubeconfig", cluster.kubeconfig]
+
+
+@pytest.mark.timeout(600)
+def test_helm_install_upgrade_uninstall_twice(cluster, helm, tmp_path):
+    name = "e2e-helm"
+    hosts = 2
+    for round_ in range(2):
+        build = tmp_path / f"build-{round_}"
+        # The merged variables file of prepare.sh is also the chart's values file.
+        prepare(cluster, build, name, f"hosts_count={hosts}", f'annotations={{"{READY_DELAY}": "4s"}}')
+        values = build / "release" / "values.json"
+
+        install = subprocess.Popen(
+            [str(a) for a in helm_cmd(helm, cluster, "install", name, CHART, "-f", values,
+                                      "--wait", "--wait-for-jobs", "--timeout", "2m")],
+            env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        check_pods_while_not_ready(cluster, f"batch.kubernetes.io/job-name={name}", hosts,
+                                   lambda i: f"{name}-{i}", subdomain=name, gpu=False)
+        code, output = finish(install)
+        assert code == 0, output
+        job = cluster.get("job", name)
+        assert job["status"]["succeeded"] == hosts
+        assert job["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+
+        # upgrade: a mutable field of the finished Job changes in place, the release gets revision 2
+        cluster.run(helm_cmd(helm, cluster, "upgrade", name, CHART, "-f", values,
+                             "--set", "ttl_seconds_after_finished=3600", "--wait", "--timeout", "2m"))
+        assert cluster.get("job", name)["spec"]["ttlSecondsAfterFinished"] == 3600
+        status = json.loads(cluster.run(helm_cmd(helm, cluster, "status", name, "-o", "json")).stdout)
+        assert status["version"] == 2 and status["info"]["status"] == "deployed"
+        pods = cluster.items("pods", f"batch.kubernetes.io/job-name={name}")
+        assert sorted(p["spec"]["hostname"] for p in pods) == [f"{name}-{i}" for i in range(hosts)]
+        assert all(p["status"]["phase"] == "Succeeded" for p in pods)
+
+        cluster.run(helm_cmd(helm, cluster, "uninstall", name, "--cascade", "foreground",
+                             "--wait", "--timeout", "2m"))
+        wait_until("the release's objects to be gone", lambda: cluster.release_objects(name) == [],
+                   timeout=60, diagnose=lambda: "\n".join(cluster.release_objects(name)))
+        listed = json.loads(cluster.run(helm_cmd(helm, cluster, "list", "-o", "json")).stdout)
+        assert name not in [r["name"] for r in listed]

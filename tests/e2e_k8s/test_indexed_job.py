@@ -1,0 +1,104 @@
+"""prepare.sh → run.sh → clean.sh of the Indexed Job target against the real control plane."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.e2e_k8s.kube import (FAIL_INDEX, READY_DELAY, SCRIPTS, check_pods_while_not_ready,
+                                finish, prepare, start_run)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("accelerator", ["cpu", "gpu"])
+def test_prepare_run_clean_twice(cluster, tmp_path, accelerator):
+    name = f"e2e-{accelerator}"
+    hosts = 2
+    for round_ in range(2):  # the whole cycle twice in a row: nothing may be left over
+        build = tmp_path / f"build-{round_}"
+        prepare(cluster, build, name, f"hosts_count={hosts}", f"accelerator={accelerator}",
+                f'annotations={{"{READY_DELAY}": "4s"}}')
+        run = start_run(cluster, build)
+        pods = check_pods_while_not_ready(
+            cluster, f"batch.kubernetes.io/job-name={name}", hosts, lambda i: f"{name}-{i}",
+            subdomain=name, gpu=accelerator == "gpu")
+        for pod in pods:
+            env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+            assert env["JAX_COORDINATOR_ADDRESS"]["value"] == f"{name}-0.{name}:1234"
+            assert env["JAX_NUM_PROCESSES"]["value"] == str(hosts)
+        code, output = finish(run)
+        assert code == 0, output
+        assert "succeeded" in output
+        # rank 0's log, served by kwok for the fake pod through the API server
+        assert "kwok: simulated log of a fake pod" in output
+        job = cluster.get("job", name)
+        assert job["status"]["succeeded"] == hosts
+
+        # run.sh again on the finished job: reports its result again
+        code, output = finish(start_run(cluster, build, "--no-logs"))
+        assert code == 0, output
+
+        cluster.run([SCRIPTS / "clean.sh", build], timeout=120)
+        assert cluster.release_objects(name) == []
+        again = cluster.run([SCRIPTS / "clean.sh", build], timeout=60)
+        assert "nothing to delete" in again.stderr
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("backoff_limit", [0, 1])
+def test_failed_index_fails_run(cluster, build_dir, backoff_limit):
+    name = f"e2e-fail-{backoff_limit}"
+    prepare(cluster, build_dir, name, "hosts_count=2", f"backoff_limit={backoff_limit}",
+            f'annotations={{"{FAIL_INDEX}": "1"}}')
+    try:
+        code, output = finish(start_run(cluster, build_dir))
+        assert code == 1, output
+        assert "FAILED" in output and "BackoffLimitExceeded" in output
+        assert "failed index(es): 1\n" in output, output
+        assert "index 0 (" not in output
+        # The failure policy decides when the job fails: every allowed retry happened first.
+        job = cluster.get("job", name)
+        assert job["status"]["failed"] == backoff_limit + 1, job["status"]
+    finally:
+        cluster.run([SCRIPTS / "clean.sh", build_dir], timeout=120)
+    assert cluster.release_objects(name) == []
+
+
+@pytest.mark.timeout(120)
+def test_run_times_out_with_diagnostics(cluster, build_dir):
+    name = "e2e-unschedulable"
+    prepare(cluster, build_dir, name, 'node_selector={"e2e.jax-training.io/no-such-node": "x"}')
+    try:
+        proc = subprocess.run([str(SCRIPTS / "run.sh"), "--timeout", "5", "--no-logs", str(build_dir)],
+                              env=cluster.env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 124, proc.stderr
+        assert "timed out after 5s" in proc.stderr
+        assert "Pending" in proc.stderr  # the pods' state is printed
+    finally:
+        cluster.run([SCRIPTS / "clean.sh", build_dir], timeout=120)
+
+
+def test_namespace_enforces_restricted(cluster):
+    """The pods above were admitted under PodSecurity "restricted", which is really enforced."""
+    ns = cluster.get("namespace", cluster.namespace)
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    proc = cluster.kubectl("run", "privileged-probe", "--image", "busybox", "--dry-run=server",
+                           "--overrides", '{"spec": {"containers": [{"name": "privileged-probe", '
+                           '"image": "busybox", "securityContext": {"privileged": true}}]}}',
+                           check=False)
+    assert proc.returncode != 0
+    assert 'violates PodSecurity "restricted' in proc.stderr
+
+
+def test_lifecycle_scripts_reject_bad_usage(cluster, tmp_path):
+    for script in ("run.sh", "clean.sh"):
+        proc = cluster.run([SCRIPTS / script, tmp_path / "missing"], check=False, timeout=30)
+        assert proc.returncode != 0
+        assert "prepare" in proc.stderr  # tells how to make the build folder
+    proc = cluster.run([SCRIPTS / "run.sh", "--timeout", "soon", tmp_path], check=False, timeout=30)
+    assert proc.returncode == 2 and "--timeout" in proc.stderr
+    proc = cluster.run([SCRIPTS / "prepare.sh", "-o", tmp_path / "b", "--set", "hosts_count=0",
+                        SCRIPTS.parent / "variables" / "examples" / "seed.json"], check=False, timeout=30)
+    assert proc.returncode == 2 and "hosts_count" in proc.stderr
+    assert not (tmp_path / "b").exists()
