@@ -254,6 +254,9 @@ spec:
       volumeMounts:
         - name: data
           mountPath: {{ toJson $v.data.dir }}
+          {{- if not $v.data.download }}
+          readOnly: true
+          {{- end }}
         - name: checkpoints
           mountPath: {{ toJson $v.checkpoint.dir }}
         - name: tmp

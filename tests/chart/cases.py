@@ -1,0 +1,120 @@
+"""Hand-picked values files for the parity matrix: every target, cpu and gpu, one and many hosts,
+and every optional block switched on (the base cases leave each one off, at its default)."""
+
+from __future__ import annotations
+
+TARGETS = ("indexed-job", "jaxjob", "jobset")
+
+TRICKY_TEXT = 'quote " back\\slash {{ .Values.name }} $(HOME) #not-a-comment: - [x] ü 日本 \ttab\nnewline'
+
+PVC = {"persistentVolumeClaim": {"claimName": "mnist", "readOnly": True}}
+NODE_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}]}}}
+POD_ANTI_AFFINITY = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+    {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "jax-training"}}}}]}}
+
+
+def _base_cases() -> dict[str, dict]:
+    cases = {}
+    for target in TARGETS:
+        for accelerator in ("cpu", "gpu"):
+            for hosts, local in ((1, 1), (4, 2)):
+                if accelerator == "gpu" and hosts > 1:
+                    local = 8
+                cases[f"{target}-{accelerator}-{hosts}x{local}"] = {
+                    "name": f"p-{target}-{accelerator}-{hosts}",
+                    "target": target, "accelerator": accelerator,
+                    "hosts_count": hosts, "local_device_count": local,
+                    "training": {"batch_size": 256},
+                }
+    return cases
+
+
+# One optional block on per case, rotating over the targets; values merge over the defaults.
+OPTIONAL_BLOCKS: dict[str, dict] = {
+    "labels-annotations": {"labels": {"team": "ml", "cost-center.example.com/id": "42"},
+                           "annotations": {"example.com/note": TRICKY_TEXT, "empty": ""}},
+    "user-labels-cannot-override-selectors": {"labels": {"app.kubernetes.io/name": "other",
+                                                         "app.kubernetes.io/instance": "other",
+                                                         "app.kubernetes.io/component": "other"}},
+    "queue-name": {"queue_name": "team-queue"},
+    "env": {"env": [{"name": "TRICKY", "value": TRICKY_TEXT},
+                    {"name": "EMPTY", "value": ""},
+                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]},
+    "image": {"image": {"repository": "registry.example.com:5000/ml/trainer", "tag": "1.2.3-cuda12_x",
+                        "pull_policy": "Always", "pull_secrets": ["regcred", "other.creds"]}},
+    "node-selector": {"node_selector": {"kubernetes.io/arch": "amd64", "example.com/pool": "train"}},
+    "node-affinity": {"affinity": NODE_AFFINITY},
+    "pod-anti-affinity": {"affinity": POD_ANTI_AFFINITY},
+    "tolerations": {"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
+                                    {"key": "spot", "operator": "Exists", "effect": "NoExecute",
+                                     "tolerationSeconds": 300}]},
+    "gpu-tolerations-merge": {"accelerator": "gpu", "local_device_count": 2,
+                              "tolerations": [{"key": "dedicated", "operator": "Exists"}]},
+    "gpu-explicit-limit": {"accelerator": "gpu", "local_device_count": 4,
+                           "resources": {"limits": {"nvidia.com/gpu": 4, "cpu": "16"}}},
+    "resources-override": {"resources": {"requests": {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "10Gi"},
+                                         "limits": {"memory": "1536Mi", "cpu": 2}}},
+    "data-volume-no-download": {"data": {"download": False, "volume": PVC, "dir": "/mnt/mnist"}},
+    "data-host-path": {"data": {"volume": {"hostPath": {"path": "/srv/mnist", "type": "Directory"}}}},
+    "checkpoint-volume": {"checkpoint": {"dir": "/ckpt/run 1/ü", "every_steps": 0,
+                                         "volume": {"persistentVolumeClaim": {"claimName": "ckpt"}}}},
+    "checkpoint-emptydir-sized": {"checkpoint": {"volume": {"emptyDir": {"sizeLimit": "5Gi"}}}},
+    "service-account": {"service_account_name": "trainer.sa"},
+    "priority-class": {"priority_class_name": "high-priority"},
+    "ttl-null": {"ttl_seconds_after_finished": None},
+    "ttl-zero-deadline": {"ttl_seconds_after_finished": 0, "active_deadline_seconds": 7200},
+    "backoff": {"backoff_limit": 3},
+    "jobset-placement": {"target": "jobset", "jobset": {"max_restarts": 4,
+                                                        "exclusive_topology": "cloud.google.com/gke-nodepool"}},
+    "sharded-model-axis": {"hosts_count": 2, "local_device_count": 2,
+                           "training": {"strategy": "sharded", "model_parallelism": 4, "batch_size": 64}},
+    "adam-integral-floats": {"training": {"optimizer": "adamw", "learning_rate": 1.0, "momentum": 0.0}},
+    "integer-learning-rate": {"training": {"learning_rate": 2, "momentum": 0}},
+    "tiny-learning-rate": {"training": {"learning_rate": 1.5e-05, "momentum": 0.999999}},
+    "big-integers": {"training": {"seed": 2147483647, "epochs": 10000, "batch_size": 65536},
+                     "checkpoint": {"every_steps": 100000000}},
+    "ports-timeouts": {"coordinator_port": 65535, "init_timeout_seconds": 86400, "heartbeat_timeout_seconds": 5},
+    "namespace-mirror": {"namespace": "ml-team-1", "data": {"mirror": "file:///srv/mirror/mnist/"}},
+    "shm-size": {"accelerator": "gpu", "local_device_count": 1, "shm_size": "16Gi"},
+    "slurm-block-ignored": {"slurm": {"partition": "gpu", "nodes": 1, "modules": ["cuda/12"]}},
+}
+
+# The longest names each target allows with 10 hosts (pod hostnames stay within 63 characters).
+LONGEST_NAMES = {
+    "indexed-job": 63 - len("-9"),
+    "jaxjob": 63 - len("-worker-9"),
+    "jobset": 63 - len("-worker-0-9"),
+}
+
+
+def _optional_cases() -> dict[str, dict]:
+    cases = {}
+    for i, (block, overrides) in enumerate(OPTIONAL_BLOCKS.items()):
+        target = overrides.get("target", TARGETS[i % len(TARGETS)])
+        cases[f"{block}-{target}"] = {"name": f"opt-{i}", "target": target, **overrides}
+    for target, length in LONGEST_NAMES.items():
+        cases[f"longest-name-{target}"] = {"name": "n" * length, "target": target, "hosts_count": 10,
+                                           "training": {"batch_size": 10}}
+    return cases
+
+
+def _everything_on() -> dict[str, dict]:
+    merged: dict = {}
+    for key in ("labels-annotations", "queue-name", "env", "image", "node-selector", "node-affinity",
+                "tolerations", "data-volume-no-download", "checkpoint-volume", "service-account",
+                "priority-class", "ttl-zero-deadline", "backoff", "ports-timeouts", "namespace-mirror"):
+        merged.update(OPTIONAL_BLOCKS[key])
+    cases = {}
+    for target in TARGETS:
+        for accelerator in ("cpu", "gpu"):
+            cases[f"everything-{target}-{accelerator}"] = {
+                **merged, "name": f"all-{target}", "target": target, "accelerator": accelerator,
+                "hosts_count": 3, "local_device_count": 2, "training": {"batch_size": 96},
+                "jobset": {"max_restarts": 1, "exclusive_topology": "kubernetes.io/hostname"}}
+    return cases
+
+
+CASES: dict[str, dict] = {**_base_cases(), **_optional_cases(), **_everything_on()}

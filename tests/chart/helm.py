@@ -1,0 +1,131 @@
+"""The chart tier's tools: helm, kubeconform and kube-linter as installed by scripts/tools.sh, and the
+two front doors (`helm template` and jaxgen's render) reduced to comparable documents."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from generator.render import render_documents
+from generator.values import load_values
+from tests.support.paths import REPO_ROOT
+
+CHART_DIR = REPO_ROOT / "charts" / "jax-training"
+CACHE = Path(os.environ.get("JAXT_CACHE", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+                            / "jax-training"))
+BIN = CACHE / "bin"
+SCHEMAS = CACHE / "kubeconform-schemas"
+# Versions the offline schemas are prepared for (KUBERNETES_SCHEMA_VERSIONS in scripts/tools.sh).
+KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
+SCHEMA_LOCATIONS = (
+    str(SCHEMAS / "{{.NormalizedKubernetesVersion}}-standalone{{.StrictSuffix}}/{{.ResourceKind}}{{.KindSuffix}}.json"),
+    str(SCHEMAS / "crds/{{.Group}}/{{.ResourceKind}}_{{.ResourceAPIVersion}}.json"),
+)
+# Characters outside YAML's printable set (the set PyYAML's reader enforces).
+NON_PRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+TIMEOUT = 120  # seconds; any one tool run takes well under one
+
+# The only differences allowed between the two renders (documented in the chart's README).
+HELM_ONLY_LABELS = {"helm.sh/chart"}
+MANAGED_BY = "app.kubernetes.io/managed-by"
+
+
+def tool(name: str) -> str:
+    path = BIN / name
+    if not path.exists():
+        raise RuntimeError(f"{path} is missing: run scripts/tools.sh (make setup) first")
+    return str(path)
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def documents(self) -> list[dict]:
+        # PyYAML refuses some code points (e.g. U+FFFE) even inside quoted scalars, where Go's YAML
+        # reader accepts them. Every user-supplied string reaches the manifests as a double-quoted JSON
+        # string (toJson), so spelling such a character as an escape keeps its value.
+        text = NON_PRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", self.stdout)
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+
+
+def run(*args: str, stdin: str | None = None, cwd: Path | None = None) -> Run:
+    proc = subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=TIMEOUT, cwd=cwd)
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def helm(*args: str, stdin: str | None = None) -> Run:
+    return run(tool("helm"), *args, stdin=stdin)
+
+
+def release_name(name: str) -> str:
+    """Helm limits release names to 53 characters; the objects are named by the `name` value anyway."""
+    return name if len(name) <= 53 else name[:50].rstrip("-") + "-rl"
+
+
+def helm_template(release: str, *values_files: str | Path, chart: str | Path = CHART_DIR,
+                  extra: tuple[str, ...] = ("--skip-tests",)) -> Run:
+    """`helm template RELEASE CHART -f F...`; the test hook is left out unless extra says otherwise."""
+    args = ["template", release, str(chart)]
+    for path in values_files:
+        args += ["-f", str(path)]
+    return helm(*args, *extra)
+
+
+def kubeconform(manifests: str, kubernetes_version: str) -> Run:
+    args = [tool("kubeconform"), "-strict", "-summary", "-output", "json",
+            "-kubernetes-version", kubernetes_version]
+    for location in SCHEMA_LOCATIONS:
+        args += ["-schema-location", location]
+    return run(*args, "-", stdin=manifests)
+
+
+def jaxgen_documents(*values_files: str | Path) -> list[dict]:
+    return render_documents(load_values([str(p) for p in values_files], []))
+
+
+def _strip_labels(node, engine: str) -> None:
+    """Drop the engine's own labels wherever a labels map appears (after checking their values)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "labels" and isinstance(value, dict) and MANAGED_BY in value:
+                expected = {"helm": "Helm", "jaxgen": "jaxgen"}[engine]
+                assert value.pop(MANAGED_BY) == expected, value
+                if engine == "helm":
+                    for label in HELM_ONLY_LABELS:
+                        value.pop(label, None)
+                assert not HELM_ONLY_LABELS & set(value), value
+            _strip_labels(value, engine)
+    elif isinstance(node, list):
+        for value in node:
+            _strip_labels(value, engine)
+
+
+def comparable(docs: list[dict], engine: str) -> list[dict]:
+    """Documents as data, sorted by kind and name, without the documented engine-specific labels."""
+    docs = json.loads(json.dumps(docs))  # a private copy; also turns tuples into lists
+    for doc in docs:
+        _strip_labels(doc, engine)
+    return sorted(docs, key=lambda d: (d["kind"], d["metadata"]["name"]))
+
+
+def write_values(directory: Path, name: str, values: dict) -> Path:
+    path = directory / f"{name}.json"
+    path.write_text(json.dumps(values, ensure_ascii=False, indent=1))
+    return path
+
+
+def copy_chart(destination: Path) -> Path:
+    """A copy of the chart (for tests that must not touch the working tree)."""
+    target = destination / "jax-training"
+    shutil.copytree(CHART_DIR, target)
+    return target
