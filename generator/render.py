@@ -24,7 +24,7 @@ class TemplateBug(RuntimeError):
 
 def _tojson(value) -> str:
     # JSON is a subset of YAML: every scalar and pass-through object lands as one flow value.
-    return json.dumps(value, ensure_ascii=False, sort_keys=False)
+    return json.dumps(value, ensure_ascii=True)  # ASCII escapes: YAML cannot carry every code point raw
 
 
 @lru_cache(maxsize=1)
@@ -64,11 +64,14 @@ class _Context:
 
     def trainer_args(self) -> list[str]:
         t, v = self.v["training"], self.v
+        # Numbers are spelled as the Helm chart spells them: Helm reads every number as a float64, so
+        # 2 and 2.0 are one value there. Integers print without a fraction, "number" fields as floats.
         args = {
-            "--epochs": t["epochs"], "--batch-size": t["batch_size"], "--optimizer": t["optimizer"],
-            "--learning-rate": t["learning_rate"], "--momentum": t["momentum"], "--seed": t["seed"],
-            "--strategy": t["strategy"], "--model-parallelism": t["model_parallelism"],
-            "--local-device-count": v["local_device_count"], "--platform": v["accelerator"],
+            "--epochs": int(t["epochs"]), "--batch-size": int(t["batch_size"]), "--optimizer": t["optimizer"],
+            "--learning-rate": float(t["learning_rate"]), "--momentum": float(t["momentum"]),
+            "--seed": int(t["seed"]),
+            "--strategy": t["strategy"], "--model-parallelism": int(t["model_parallelism"]),
+            "--local-device-count": int(v["local_device_count"]), "--platform": v["accelerator"],
             "--data-dir": v["data"]["dir"],
         }
         flat = ["train"]
@@ -77,17 +80,17 @@ class _Context:
         flat.append("--download" if v["data"]["download"] else "--no-download")
         flat += ["--mirror", v["data"]["mirror"],
                  "--checkpoint-dir", v["checkpoint"]["dir"],
-                 "--checkpoint-every", str(v["checkpoint"]["every_steps"]),
-                 "--init-timeout", str(v["init_timeout_seconds"]),
-                 "--heartbeat-timeout", str(v["heartbeat_timeout_seconds"])]
+                 "--checkpoint-every", str(int(v["checkpoint"]["every_steps"])),
+                 "--init-timeout", str(int(v["init_timeout_seconds"])),
+                 "--heartbeat-timeout", str(int(v["heartbeat_timeout_seconds"]))]
         return flat
 
     def process_env(self) -> list[dict]:
         """JAX_* variables of our own targets; the process id comes from the Job's completion index."""
         return [
             {"name": "JAX_COORDINATOR_ADDRESS",
-             "value": f"{names.coordinator_host(self.v)}:{self.v['coordinator_port']}"},
-            {"name": "JAX_NUM_PROCESSES", "value": str(self.v["hosts_count"])},
+             "value": f"{names.coordinator_host(self.v)}:{int(self.v['coordinator_port'])}"},
+            {"name": "JAX_NUM_PROCESSES", "value": str(int(self.v["hosts_count"]))},
             {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}},
         ]
 
