@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import sys
 from functools import lru_cache
 from typing import Any
@@ -39,15 +40,38 @@ def read_document(path: str) -> dict:
     if not text.strip():
         raise UserError(f"{label}: empty file (a variables file is a JSON or YAML mapping)")
     try:
-        data = yaml.safe_load(text)  # JSON is YAML; one parser keeps the error messages uniform
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{label}: not valid JSON/YAML{where}: {problem}") from None
+        data = json.loads(text)
+    except ValueError:
+        data = _NOT_JSON
+    if data is _NOT_JSON:
+        try:
+            data = yaml.load(text, Loader=_Loader)
+        except yaml.YAMLError as exc:
+            raise UserError(f"{label}: not valid JSON/YAML{_where(exc)}") from None
     if not isinstance(data, dict):
         raise UserError(f"{label}: $: expected a mapping of variables, got {_type_name(data)}")
     return data
+
+
+_NOT_JSON = object()
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML with YAML 1.2 floats, so 1e-5 is a number as it is in JSON (YAML 1.1 wants 1.0e-5)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),  # exponent forms only; YAML 1.1 already reads the rest
+)
+
+
+def _where(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{at}: {problem}"
 
 
 def parse_set(assignment: str) -> tuple[list[str], Any]:
@@ -57,7 +81,7 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     if not sep or not key or any(not part for part in path):
         raise UserError(f"--set {assignment!r}: expected KEY.PATH=VALUE")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=_Loader) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw  # not YAML: keep it as the literal string the user typed
     return path, value

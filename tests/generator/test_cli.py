@@ -1,0 +1,96 @@
+"""The jaxgen command line: options, output formats, atomic directories, no jax import."""
+
+import json
+import subprocess
+import sys
+
+import yaml
+
+from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
+
+from .jaxgen import jaxgen
+
+SEED = str(EXAMPLES_DIR / "seed.json")
+
+
+def test_version_and_help():
+    assert jaxgen("--version").stdout.startswith("jaxgen, version ")
+    for command in ([], ["render"], ["validate"], ["schema"]):
+        result = jaxgen(*command, "--help")
+        assert result.exit_code == 0 and "Usage:" in result.stdout
+
+
+def test_schema_prints_the_schema_file():
+    result = jaxgen("schema")
+    assert json.loads(result.stdout) == json.loads((REPO_ROOT / "variables" / "schema.json").read_text())
+
+
+def test_seed_renders_a_complete_job():
+    docs = jaxgen("render", SEED).documents()
+    service, job = docs
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["subdomain"] == service["metadata"]["name"]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["JAX_COORDINATOR_ADDRESS"]["value"] == "jax-training-0.jax-training:1234"
+    assert env["JAX_NUM_PROCESSES"]["value"] == "2"
+    assert "job-completion-index" in env["JAX_PROCESS_ID"]["valueFrom"]["fieldRef"]["fieldPath"]
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--local-device-count") + 1] == "2"
+
+
+def test_set_and_extra_files_merge_in_order(tmp_path):
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("training:\n  epochs: 7\nlabels:\n  team: vision\n")
+    docs = jaxgen("render", SEED, "-f", str(extra), "--set", "training.epochs=9", "--target", "jaxjob").documents()
+    (jaxjob,) = docs
+    args = jaxjob["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--epochs") + 1] == "9"
+    assert jaxjob["metadata"]["labels"]["team"] == "vision"
+    assert args[args.index("--batch-size") + 1] == "128"  # untouched keys keep the defaults
+
+
+def test_user_labels_cannot_break_selectors():
+    docs = jaxgen("render", "--set", "labels={app.kubernetes.io/instance: other}").documents()
+    assert docs[1]["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/instance"] == "jax-training"
+
+
+def test_stdin_and_json_format():
+    result = jaxgen("render", "-", "--format", "json", stdin='{"hosts_count": 4}')
+    listing = json.loads(result.stdout)
+    assert listing["kind"] == "List" and [i["kind"] for i in listing["items"]] == ["Service", "Job"]
+
+
+def test_output_directory_is_replaced_as_a_whole(tmp_path):
+    out = tmp_path / "build"
+    assert jaxgen("render", SEED, "-o", str(out)).exit_code == 0
+    assert sorted(p.name for p in out.glob("*.yaml")) == ["job-jax-training.yaml", "service-jax-training.yaml"]
+    assert jaxgen("render", SEED, "--target", "jaxjob", "-o", str(out)).exit_code == 0
+    assert sorted(p.name for p in out.glob("*.yaml")) == ["jaxjob-jax-training.yaml"]
+    assert yaml.safe_load((out / "jaxjob-jax-training.yaml").read_text())["kind"] == "JAXJob"
+    assert [p.name for p in tmp_path.iterdir()] == ["build"]  # no staging leftovers
+
+
+def test_refuses_to_replace_a_foreign_directory(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    result = jaxgen("render", SEED, "-o", str(tmp_path))
+    assert result.exit_code == 2 and "did not write" in result.stderr
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_validate_reports_each_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hosts_count": 0}')
+    result = jaxgen("validate", SEED, str(bad))
+    assert result.exit_code == 2
+    assert f"{SEED}: valid" in result.stdout and "$.hosts_count" in result.stderr
+
+
+def test_render_never_imports_jax():
+    code = ("import sys; from generator.cli import cli\n"
+            "try:\n    cli(['render', %r])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "heavy = [m for m in ('jax', 'jaxlib', 'numpy', 'matplotlib', 'optax') if m in sys.modules]\n"
+            "assert not heavy, heavy\n") % SEED
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT, capture_output=True)

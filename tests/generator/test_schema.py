@@ -1,0 +1,55 @@
+"""The schema is the one source of truth: documented, closed, and in step with values.yaml."""
+
+import json
+
+import jsonschema
+import yaml
+
+from tests.support.paths import REPO_ROOT
+
+SCHEMA = json.loads((REPO_ROOT / "variables" / "schema.json").read_text())
+VALUES = yaml.safe_load((REPO_ROOT / "charts" / "jax-training" / "values.yaml").read_text())
+PASS_THROUGH = {"resources", "affinity", "tolerations", "volume", "node_selector", "labels", "annotations", "env"}
+
+
+def _owned_properties(schema, path=()):
+    for key, sub in schema.get("properties", {}).items():
+        yield path + (key,), sub
+        if sub.get("type") == "object" and key not in PASS_THROUGH:
+            yield from _owned_properties(sub, path + (key,))
+
+
+def test_schema_is_valid_draft7():
+    jsonschema.Draft7Validator.check_schema(SCHEMA)
+    assert SCHEMA["$schema"] == "http://json-schema.org/draft-07/schema#"
+
+
+def test_every_field_is_documented_with_a_default():
+    for path, sub in _owned_properties(SCHEMA):
+        assert sub.get("description"), path
+        assert "default" in sub or sub.get("type") == "object", path
+
+
+def test_objects_we_own_are_closed():
+    assert SCHEMA["additionalProperties"] is False
+    for path, sub in _owned_properties(SCHEMA):
+        if sub.get("type") == "object" and path[-1] not in PASS_THROUGH:
+            assert sub.get("additionalProperties") is False, path
+
+
+def test_schema_defaults_equal_values_yaml():
+    def defaults(schema):
+        return {key: (defaults(sub) if "properties" in sub else sub["default"])
+                for key, sub in schema["properties"].items()}
+
+    assert defaults(SCHEMA) == VALUES
+
+
+def test_values_yaml_is_valid():
+    assert list(jsonschema.Draft7Validator(SCHEMA).iter_errors(VALUES)) == []
+
+
+def test_chart_schema_is_a_byte_identical_copy():
+    chart_schema = REPO_ROOT / "charts" / "jax-training" / "values.schema.json"
+    assert chart_schema.read_bytes() == (REPO_ROOT / "variables" / "schema.json").read_bytes(), \
+        "run `make sync-schema`"
