@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stops the local SLURM started by up.sh and removes its state. Idempotent.
 set -euo pipefail
-here="$(dirname "${BASH_SOURCE[0]}")"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../lib/common.sh"
 source "$here/env.sh"
 
@@ -20,6 +20,11 @@ if pid_alive "$D/slurmctld.pid" && [ -f "$JAXT_SLURM_CONF" ]; then
     done
   fi
 fi
+# The reaper (up.sh --owner-pid) is not needed any more, unless it is the one running this script.
+if pid_alive "$D/reaper.pid" && [ "$(cat "$D/reaper.pid")" != "$PPID" ] && [ "$(cat "$D/reaper.pid")" != "$$" ]; then
+  kill "$(cat "$D/reaper.pid")" 2>/dev/null || true
+fi
+rm -f "$D/reaper.pid"
 # Order matters: slurmd, then slurmctld (which writes its state on exit), then munged; only then
 # may the state go, or a lingering controller writes into the next run.
 stop_pid "$D/slurmd.pid" slurmd 15

@@ -3,10 +3,22 @@
 # Idempotent: when everything is already running it only prints the environment to use.
 # Prints `export SLURM_CONF=...` on stdout (also written to $JAXT_SLURM_DIR/env).
 # Exit 0 when the node is idle, non-zero (with the daemon logs' tail) otherwise.
+#   --owner-pid PID   stop everything (down.sh) once process PID is gone, e.g. a killed test run
+# Environment: JAXT_SLURM_DIR (state), JAXT_SLURMCTLD_PORT, JAXT_SLURMD_PORT, JAXT_SLURM_CPUS,
+# JAXT_SLURM_GPUS (see env.sh).
 set -euo pipefail
-here="$(dirname "${BASH_SOURCE[0]}")"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../lib/common.sh"
 source "$here/env.sh"
+
+owner_pid=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --owner-pid) owner_pid="${2:?--owner-pid needs a PID}"; shift 2 ;;
+    -h | --help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1'" ;;
+  esac
+done
 
 D="$JAXT_SLURM_DIR"
 node="$(hostname -s)"
@@ -27,7 +39,7 @@ if [ -f "$JAXT_SLURM_CONF" ] && running; then
 fi
 [ "$(id -u)" -eq 0 ] || die "the local SLURM runs its daemons as root (SlurmUser=root)"
 "$here/setup.sh"
-if [ -d "$D" ]; then
+if [ -n "$(ls -A "$D" 2>/dev/null)" ]; then
   log "partial state in $D: stopping and wiping it first"
   "$here/down.sh"
 fi
@@ -120,5 +132,11 @@ case "$state" in
     die "node $node is not up (state '${state:-none}'); logs in $D/log"
     ;;
 esac
+if [ -n "$owner_pid" ]; then
+  # The reaper: a detached loop that runs down.sh when the owner is gone (down.sh ends it otherwise).
+  JAXT_SLURM_DIR="$D" setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 2; done; exec "$2"' \
+    reaper "$owner_pid" "$here/down.sh" </dev/null >>"$D/log/reaper.out" 2>&1 &
+  echo $! >"$D/reaper.pid"
+fi
 log "SLURM up: node $node ($JAXT_SLURM_CPUS CPUs, $JAXT_SLURM_GPUS fake GPUs), partition $JAXT_SLURM_PARTITION, state in $D"
 print_env
