@@ -14,6 +14,7 @@ help:
 	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
 	@echo "make test-fast   the tiers that need no cluster or SLURM"
 	@echo "make sync-schema copy variables/schema.json to the chart's values.schema.json"
+	@echo "make chart-docs  regenerate the values table of charts/jax-training/README.md"
 	@echo "make golden      regenerate the golden renders (review the diff by hand)"
 	@echo "make bench       run the benchmark harness (JSON on stdout)"
 
@@ -33,6 +34,9 @@ test-fast:
 
 sync-schema:
 	cp variables/schema.json charts/jax-training/values.schema.json
+
+chart-docs:
+	$(PY) scripts/chart-readme.py
 
 golden:
 	$(PY) -m pytest tests/generator/test_golden.py --update-golden

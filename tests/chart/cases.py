@@ -15,6 +15,9 @@ POD_ANTI_AFFINITY = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuring
                                         "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "jax-training"}}}}]}}
 
 
+BASE_KEYS = ("name", "target", "accelerator", "hosts_count", "local_device_count", "training")
+
+
 def _base_cases() -> dict[str, dict]:
     cases = {}
     for target in TARGETS:

@@ -1,0 +1,79 @@
+"""The chart's copies and docs follow their single sources: values.schema.json is variables/schema.json
+byte for byte, and the README's values table is what scripts/chart-readme.py writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import yaml
+
+from tests.support.paths import REPO_ROOT
+
+from .helm import CHART_DIR
+
+SCRIPT = REPO_ROOT / "scripts" / "chart-readme.py"
+
+
+def test_values_schema_is_the_variables_schema():
+    chart_copy = (CHART_DIR / "values.schema.json").read_bytes()
+    source = (REPO_ROOT / "variables" / "schema.json").read_bytes()
+    assert chart_copy == source, "charts/jax-training/values.schema.json drifted: run `make sync-schema`"
+
+
+def test_readme_values_table_is_up_to_date():
+    result = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def _leaf_keys(schema: dict, prefix: str = ""):
+    for key, prop in schema["properties"].items():
+        if prop.get("type") == "object" and "properties" in prop:
+            yield from _leaf_keys(prop, prefix + key + ".")
+        else:
+            yield prefix + key
+
+
+def test_readme_documents_every_value():
+    readme = (CHART_DIR / "README.md").read_text()
+    schema = json.loads((REPO_ROOT / "variables" / "schema.json").read_text())
+    keys = list(_leaf_keys(schema))
+    assert len(keys) >= 50
+    for key in keys:
+        assert f"| `{key}` |" in readme, f"{key} is not in the chart README"
+
+
+def test_values_yaml_has_exactly_the_schema_keys():
+    """values.yaml defines every key the schema knows, and no other."""
+    schema = json.loads((REPO_ROOT / "variables" / "schema.json").read_text())
+    defaults = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+
+    def flat(values: dict, schema_: dict, prefix: str = ""):
+        for key, value in values.items():
+            prop = schema_["properties"].get(key, {})
+            if prop.get("type") == "object" and "properties" in prop:
+                yield from flat(value, prop, prefix + key + ".")
+            else:
+                yield prefix + key
+
+    assert sorted(flat(defaults, schema)) == sorted(_leaf_keys(schema))
+
+
+def test_check_mode_detects_a_stale_table(tmp_path, monkeypatch):
+    """--check fails on a README whose table was edited by hand."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("chart_readme", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    stale = tmp_path / "README.md"
+    stale.write_text((CHART_DIR / "README.md").read_text().replace("| `hosts_count` |", "| `hosts` |"))
+    monkeypatch.setattr(module, "README", stale)
+    monkeypatch.setattr(sys, "argv", ["chart-readme.py", "--check"])
+    try:
+        module.main()
+    except SystemExit as exit_:
+        assert "out of date" in str(exit_.code)
+    else:
+        raise AssertionError("--check accepted a stale table")

@@ -1,0 +1,75 @@
+"""NOTES.txt tells the user how to follow rank 0's logs; the helm test hook checks that the
+coordinator is reachable, and its check really runs (here against a local TCP listener)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from .helm import CHART_DIR, helm, helm_template, write_values
+
+TARGETS = {
+    "indexed-job": ("-l 'batch.kubernetes.io/job-name=nt,batch.kubernetes.io/job-completion-index=0'",
+                    "nt-0.nt"),
+    "jaxjob": ("nt-worker-0", "nt-worker-0"),
+    "jobset": ("-l 'jobset.sigs.k8s.io/jobset-name=nt,batch.kubernetes.io/job-completion-index=0'",
+               "nt-worker-0-0.nt"),
+}
+
+
+def _hook(values_file) -> dict:
+    result = helm_template("nt", values_file, extra=("--show-only", "templates/tests/test-coordinator.yaml"))
+    assert result.returncode == 0, result.stderr
+    (pod,) = result.documents()
+    return pod
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_notes_follow_rank_zero(target, tmp_path):
+    path = write_values(tmp_path, target, {"name": "nt", "namespace": "ml", "target": target})
+    result = helm("install", "nt", str(CHART_DIR), "-f", str(path), "--dry-run=client", "--namespace", "ml")
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    selector, coordinator = TARGETS[target]
+    assert f"kubectl logs -n ml -f {selector}" in notes
+    assert f"coordinator {coordinator}:1234" in notes
+    assert "helm test nt" in notes
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_hook_targets_the_coordinator(target, tmp_path):
+    pod = _hook(write_values(tmp_path, target, {"name": "nt", "target": target, "coordinator_port": 4321}))
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    container = pod["spec"]["containers"][0]
+    assert container["command"][:2] == ["python", "-c"]
+    assert container["command"][3:] == [TARGETS[target][1], "4321", "300"]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def _run_check(pod: dict, host: str, port: int, wait: str) -> subprocess.CompletedProcess:
+    script = pod["spec"]["containers"][0]["command"][2]
+    return subprocess.run([sys.executable, "-c", script, host, str(port), wait],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_hook_script_connects(tmp_path):
+    pod = _hook(write_values(tmp_path, "v", {"name": "nt"}))
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        result = _run_check(pod, "localhost", port, "10")
+    assert result.returncode == 0, result.stderr
+    assert f"coordinator localhost:{port}" in result.stdout and "accepts connections" in result.stdout
+
+
+def test_hook_script_fails_when_nothing_listens(tmp_path):
+    pod = _hook(write_values(tmp_path, "v", {"name": "nt"}))
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]  # closed again before the check runs
+    result = _run_check(pod, "127.0.0.1", port, "1")
+    assert result.returncode != 0
+    assert "not reachable after 1 s" in result.stderr
