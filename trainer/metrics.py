@@ -38,9 +38,14 @@ def progress(total: int, desc: str, enabled: bool):
     """A tqdm bar when stdout is a terminal, otherwise None (log lines carry the progress)."""
     if not (enabled and sys.stdout.isatty()):
         return None
+    import shutil
+
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+    # shutil falls back to 80x24 where a terminal reports a size of 0 (fresh ptys), in which case
+    # tqdm would draw nothing.
+    size = shutil.get_terminal_size()
+    return tqdm(total=total, desc=desc, leave=False, ncols=size.columns, nrows=size.lines, file=sys.stdout)
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:

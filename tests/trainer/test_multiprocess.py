@@ -30,6 +30,7 @@ LAYOUTS = [  # (name, processes, local devices, extra args)
     ("pmap-1x1", 1, 1, []),
     ("pmap-1x2", 1, 2, []),
     ("pmap-2x1", 2, 1, []),
+    ("pmap-2x2", 2, 2, []),  # several local CPU devices per process: each step must be blocked on
     ("sharded-1x2", 1, 2, ["--strategy", "sharded"]),
     ("sharded-2x1", 2, 1, ["--strategy", "sharded"]),
     ("sharded-model2", 1, 2, ["--strategy", "sharded", "--model-parallelism", "2"]),

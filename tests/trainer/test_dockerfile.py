@@ -1,0 +1,36 @@
+"""The trainer image definition: pinned to what the tests run, non-root, both variants present."""
+
+import re
+
+import jax
+import numpy
+import optax
+
+from tests.support.paths import REPO_ROOT
+
+DOCKERFILE = (REPO_ROOT / "trainer" / "Dockerfile").read_text()
+
+
+def arg(name: str) -> str:
+    match = re.search(rf"^ARG {name}=(\S+)$", DOCKERFILE, re.M)
+    assert match, f"ARG {name} missing"
+    return match.group(1)
+
+
+def test_pins_match_the_tested_versions():
+    assert arg("JAX_VERSION") == jax.__version__
+    assert arg("OPTAX_VERSION") == optax.__version__
+    assert arg("NUMPY_VERSION") == numpy.__version__
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+", arg("PYTHON_IMAGE"))  # jax 0.10 is the last for 3.11
+
+
+def test_gpu_by_default_cpu_by_build_arg():
+    assert arg("JAX_VARIANT") == "cuda12"
+    assert 'cuda12) jax_req="jax[cuda12]==${JAX_VERSION}"' in DOCKERFILE
+    assert 'cpu)    jax_req="jax==${JAX_VERSION} jaxlib==${JAX_VERSION}"' in DOCKERFILE
+
+
+def test_runs_as_the_manifests_non_root_user():
+    users = re.findall(r"^USER (\S+)$", DOCKERFILE, re.M)
+    assert users == ["1000:1000"]
+    assert DOCKERFILE.index("USER 1000:1000") > DOCKERFILE.index("pip install")  # nothing installed as the user
