@@ -10,6 +10,7 @@ import difflib
 import json
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,7 @@ from tests.support.paths import EXAMPLES_DIR
 from tests.support.strategies import variables
 
 from .cases import CASES
-from .helm import comparable, helm_template, jaxgen_documents, release_name, write_values
+from .helm import CHART_DIR, comparable, helm_template, jaxgen_documents, release_name, write_values
 from .strategies import chart_variables
 
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.json"))
@@ -92,7 +93,7 @@ def test_yaml_values_file(tmp_path):
         "    two\n"
         "    lines\n"
         "node_selector: *shared\n"
-        "training: {learning_rate: 0.05, epochs: 2}\n")
+        "training: {learning_rate: 1e-5, momentum: .5, epochs: 2}\n")
     assert_parity(path, "yaml-case")
 
 
@@ -116,3 +117,18 @@ def test_several_values_files_merge_alike(tmp_path):
 def test_generated(tmp_path_factory, values):
     path = write_values(tmp_path_factory.mktemp("gen"), "values", values)
     assert_parity(path, values["name"])
+
+
+@pytest.mark.parametrize("path", [p for p in EXAMPLES if not _is_slurm(p)], ids=lambda p: p.name)
+def test_helm_install_manifest(path):
+    """What `helm install` would apply (a client-side dry run) is what jaxgen renders; the test hook
+    is kept apart as a hook, not applied."""
+    from .helm import helm
+
+    name = json.loads(path.read_text()).get("name", "jax-training")
+    result = helm("install", release_name(name), str(CHART_DIR), "-f", str(path), "--dry-run=client", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    release = json.loads(result.stdout)
+    applied = [doc for doc in yaml.safe_load_all(release["manifest"]) if doc]
+    assert comparable(applied, "helm") == comparable(jaxgen_documents(path), "jaxgen")
+    assert [hook["name"] for hook in release["hooks"]] == [f"{name}-test-coordinator"]
