@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import jinja2
 
-TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+from .paths import TEMPLATES_DIR
+from .render import TemplateBug, _Context
+
 TEMPLATE_NAME = "slurm.sbatch.j2"
-
-
-class TemplateError(RuntimeError):
-    """The rendered script is not valid bash: a bug in the template, not in the variables."""
 
 
 def scalar(value: Any) -> str:
@@ -36,29 +33,8 @@ def shell_quote(value: Any) -> str:
 
 
 def trainer_args(values: dict) -> list[str]:
-    """`train ...` arguments of the trainer, identical to the container args of every pod."""
-    t, data, ckpt = values["training"], values["data"], values["checkpoint"]
-    args = [
-        "train",
-        "--epochs", t["epochs"],
-        "--batch-size", t["batch_size"],
-        "--optimizer", t["optimizer"],
-        "--learning-rate", t["learning_rate"],
-        "--momentum", t["momentum"],
-        "--seed", t["seed"],
-        "--strategy", t["strategy"],
-        "--model-parallelism", t["model_parallelism"],
-        "--local-device-count", values["local_device_count"],
-        "--platform", values["accelerator"],
-        "--data-dir", data["dir"],
-        "--download" if data["download"] else "--no-download",
-        "--mirror", data["mirror"],
-        "--checkpoint-dir", ckpt["dir"],
-        "--checkpoint-every", ckpt["every_steps"],
-        "--init-timeout", values["init_timeout_seconds"],
-        "--heartbeat-timeout", values["heartbeat_timeout_seconds"],
-    ]
-    return [scalar(a) for a in args]
+    """`train ...` arguments of the trainer: the very list the pods' containers get."""
+    return _Context(values).trainer_args()
 
 
 def arg_lines(args: list[str]) -> list[list[str]]:
@@ -89,7 +65,7 @@ def layout(values: dict) -> dict:
 
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
@@ -104,7 +80,7 @@ def check_bash_syntax(script: str) -> None:
     """Parse the script with `bash -n`, so a template bug fails at render time."""
     proc = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True, timeout=30)
     if proc.returncode != 0:
-        raise TemplateError(f"rendered sbatch script is not valid bash: {proc.stderr.strip()}")
+        raise TemplateBug(f"rendered sbatch script is not valid bash: {proc.stderr.strip()}")
 
 
 def render_sbatch(values: dict) -> str:
