@@ -5,7 +5,7 @@
 # Exit 0 when the node is idle, non-zero (with the daemon logs' tail) otherwise.
 #   --owner-pid PID   stop everything (down.sh) once process PID is gone, e.g. a killed test run
 # Environment: JAXT_SLURM_DIR (state), JAXT_SLURMCTLD_PORT, JAXT_SLURMD_PORT, JAXT_SLURM_CPUS,
-# JAXT_SLURM_GPUS (see env.sh).
+# JAXT_SLURM_GPUS, JAXT_SLURM_FIRST_JOB_ID (see env.sh).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../lib/common.sh"
@@ -99,6 +99,7 @@ SelectTypeParameters=CR_CPU
 GresTypes=gpu
 MailProg=/bin/true
 MinJobAge=3600
+FirstJobId=$JAXT_SLURM_FIRST_JOB_ID
 EnforcePartLimits=ALL
 SlurmdParameters=config_overrides
 ReturnToService=2

@@ -8,6 +8,7 @@ and, if the test process is killed, by up.sh's reaper (--owner-pid) within secon
 from __future__ import annotations
 
 import os
+import random
 import re
 import socket
 import subprocess
@@ -47,7 +48,9 @@ def slurm():
     state = Path(tempfile.mkdtemp(prefix="jaxt-e2e-slurm."))
     ctld_port, slurmd_port = _free_ports(2)
     env = {**os.environ, "JAXT_SLURM_DIR": str(state), "JAXT_SLURMCTLD_PORT": str(ctld_port),
-           "JAXT_SLURMD_PORT": str(slurmd_port), "JAXT_SLURM_PARTITION": PARTITION}
+           "JAXT_SLURMD_PORT": str(slurmd_port), "JAXT_SLURM_PARTITION": PARTITION,
+           # Job ids (hence coordinator ports) apart from any other SLURM on this machine.
+           "JAXT_SLURM_FIRST_JOB_ID": str(random.randrange(1000, 4000) * 100)}
     down = [str(SCRIPTS / "down.sh")]
     try:
         proc = subprocess.run([str(SCRIPTS / "up.sh"), "--owner-pid", str(os.getpid())], env=env,
