@@ -56,6 +56,13 @@ def test_helm_lint_strict_examples(path):
     assert _lint_problems(result.stdout) == []
 
 
+@pytest.mark.parametrize("case", sorted(c for c in CASES if c.startswith("everything-")))
+def test_helm_lint_strict_every_block_on(case, tmp_path):
+    result = helm("lint", "--strict", str(CHART_DIR), "-f", str(write_values(tmp_path, case, CASES[case])))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _lint_problems(result.stdout) == []
+
+
 def test_helm_lint_catches_bad_values(tmp_path):
     result = helm("lint", "--strict", str(CHART_DIR), "-f", str(write_values(tmp_path, "bad", {"hosts_count": 0})))
     assert result.returncode != 0
