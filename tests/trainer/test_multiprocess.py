@@ -34,6 +34,7 @@ LAYOUTS = [  # (name, processes, local devices, extra args)
     ("sharded-1x2", 1, 2, ["--strategy", "sharded"]),
     ("sharded-2x1", 2, 1, ["--strategy", "sharded"]),
     ("sharded-model2", 1, 2, ["--strategy", "sharded", "--model-parallelism", "2"]),
+    ("sharded-2x2-model2", 2, 2, ["--strategy", "sharded", "--model-parallelism", "2"]),
 ]
 
 
