@@ -139,7 +139,7 @@ def test_null_value(dotted, tmp_path):
         assert result.returncode == 0, result.stderr
         assert comparable(result.documents(), "helm") == comparable(jaxgen_documents(file), "jaxgen")
     else:
-        assert result.returncode != 0, f"helm accepted {dotted}: null"
+        assert result.returncode != 0, f"helm accepted {dotted}: null (missing from the schema's `required`?)"
         assert f"missing property '{path[-1]}'" in result.stderr, result.stderr
         from generator.errors import ValidationFailed
         with pytest.raises(ValidationFailed):

@@ -132,3 +132,20 @@ def test_helm_install_manifest(path):
     applied = [doc for doc in yaml.safe_load_all(release["manifest"]) if doc]
     assert comparable(applied, "helm") == comparable(jaxgen_documents(path), "jaxgen")
     assert [hook["name"] for hook in release["hooks"]] == [f"{name}-test-coordinator"]
+
+
+def test_set_overrides(tmp_path):
+    """--set (strings, integers, booleans) and --set-json (numbers with a fraction) reach the same
+    values as jaxgen's --set."""
+    from generator.render import render_documents
+    from generator.values import load_values
+
+    from .helm import helm
+
+    sets = ["name=from-set", "hosts_count=4", "training.batch_size=64", "data.download=false",
+            "data.volume.hostPath.path=/srv/mnist", "queue_name=q"]
+    result = helm("template", "from-set", str(CHART_DIR), *[a for s in sets for a in ("--set", s)],
+                  "--set-json", "training.learning_rate=0.5", "--skip-tests")
+    assert result.returncode == 0, result.stderr
+    expected = render_documents(load_values([], sets + ["training.learning_rate=0.5"]))
+    assert comparable(result.documents(), "helm") == comparable(expected, "jaxgen")
