@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the chart tooling, pinned and cached under $JAXT_CACHE (idempotent; a second run is a no-op):
-#   helm v4 (stamped), kubeconform, kube-linter — built with `go install` through the Go module proxy —
-#   and the offline schemas kubeconform validates against (core kinds from the kubernetes-validate
+#   helm v4 (stamped), kubeconform, kube-linter — built from source through the Go module proxy
+#   (`go install`; kube-linter through a wrapper module, see below) — and the offline schemas kubeconform validates against (core kinds from the kubernetes-validate
 #   wheel, CRDs from ../shared/crds).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -38,7 +38,7 @@ MOD
     mkdir -p "$dir.tmp"
     (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -o "$dir.tmp/kube-linter" \
       -ldflags "-s -w -X golang.stackrox.io/kube-linter/internal/version.version=${version#v}" \
-      golang.stackrox.io/kube-linter/cmd/kube-linter) || die "building kube-linter $version failed"
+      golang.stackrox.io/kube-linter/cmd/kube-linter) || { rm -rf "$work"; die "building kube-linter $version failed"; }
     rm -rf "$work" "$dir" && mv "$dir.tmp" "$dir"
   fi
   ln -sf "$dir/kube-linter" "$JAXT_BIN/kube-linter"
