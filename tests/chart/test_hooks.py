@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
 from .helm import CHART_DIR, helm, helm_template, write_values
 
