@@ -98,7 +98,7 @@ def render_sbatch(values: dict) -> str:
         arg_lines=arg_lines(trainer_args(values)),
         env=[(e["name"], e.get("value", "")) for e in values.get("env") or []],
         container=container,
-        extra_directives=slurm.get("extra_directives") or [],
+        extra_directives=slurm["extra_directives"],
     )
     check_bash_syntax(script)
     return script

@@ -38,11 +38,6 @@ def slurm_errors(values: dict) -> list[str]:
         if isinstance(value, str) and DIRECTIVE_UNSAFE.search(value):
             errors.append(f"$.slurm.{key}: {value!r} goes into an #SBATCH line and must not contain "
                           "whitespace, quotes, backslashes or '#'")
-    for i, directive in enumerate(slurm.get("extra_directives") or []):
-        if not isinstance(directive, str) or not directive.startswith("--") or DIRECTIVE_UNSAFE.search(directive):
-            errors.append(f"$.slurm.extra_directives[{i}]: {directive!r} must be one sbatch option such as "
-                          "--exclusive or --qos=high (starting with --, no whitespace or quotes)")
-
     for i, entry in enumerate(values.get("env") or []):
         name = entry.get("name") if isinstance(entry, dict) else None
         if not isinstance(name, str):

@@ -120,3 +120,9 @@ def test_output_written_to_directory(tmp_path):
     files = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
     assert files == ["mnist-slurm.sbatch"]
     assert (out / files[0]).read_text().startswith("#!/bin/bash\n")
+
+
+def test_extra_directives_are_sbatch_lines_before_the_first_command():
+    script = render("--set", "slurm.nodes=1", "--set", "slurm.extra_directives=[--exclusive, --qos=high]")
+    found = directives(script)
+    assert found["exclusive"] == "" and found["qos"] == "high"
