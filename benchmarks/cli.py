@@ -1,0 +1,129 @@
+"""`python -m benchmarks [--quick] [--output FILE]`: run every figure, print JSON on stdout and a
+short table on stderr (progress lines go to stderr too)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks import figures, flopcount, report
+from benchmarks.figures import median, paired
+
+
+def machine() -> dict:
+    from importlib import metadata
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    mem = next((int(line.split()[1]) // 1024 for line in Path("/proc/meminfo").read_text().splitlines()
+                if line.startswith("MemTotal")), None)
+    return {"cpu": cpu, "cpus": os.cpu_count(), "memory_mib": mem, "kernel": platform.release(),
+            "python": platform.python_version(), "jax": metadata.version("jax"), "jaxlib": metadata.version("jaxlib")}
+
+
+def build_report(mode: figures.Mode, log) -> dict:
+    load_before = os.getloadavg()
+    started = time.time()
+    one = figures.single_process(mode, log)
+    two = figures.two_processes(mode, log)
+    first = figures.first_step(mode, log)
+    warm = None
+    if mode.warm_cache:
+        with tempfile.TemporaryDirectory(prefix="jaxt-cache-") as cache:
+            warm = figures.first_step(mode, log, Path(cache))
+    flops = figures.step_flops(mode, log)
+    allreduce = figures.allreduce_bytes(mode, log)
+    jaxgen = figures.jaxgen_render(mode, log)
+
+    def col(rows, program, *keys):
+        out = []
+        for row in rows:
+            value = row[program]
+            for key in keys:
+                value = value[key]
+            out.append(value)
+        return out
+
+    t_ips, b_ips = col(one["runs"], "trainer", "images_per_second"), col(one["runs"], "baseline", "images_per_second")
+    t_ep1, b_ep1 = col(one["runs"], "trainer", "epoch_seconds"), col(one["runs"], "baseline", "epoch_seconds")
+    t_ep2, b_ep2 = col(two["runs"], "trainer", "epoch_seconds"), col(two["runs"], "baseline", "epoch_seconds")
+    t_acc, b_acc = col(one["runs"], "trainer", "to_accuracy"), col(one["runs"], "baseline", "to_accuracy")
+    t_first, b_first = col(first["runs"], "trainer", "seconds"), col(first["runs"], "baseline", "seconds")
+    t_scale = [figures.ratio(a, b) for a, b in zip(t_ep2, t_ep1)]
+    b_scale = [figures.ratio(a, b) for a, b in zip(b_ep2, b_ep1)]
+
+    def accuracy(rows):
+        return {"seconds": median([r["seconds"] for r in rows]), "epochs": median([r["epochs"] for r in rows]),
+                "reached": all(r["seconds"] is not None for r in rows),
+                "best_test_accuracy": median([r["best_test_accuracy"] for r in rows]), "samples": rows}
+
+    results = {
+        "epoch_images_per_second": {
+            "trainer": median(t_ips), "baseline": median(b_ips), "vs_baseline": paired(list(zip(t_ips, b_ips))),
+            "trainer_flops_per_second": figures.flop_rate_of_epochs(median(t_ips)),
+            "trainer_over_roofline": figures.ratio(figures.flop_rate_of_epochs(median(t_ips)),
+                                                   flops["roofline_flops_per_second"]),
+            "samples": {"trainer": t_ips, "baseline": b_ips}},
+        "step_flops": flops,
+        "first_step_wall_2proc": {
+            "trainer": median(t_first), "baseline": median(b_first), "vs_baseline": paired(list(zip(t_first, b_first))),
+            "trainer_phases": {k: median([r["trainer"]["phases"][k] for r in first["runs"]])
+                               for k in first["runs"][0]["trainer"]["phases"]},
+            "trainer_warm_compilation_cache": median(col(warm["runs"], "trainer", "seconds")) if warm else None,
+            "samples": {"trainer": t_first, "baseline": b_first}},
+        "accuracy_98_wall_1proc": {
+            "trainer": accuracy(t_acc), "baseline": accuracy(b_acc),
+            "vs_baseline": paired([(t["seconds"], b["seconds"]) for t, b in zip(t_acc, b_acc)])},
+        "scaling_2x1_over_1x1": {
+            "trainer": median(t_scale), "baseline": median(b_scale), "vs_baseline": paired(list(zip(t_scale, b_scale))),
+            "epoch_seconds": {"trainer_1x1": median(t_ep1), "trainer_2x1": median(t_ep2),
+                              "baseline_1x1": median(b_ep1), "baseline_2x1": median(b_ep2)}},
+        "allreduce_bytes_per_step": {
+            "trainer": allreduce["trainer_pmap"]["bytes_per_step"], "baseline": allreduce["baseline"]["bytes_per_step"],
+            "vs_baseline": figures.ratio(allreduce["trainer_pmap"]["bytes_per_step"],
+                                         allreduce["baseline"]["bytes_per_step"]),
+            "gradient_bytes_analytic": 4 * flopcount.param_count(), "detail": allreduce},
+        "jaxgen_render_wall": jaxgen,
+    }
+    return {
+        "mode": mode.name,
+        "date": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
+        "duration_seconds": round(time.time() - started, 1),
+        "machine": {**machine(), "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
+        "settings": {"batch_size": 128, "processes_x_devices": "1x1 unless stated", "repeats": mode.repeats,
+                     "train_examples": mode.train_examples or 60000, "epochs_1x1": mode.epochs_1x1,
+                     "epochs_2x1": mode.epochs_2x1, "first_step_repeats": mode.first_step_repeats,
+                     "flops_repeats": mode.flops_repeats, "jaxgen_repeats": mode.jaxgen_repeats,
+                     "trainer_args_1x1": one["args"], "trainer_args_2x1": two["args"],
+                     "trainer_args_first_step": first["args"]},
+        "flop_count": flopcount.describe(128),
+        "results": results,
+        "targets": report.targets(results),
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="1 repeat, 2560-example epochs (a smoke run, ~1-2 min)")
+    p.add_argument("--output", help="also write the JSON report to this file")
+    args = p.parse_args(argv)
+    mode = figures.QUICK if args.quick else figures.FULL
+
+    def log(message: str) -> None:
+        print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+    log(f"mode {mode.name}; load average {os.getloadavg()}")
+    result = build_report(mode, log)
+    text = json.dumps(result, indent=2)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+    print(report.table(result), file=sys.stderr)
+    print(text)
+    return 0

@@ -1,0 +1,161 @@
+"""Achieved FLOP/s of the training step against this machine's fp32 matmul FLOP/s, in one process.
+
+    python -m benchmarks.flops [--repeats R] [--block-seconds S] [--batch-size B]
+
+1 process, 1 CPU device (XLA's intra-op threads use every core). Each repeat times, back to back
+so that they share the machine's momentary load:
+  matmul_<n>     jit(a @ b) on n×n fp32 matrices already on the device (the roofline)
+  trainer        the trainer's step (trainer.strategies, pmap strategy, the trainer's optimizer), fed
+                 one host batch per step as trainer/train.py does, dispatched without waiting
+  device_only    the same step on a batch already on the device: the compute-only bound
+  baseline       benchmarks.baseline's loop: one host batch per step, wait after each step
+Prints one JSON object (FLOP/s are the analytic counts of benchmarks.flopcount ÷ measured time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+
+from benchmarks import flopcount
+from benchmarks.procs import MNIST_DIR
+
+MATMUL_SIZES = (1024, 2048)
+
+
+def _timed(fn, count: int) -> float:
+    """Seconds per call of fn over `count` calls (fn(count) runs them and blocks at the end)."""
+    started = time.perf_counter()
+    fn(count)
+    return (time.perf_counter() - started) / count
+
+
+def _calibrate(fn, seconds: float) -> int:
+    per_call = _timed(fn, 3)
+    return max(3, int(seconds / max(per_call, 1e-6)))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.flops")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--block-seconds", type=float, default=1.0, help="target duration of each timed block")
+    p.add_argument("--batch-size", type=int, default=128)
+    args = p.parse_args(argv)
+
+    import jax
+
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_num_cpu_devices", 1)
+    import jax.numpy as jnp
+
+    from benchmarks import baseline
+    from trainer import data, model
+    from trainer.strategies import make_strategy
+
+    batch = args.batch_size
+    dataset = data.load_mnist(MNIST_DIR, download=False)
+    images, labels = dataset.train_images, dataset.train_labels
+    perm = data.epoch_permutation(len(labels), 0, 0)
+    steps_per_epoch = data.steps_per_epoch(len(labels), batch)
+
+    def host_batch(i: int):
+        return data.local_batch(images, labels, perm, i % steps_per_epoch, batch, 0, 1)
+
+    # -- the roofline: square fp32 matmuls
+    matmuls = {}
+    rng = np.random.default_rng(0)
+    for n in MATMUL_SIZES:
+        a = jax.device_put(rng.standard_normal((n, n), np.float32))
+        b = jax.device_put(rng.standard_normal((n, n), np.float32))
+        f = jax.jit(lambda a, b: a @ b)
+
+        def run_matmul(count, f=f, a=a, b=b):
+            out = None
+            for _ in range(count):
+                out = f(a, b)
+            out.block_until_ready()
+
+        run_matmul(1)
+        matmuls[n] = run_matmul
+
+    # -- the trainer's step (its strategy and optimizer, as trainer/train.py builds them)
+    optimizer = model.make_optimizer("sgd", 0.1, 0.9, 10**6, "cosine")
+    params = model.init_params(0)
+    host_state = (params, jax.tree.map(np.asarray, optimizer.init(params)))
+    strategy = make_strategy("pmap", optimizer, 1, 1, params)
+    trainer_state = [strategy.put_state(host_state)]
+
+    def run_trainer(count):
+        state = trainer_state[0]
+        for i in range(count):
+            x, y = host_batch(i)
+            state, loss, _ = strategy.step(state, x, y)
+        jax.block_until_ready((state, loss))
+        trainer_state[0] = state
+
+    x0, y0 = host_batch(0)
+    x_dev, y_dev = jax.device_put(x0), jax.device_put(y0)
+
+    def run_device_only(count):
+        state = trainer_state[0]
+        for _ in range(count):
+            state, loss, _ = strategy.step(state, x_dev, y_dev)
+        jax.block_until_ready((state, loss))
+        trainer_state[0] = state
+
+    # -- the baseline's loop
+    step_fn = baseline.make_step(optimizer)
+    base_state = [baseline.add_device_axis(host_state)]
+
+    def run_baseline(count):
+        p_, o_ = base_state[0]
+        for i in range(count):
+            x, y = host_batch(i)
+            p_, o_, _ = baseline.plain_step(step_fn, p_, o_, x, y)
+        base_state[0] = (p_, o_)
+
+    # XLA's own FLOP count of the compiled step (includes the element-wise work the analytic count omits)
+    def plain(state, x, y):
+        (loss, _), grads = jax.value_and_grad(model.loss_and_correct, has_aux=True)(state[0], x, y)
+        updates, opt_state = optimizer.update(grads, state[1], state[0])
+        return (jax.tree.map(jnp.add, state[0], updates), opt_state), loss
+
+    try:
+        cost = jax.jit(plain).lower(host_state, x0, y0).compile().cost_analysis()
+        cost = cost[0] if isinstance(cost, list) else cost
+        xla_flops = float(cost.get("flops", 0.0)) or None
+    except Exception:  # cost analysis is best effort across jax versions
+        xla_flops = None
+
+    loops = {f"matmul_{n}": f for n, f in matmuls.items()}
+    loops.update(trainer=run_trainer, device_only=run_device_only, baseline=run_baseline)
+    for fn in loops.values():  # compile and warm up
+        fn(2)
+    counts = {name: _calibrate(fn, args.block_seconds) for name, fn in loops.items()}
+    seconds = {name: [] for name in loops}
+    for _ in range(args.repeats):
+        for name, fn in loops.items():
+            seconds[name].append(_timed(fn, counts[name]))
+
+    step_flops = flopcount.step_flops(batch)
+    flops_of = {f"matmul_{n}": 2 * n**3 for n in MATMUL_SIZES}
+    result = {"batch_size": batch, "repeats": args.repeats, "step_flops_analytic": step_flops,
+              "step_flops_xla": xla_flops, "calls_per_block": counts, "loops": {}}
+    for name, samples in seconds.items():
+        work = flops_of.get(name, step_flops)
+        rates = [work / s for s in samples]
+        result["loops"][name] = {"seconds_per_call": statistics.median(samples),
+                                 "flops_per_second": statistics.median(rates),
+                                 "flops_per_second_samples": rates}
+    roofline_name = max(flops_of, key=lambda k: result["loops"][k]["flops_per_second"])
+    result["roofline"] = {"name": roofline_name, "flops_per_second": result["loops"][roofline_name]["flops_per_second"]}
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""Targets (checked against the measured medians) and the short text table."""
+
+from __future__ import annotations
+
+# name, how to read the value from the results, comparison, bound
+TARGETS = [
+    ("training-step FLOP/s / matmul FLOP/s (1x1, batch 128)",
+     lambda r: r["step_flops"]["trainer_over_roofline"], ">=", 0.85),
+    ("epoch images/s / plain baseline (1x1, batch 128)",
+     lambda r: r["epoch_images_per_second"]["vs_baseline"], ">=", 1.2),
+    ("process start -> 98.0% test accuracy, 1 process (s)",
+     lambda r: r["accuracy_98_wall_1proc"]["trainer"]["seconds"], "<=", 15.0),
+    ("process start -> first step done, 2 processes (s)",
+     lambda r: r["first_step_wall_2proc"]["trainer"], "<=", 3.0),
+    ("epoch time 2x1 / 1x1",
+     lambda r: r["scaling_2x1_over_1x1"]["trainer"], "<=", 1.5),
+    ("jaxgen render wall (s)",
+     lambda r: r["jaxgen_render_wall"]["seconds"], "<=", 0.5),
+]
+
+
+def targets(results: dict) -> list[dict]:
+    out = []
+    for name, read, op, bound in TARGETS:
+        value = read(results)
+        met = None if value is None else (value >= bound if op == ">=" else value <= bound)
+        out.append({"name": name, "value": value, "target": f"{op} {bound:g}", "met": met})
+    return out
+
+
+def _fmt(value, unit: str = "") -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        if abs(value) >= 1e9:
+            return f"{value / 1e9:.1f} G{unit}"
+        if abs(value) >= 1e4:
+            return f"{value:,.0f}{unit}"
+        return f"{value:.3g}{unit}" if abs(value) < 10 else f"{value:.1f}{unit}"
+    return f"{value}{unit}"
+
+
+def rows(result: dict) -> list[tuple[str, str, str, str]]:
+    """(figure, trainer, baseline, trainer / baseline) rows of the table."""
+    r = result["results"]
+    ips, fl, fs = r["epoch_images_per_second"], r["step_flops"], r["first_step_wall_2proc"]
+    acc, sc, ar = r["accuracy_98_wall_1proc"], r["scaling_2x1_over_1x1"], r["allreduce_bytes_per_step"]
+
+    def acc_cell(a):
+        return f"{_fmt(a['seconds'], ' s')} / {_fmt(a['epochs'])} ep" if a["reached"] else \
+            f"not reached (best {_fmt(a['best_test_accuracy'])})"
+
+    return [
+        ("images/s per epoch after compile (1x1)", _fmt(ips["trainer"]), _fmt(ips["baseline"]), _fmt(ips["vs_baseline"])),
+        ("training-step FLOP/s (1x1, batch 128)", _fmt(fl["trainer_flops_per_second"], "FLOP/s"),
+         _fmt(fl["baseline_flops_per_second"], "FLOP/s"), _fmt(fl["vs_baseline"])),
+        ("  fp32 matmul FLOP/s (roofline, same run)", _fmt(fl["roofline_flops_per_second"], "FLOP/s"), "", ""),
+        ("  step FLOP/s / roofline", _fmt(fl["trainer_over_roofline"]), _fmt(fl["baseline_over_roofline"]), ""),
+        ("  same, batch on device (compute only)", _fmt(fl["device_only_over_roofline"]), "", ""),
+        ("  same, from the epoch images/s", _fmt(ips["trainer_over_roofline"]), "", ""),
+        ("start -> first step done, 2 processes", _fmt(fs["trainer"], " s"), _fmt(fs["baseline"], " s"),
+         _fmt(fs["vs_baseline"])),
+        ("  same, warm compilation cache", _fmt(fs["trainer_warm_compilation_cache"], " s"), "", ""),
+        ("start -> 98.0% test accuracy, 1 process", acc_cell(acc["trainer"]), acc_cell(acc["baseline"]),
+         _fmt(acc["vs_baseline"])),
+        ("epoch time 2x1 / 1x1", _fmt(sc["trainer"]), _fmt(sc["baseline"]), _fmt(sc["vs_baseline"])),
+        ("bytes all-reduced per step", f"{ar['trainer']:,}", f"{ar['baseline']:,}", _fmt(ar["vs_baseline"])),
+        ("jaxgen render wall", _fmt(r["jaxgen_render_wall"]["seconds"], " s"), "", ""),
+    ]
+
+
+def table(result: dict) -> str:
+    header = ("figure", "trainer", "baseline", "trainer/baseline")
+    body = rows(result)
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append("")
+    for t in result["targets"]:
+        status = {True: "met", False: "MISSED", None: "n/a"}[t["met"]]
+        lines.append(f"target {t['name']}: {_fmt(t['value'])} (target {t['target']}) {status}")
+    load = result["machine"]["loadavg_before"]
+    lines.append(f"mode {result['mode']}, {result['duration_seconds']} s, load average before "
+                 f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    return "\n".join(lines)
