@@ -65,9 +65,20 @@ def slurm():
     assert match, f"up.sh printed no SLURM_CONF: {proc.stdout!r}"
     env["SLURM_CONF"] = match.group(1)
     env["PATH"] = env.get("PATH", "") + ":/usr/sbin:/sbin"
+    daemons = {f.stem: int(f.read_text()) for f in state.glob("*.pid")}
     try:
         yield Slurm(state_dir=state, env=env, partition=PARTITION)
     finally:
         result = subprocess.run(down, env=env, capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
         assert not state.exists(), "down.sh left the state directory behind"
+        alive = {name: pid for name, pid in daemons.items() if _alive(pid)}
+        assert not alive, f"still running after down.sh: {alive}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
