@@ -52,6 +52,7 @@ def test_gpu_layout(layout):
     # Each task is bound to its own GPUs (CUDA_VISIBLE_DEVICES per task), not all of the node's.
     assert f"--gpus-per-task={gpus_per_task}" in srun
     assert "--kill-on-bad-exit=1" in srun
+    assert "--cpus-per-task=1" in srun  # srun does not inherit sbatch's since SLURM 22.05
     trainer = srun[srun.index("-m") - 1:]
     assert trainer[:3] == ["python3", "-m", "trainer"]
     assert "--local-device-count" in script and f"--local-device-count {per_task}" in script
