@@ -78,8 +78,10 @@ go_tool kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION" \
   "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
 
 if ! $core_only; then
-  go_tool jobset-controller sigs.k8s.io/jobset "$JOBSET_VERSION"
-  go_tool training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1 \
-    "$TRAINING_OPERATOR_VERSION"
+  go_wrapper jobset-controller "$cluster_dir/jobset" "$JOBSET_VERSION" \
+    "-X sigs.k8s.io/jobset/pkg/version.GitVersion=$JOBSET_VERSION -X sigs.k8s.io/jobset/pkg/version.GitCommit=" \
+    jobset-controller=sigs.k8s.io/jobset
+  go_wrapper training-operator "$cluster_dir/training-operator" "$TRAINING_OPERATOR_VERSION" "" \
+    training-operator=github.com/kubeflow/training-operator/cmd/training-operator.v1
 fi
 log "binaries ready in $JAXT_BIN"

@@ -238,5 +238,5 @@ EOF
 fi
 
 trap - ERR
-log "cluster ready: $(kubectl version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') at https://127.0.0.1:$api_port, namespace $namespace, state $state"
+log "cluster ready: $(kubectl get --raw /version | sed -n "s/.*\"gitVersion\": *\"\([^\"]*\)\".*/\1/p") at https://127.0.0.1:$api_port, namespace $namespace, state $state"
 echo "$state/kubeconfig"

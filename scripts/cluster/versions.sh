@@ -1,9 +1,9 @@
-# Versions of the test control plane's binaries. Kubernetes and etcd are read from their wrapper
-# modules' go.mod (the single place they are pinned); the others are plain `go install` tools.
+# Versions of the test control plane's binaries. Those built from a wrapper module are read from
+# its go.mod (the single place they are pinned); kwok is a plain `go install`.
 _cluster_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 _modversion() { awk -v m="$2" '$1 == "require" && $2 == m { print $3 } $1 == m && $2 ~ /^v/ { print $2 }' "$1" | head -n1; }
 K8S_VERSION="$(_modversion "$_cluster_dir/kubernetes/go.mod" k8s.io/kubernetes)"
 ETCD_VERSION="$(_modversion "$_cluster_dir/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 KWOK_VERSION=v0.8.0
-JOBSET_VERSION=v0.12.0
-TRAINING_OPERATOR_VERSION=v1.9.4
+JOBSET_VERSION="$(_modversion "$_cluster_dir/jobset/go.mod" sigs.k8s.io/jobset)"
+TRAINING_OPERATOR_VERSION="$(_modversion "$_cluster_dir/training-operator/go.mod" github.com/kubeflow/training-operator)"

@@ -130,10 +130,11 @@ def finish(proc: subprocess.Popen, timeout: int = 150) -> tuple[int, str]:
 
 
 def check_pods_while_not_ready(cluster: Cluster, selector: str, hosts: int, hostname: Callable[[int], str],
-                               subdomain: str, gpu: bool, service: str | None = None) -> list[dict]:
-    """The pods of a starting release: one per index 0..hosts-1 with the expected hostname under the
-    Service's subdomain, on a GPU node exactly when `gpu`, and listed by the headless Service's
-    endpoints while still not ready (publishNotReadyAddresses). Returns the pods."""
+                               subdomain: str | None, gpu: bool) -> list[dict]:
+    """The pods of a starting release: one per index 0..hosts-1, named after `hostname(i)`, on a GPU
+    node exactly when `gpu`. With a `subdomain` (the headless Service), each pod's hostname is
+    `hostname(i)` under it and the Service's endpoints list the pods while they are still not ready
+    (publishNotReadyAddresses). Returns the pods."""
     def pods_with_ip():
         pods = cluster.items("pods", selector)
         if len(pods) == hosts and all(p["status"].get("podIP") for p in pods):
@@ -146,8 +147,9 @@ def check_pods_while_not_ready(cluster: Cluster, selector: str, hosts: int, host
     for pod in pods:
         i = pod_index(pod)
         assert pod["metadata"]["name"].startswith(hostname(i)), pod["metadata"]["name"]
-        assert pod["spec"]["hostname"] == hostname(i)
-        assert pod["spec"]["subdomain"] == subdomain
+        if subdomain:
+            assert pod["spec"]["hostname"] == hostname(i)
+            assert pod["spec"]["subdomain"] == subdomain
         node = node_of(cluster, pod)
         gpus = node["status"]["allocatable"].get("nvidia.com/gpu")
         if gpu:
@@ -156,10 +158,13 @@ def check_pods_while_not_ready(cluster: Cluster, selector: str, hosts: int, host
         else:
             assert not gpus, f"a CPU pod landed on GPU node {node['metadata']['name']}"
 
+    if not subdomain:
+        return pods
+
     # Read the EndpointSlices between two reads that both find every pod not ready.
     def endpoints_of_unready_pods():
         before = cluster.items("pods", selector)
-        slices = cluster.items("endpointslices", f"kubernetes.io/service-name={service or subdomain}")
+        slices = cluster.items("endpointslices", f"kubernetes.io/service-name={subdomain}")
         after = cluster.items("pods", selector)
         if any(is_ready(p) for p in before + after):
             raise AssertionError("pods became ready before the endpoints listed them all")

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.e2e_k8s.kube import (FAIL_INDEX, READY_DELAY, SCRIPTS, check_pods_while_not_ready, finish,
-                                prepare, start_run)
+                                pod_index, prepare, start_run)
 
 
 def rendered(build, kind: str) -> dict:
@@ -42,8 +42,11 @@ def test_jaxjob_runs_under_the_training_operator(cluster, build_dir):
     try:
         pods = check_pods_while_not_ready(
             cluster, f"training.kubeflow.org/job-name={name}", hosts, lambda i: f"{name}-worker-{i}",
-            subdomain=name, gpu=False, service=f"{name}-worker-0")
+            subdomain=None, gpu=False)
         for pod in pods:
+            # the operator names pods <name>-worker-<i> and gives each its own Service
+            assert pod["metadata"]["name"] == f"{name}-worker-{pod_index(pod)}"
+            cluster.get("service", pod["metadata"]["name"])
             env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
             # injected by the operator; our render adds no JAX_* variables for this target
             assert env["NUM_PROCESSES"] == str(hosts)
