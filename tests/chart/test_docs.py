@@ -77,3 +77,10 @@ def test_check_mode_detects_a_stale_table(tmp_path, monkeypatch):
         assert "out of date" in str(exit_.code)
     else:
         raise AssertionError("--check accepted a stale table")
+
+
+def test_app_version_is_the_default_image_tag():
+    chart = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
+    defaults = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    assert chart["apiVersion"] == "v2" and chart["kubeVersion"]
+    assert chart["appVersion"] == defaults["image"]["tag"]
