@@ -166,7 +166,7 @@ class Runner:
         self.children: list[subprocess.Popen] = []
         self.lock = threading.Lock()
 
-    def _say(self, message: str) -> None:
+    def say(self, message: str) -> None:
         with self.lock:
             self.echo(f"[jaxgen] {message}")
 
@@ -188,7 +188,7 @@ class Runner:
             child = subprocess.Popen(plan.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
             self.children.append(child)
-            self._say(f"attempt {attempt}: started {plan.name} (pid {child.pid})")
+            self.say(f"attempt {attempt}: started {plan.name} (pid {child.pid})")
             thread = threading.Thread(target=self._pump, args=(plan.name, child.stdout), daemon=True)
             thread.start()
             threads.append(thread)
@@ -230,23 +230,23 @@ class Runner:
             if failure is None:
                 for thread in threads:
                     thread.join(timeout=5)
-                self._say(f"all {len(self.job.plans)} processes completed")
+                self.say(f"all {len(self.job.plans)} processes completed")
                 return 0
             code, name = failure
             if name == "deadline":
-                self._say("the job's active deadline passed: stopping every process")
+                self.say("the job's active deadline passed: stopping every process")
             else:
-                self._say(f"{name} failed: {describe_exit(code)}; stopping every process")
+                self.say(f"{name} failed: {describe_exit(code)}; stopping every process")
             self.stop_all()
             for thread in threads:
                 thread.join(timeout=5)
             if name == "deadline":
                 return code
             if attempt >= self.restarts:
-                self._say(f"no restarts left ({self.restarts} allowed): the job failed")
+                self.say(f"no restarts left ({self.restarts} allowed): the job failed")
                 return code if code > 0 else 128 - code
             attempt += 1
-            self._say(f"restarting all processes ({attempt}/{self.restarts}); they resume from the last checkpoint")
+            self.say(f"restarting all processes ({attempt}/{self.restarts}); they resume from the last checkpoint")
 
 
 def _signal_group(child: subprocess.Popen, sig: int) -> None:
@@ -289,7 +289,7 @@ def run_command(file, extra_files, sets, target, local, work_dir, keep):
     job = plan_job(values, docs, run_dir)
     deadline = values.get("active_deadline_seconds")
     runner = Runner(job, restart_budget(values), time.monotonic() + deadline if deadline else None)
-    runner._say(f"{values['target']} {values['name']}: {len(job.plans)} processes x "
+    runner.say(f"{values['target']} {values['name']}: {len(job.plans)} processes x "
                 f"{values['local_device_count']} CPU devices, work dir {run_dir}")
 
     def interrupted(signum, frame):
@@ -300,14 +300,14 @@ def run_command(file, extra_files, sets, target, local, work_dir, keep):
     try:
         code = runner.run()
     except KeyboardInterrupt:
-        runner._say("interrupted: stopping every process")
+        runner.say("interrupted: stopping every process")
         runner.stop_all()
     finally:
         signal.signal(signal.SIGTERM, previous)
         metrics = job.volume_dirs.get("checkpoints", {}).get(0)
         if work_dir or keep:
             if metrics:
-                runner._say(f"kept {run_dir}; metrics: {metrics / 'metrics.jsonl'}")
+                runner.say(f"kept {run_dir}; metrics: {metrics / 'metrics.jsonl'}")
         else:
             shutil.rmtree(run_dir, ignore_errors=True)
     sys.exit(code)
