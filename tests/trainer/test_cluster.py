@@ -131,3 +131,17 @@ def test_cluster_module_does_not_import_jax():
 
     code = "import sys, trainer.cli, trainer.cluster; sys.exit('jax' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+_ranges = st.lists(st.tuples(st.integers(0, 300), st.integers(0, 5), st.integers(1, 4)), min_size=1, max_size=4)
+
+
+@given(prefix=st.from_regex(r"[a-z][a-z0-9-]{0,6}[a-z]", fullmatch=True), ranges=_ranges,
+       suffix=st.sampled_from(["", "-ib"]), plain=st.lists(st.from_regex(r"[a-z]{1,5}", fullmatch=True), max_size=2))
+def test_expand_hostlist_matches_a_direct_enumeration(prefix, ranges, suffix, plain):
+    body = ",".join(f"{lo:0{w}d}" if n == 0 else f"{lo:0{w}d}-{lo + n:0{w}d}" for lo, n, w in ranges)
+    expected = [f"{prefix}{i:0{w}d}{suffix}" for lo, n, w in ranges for i in range(lo, lo + n + 1)]
+    spec = ",".join([f"{prefix}[{body}]{suffix}", *plain])
+    assert expand_hostlist(spec) == expected + plain
