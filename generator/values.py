@@ -88,10 +88,16 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
 
 
 def merge(base: dict, override: dict) -> dict:
-    """Helm's merge: mappings merge key by key, anything else (lists included) is replaced."""
+    """Helm's merge: mappings merge key by key, anything else (lists included) is replaced.
+
+    As in Helm, a null removes a default mapping (e.g. `resources: {requests: null}` drops the
+    default requests). A null over a scalar stays null, which renders as Helm's missing key does.
+    """
     merged = dict(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+        if value is None and isinstance(merged.get(key), dict):
+            del merged[key]
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = merge(merged[key], value)
         else:
             merged[key] = value

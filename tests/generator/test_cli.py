@@ -94,3 +94,11 @@ def test_render_never_imports_jax():
             "heavy = [m for m in ('jax', 'jaxlib', 'numpy', 'matplotlib', 'optax') if m in sys.modules]\n"
             "assert not heavy, heavy\n") % SEED
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT, capture_output=True)
+
+
+def test_null_removes_a_default_mapping_as_in_helm():
+    docs = jaxgen("render", "-", stdin='{"resources": {"requests": null}}').documents()
+    resources = docs[1]["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources == {"limits": {"memory": "4Gi"}}
+    result = jaxgen("render", "-", stdin='{"labels": null}')
+    assert result.exit_code == 2 and "'labels' is a required property" in result.stderr
