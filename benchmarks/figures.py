@@ -143,7 +143,7 @@ def step_flops(mode: Mode, log) -> dict:
     out = procs.run_json("benchmarks.flops", ["--repeats", str(mode.flops_repeats),
                                               "--block-seconds", str(mode.flops_block_seconds)], mode.timeout)
     loops = out["loops"]
-    matmuls = [name for name in loops if name.startswith("matmul_")]
+    matmuls = [name for name in loops if name.startswith("matmul_") and name[7:].isdigit()]
     # the roofline of each repeat: the best matmul size in that repeat
     roof = [max(loops[m]["flops_per_second_samples"][i] for m in matmuls) for i in range(out["repeats"])]
 
@@ -155,9 +155,12 @@ def step_flops(mode: Mode, log) -> dict:
         "roofline_by_size": {m: loops[m]["flops_per_second"] for m in matmuls},
         "trainer_flops_per_second": loops["trainer"]["flops_per_second"],
         "device_only_flops_per_second": loops["device_only"]["flops_per_second"],
+        "step_matmuls_flops_per_second": loops["step_matmuls"]["flops_per_second"],
         "baseline_flops_per_second": loops["baseline"]["flops_per_second"],
         "trainer_over_roofline": over_roof("trainer"),
         "device_only_over_roofline": over_roof("device_only"),
+        "device_data_over_roofline": over_roof("device_data"),
+        "step_matmuls_over_roofline": over_roof("step_matmuls"),
         "baseline_over_roofline": over_roof("baseline"),
         "vs_baseline": median([t / b for t, b in zip(loops["trainer"]["flops_per_second_samples"],
                                                      loops["baseline"]["flops_per_second_samples"])]),
@@ -171,8 +174,12 @@ def step_flops(mode: Mode, log) -> dict:
 
 
 def allreduce_bytes(mode: Mode, log) -> dict:
+    """Bytes from the compiled HLO, and the seconds one such all-reduce takes between 2 processes."""
     out = procs.run_json("benchmarks.allreduce", [], mode.timeout)
-    log(f"all-reduce bytes per step: {out['trainer_pmap']['bytes_per_step']}")
+    out["timing_2proc"] = procs.run_json("benchmarks.collective", ["--repeats", str(10 * mode.repeats)],
+                                         mode.timeout)
+    log(f"all-reduce bytes per step: {out['trainer_pmap']['bytes_per_step']}, "
+        f"{out['timing_2proc']['gradients']['seconds'] * 1e3:.1f} ms between 2 processes")
     return out
 
 

@@ -5,9 +5,14 @@
 1 process, 1 CPU device (XLA's intra-op threads use every core). Each repeat times, back to back
 so that they share the machine's momentary load:
   matmul_<n>     jit(a @ b) on n×n fp32 matrices already on the device (the roofline)
+  step_matmuls   only the 8 matmuls of one step (forward, weight and input gradients) at their
+                 batch-128 shapes: the best the step's own shapes get from XLA's matmul
   trainer        the trainer's step (trainer.strategies, pmap strategy, the trainer's optimizer), fed
                  one host batch per step as trainer/train.py does, dispatched without waiting
   device_only    the same step on a batch already on the device: the compute-only bound
+  device_data    the same step fed from the training set kept on the device (uint8): per step only
+                 the batch's indices are sent and the batch is gathered and scaled there (what
+                 trainer/train.py could do instead of building each batch on the host)
   baseline       benchmarks.baseline's loop: one host batch per step, wait after each step
 Prints one JSON object (FLOP/s are the analytic counts of benchmarks.flopcount ÷ measured time).
 """
@@ -82,6 +87,21 @@ def main(argv=None) -> int:
         run_matmul(1)
         matmuls[n] = run_matmul
 
+    # -- the step's matmuls alone (their FLOPs are exactly the analytic step count)
+    sizes = flopcount.layer_sizes((1024, 1024))
+    shapes = [((batch, n_in), (n_in, n_out)) for n_in, n_out in zip(sizes[:-1], sizes[1:])]  # x @ W
+    shapes += [((n_in, batch), (batch, n_out)) for n_in, n_out in zip(sizes[:-1], sizes[1:])]  # xᵀ @ dy
+    shapes += [((batch, n_out), (n_out, n_in)) for n_in, n_out in zip(sizes[1:-1], sizes[2:])]  # dy @ Wᵀ
+    operands = [(jax.device_put(rng.standard_normal(a, np.float32)), jax.device_put(rng.standard_normal(b, np.float32)))
+                for a, b in shapes]
+    all_matmuls = jax.jit(lambda ops: [a @ b for a, b in ops])
+
+    def run_step_matmuls(count):
+        out = None
+        for _ in range(count):
+            out = all_matmuls(operands)
+        jax.block_until_ready(out)
+
     # -- the trainer's step (its strategy and optimizer, as trainer/train.py builds them)
     optimizer = model.make_optimizer("sgd", 0.1, 0.9, 10**6, "cosine")
     params = model.init_params(0)
@@ -104,6 +124,19 @@ def main(argv=None) -> int:
         state = trainer_state[0]
         for _ in range(count):
             state, loss, _ = strategy.step(state, x_dev, y_dev)
+        jax.block_until_ready((state, loss))
+        trainer_state[0] = state
+
+    device_images = jax.device_put(images)
+    device_labels = jax.device_put(labels)
+    gather = jax.jit(lambda idx: (device_images[idx].astype(jnp.float32) / 255.0, device_labels[idx]))
+
+    def run_device_data(count):
+        state = trainer_state[0]
+        for i in range(count):
+            start = (i % steps_per_epoch) * batch
+            x, y = gather(perm[start:start + batch])
+            state, loss, _ = strategy.step(state, x, y)
         jax.block_until_ready((state, loss))
         trainer_state[0] = state
 
@@ -132,7 +165,8 @@ def main(argv=None) -> int:
         xla_flops = None
 
     loops = {f"matmul_{n}": f for n, f in matmuls.items()}
-    loops.update(trainer=run_trainer, device_only=run_device_only, baseline=run_baseline)
+    loops.update(step_matmuls=run_step_matmuls, trainer=run_trainer, device_only=run_device_only, device_data=run_device_data,
+                 baseline=run_baseline)
     for fn in loops.values():  # compile and warm up
         fn(2)
     counts = {name: _calibrate(fn, args.block_seconds) for name, fn in loops.items()}

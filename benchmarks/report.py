@@ -57,6 +57,8 @@ def rows(result: dict) -> list[tuple[str, str, str, str]]:
         ("  fp32 matmul FLOP/s (roofline, same run)", _fmt(fl["roofline_flops_per_second"], "FLOP/s"), "", ""),
         ("  step FLOP/s / roofline", _fmt(fl["trainer_over_roofline"]), _fmt(fl["baseline_over_roofline"]), ""),
         ("  same, batch on device (compute only)", _fmt(fl["device_only_over_roofline"]), "", ""),
+        ("  same, data set on device", _fmt(fl["device_data_over_roofline"]), "", ""),
+        ("  the step's 8 matmuls alone", _fmt(fl["step_matmuls_over_roofline"]), "", ""),
         ("  same, from the epoch images/s", _fmt(ips["trainer_over_roofline"]), "", ""),
         ("start -> first step done, 2 processes", _fmt(fs["trainer"], " s"), _fmt(fs["baseline"], " s"),
          _fmt(fs["vs_baseline"])),
@@ -64,7 +66,10 @@ def rows(result: dict) -> list[tuple[str, str, str, str]]:
         ("start -> 98.0% test accuracy, 1 process", acc_cell(acc["trainer"]), acc_cell(acc["baseline"]),
          _fmt(acc["vs_baseline"])),
         ("epoch time 2x1 / 1x1", _fmt(sc["trainer"]), _fmt(sc["baseline"]), _fmt(sc["vs_baseline"])),
+        *[(f"  epoch seconds {layout}", _fmt(sc["epoch_seconds"][f"trainer_{layout}"], " s"),
+           _fmt(sc["epoch_seconds"][f"baseline_{layout}"], " s"), "") for layout in ("1x1", "2x1")],
         ("bytes all-reduced per step", f"{ar['trainer']:,}", f"{ar['baseline']:,}", _fmt(ar["vs_baseline"])),
+        ("  one such all-reduce, 2 processes", _fmt(ar["seconds_2proc"] * 1e3, " ms"), "", ""),
         ("jaxgen render wall", _fmt(r["jaxgen_render_wall"]["seconds"], " s"), "", ""),
     ]
 
