@@ -100,19 +100,28 @@ stream_logs() {
     if [ -n "$pod" ] && [ "$pod" != "$followed" ]; then
       followed="$pod"
       log "logs of rank 0 (pod $pod):"
-      kube logs -f "pod/$pod" -c jax 2>"$tmp/logs.err" &
+      # kubectl itself in the background (not the kube function), so its pid is the one to stop
+      kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs -f "pod/$pod" -c jax 2>"$tmp/logs.err" &
       echo $! >"$tmp/logs.pid"
-      wait "$!" || log "warning: cannot stream the logs of $pod: $(tail -n1 "$tmp/logs.err")"
+      wait "$!" || [ -e "$tmp/done" ] ||
+        log "warning: cannot stream the logs of $pod: $(tail -n1 "$tmp/logs.err")"
       rm -f "$tmp/logs.pid"
     fi
     sleep 1
   done
 }
-stop_logs() {
+stop_logs() {  # let the stream flush for up to 3 s after the verdict, then end it
   [ -n "${streamer:-}" ] || return 0
   touch "$tmp/done"
-  for _ in $(seq 50); do kill -0 "$streamer" 2>/dev/null || break; sleep 0.2; done
-  [ -f "$tmp/logs.pid" ] && kill "$(cat "$tmp/logs.pid")" 2>/dev/null || true
+  for _ in $(seq 15); do
+    [ -f "$tmp/logs.pid" ] && kill -0 "$(cat "$tmp/logs.pid" 2>/dev/null)" 2>/dev/null || break
+    sleep 0.2
+  done
+  for _ in $(seq 25); do  # a stream may be starting right now: keep ending it until the loop exits
+    kill -0 "$streamer" 2>/dev/null || break
+    if [ -f "$tmp/logs.pid" ]; then kill "$(cat "$tmp/logs.pid" 2>/dev/null)" 2>/dev/null || true; fi
+    sleep 0.2
+  done
   kill "$streamer" 2>/dev/null || true
   wait "$streamer" 2>/dev/null || true
   streamer=""

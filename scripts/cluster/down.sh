@@ -56,6 +56,14 @@ if [ -f "$state/reaper.pid" ]; then
   fi
 fi
 
+# The training-operator's fixed cert directory, if it holds this cluster's certs.
+source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
+if [ -f "$state/training-operator-pki/tls.crt" ] &&
+   cmp -s "$state/training-operator-pki/tls.crt" "$TRAINING_OPERATOR_CERT_DIR/tls.crt"; then
+  rm -rf "$TRAINING_OPERATOR_CERT_DIR"
+  rmdir "$(dirname "$TRAINING_OPERATOR_CERT_DIR")" 2>/dev/null || true
+fi
+
 if $keep_logs; then
   find "$state" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} +
   log "stopped; logs kept in $state/logs"

@@ -177,7 +177,7 @@ start kwok "$JAXT_BIN/kwok" --kubeconfig "$state/kubeconfig" \
   --node-ip 127.0.0.1 --node-port "$kwok_port" --node-lease-duration-seconds 40 \
   --server-address "127.0.0.1:$kwok_port" \
   --tls-cert-file "$pki/kwok.crt" --tls-private-key-file "$pki/kwok.key" \
-  --cidr 10.244.0.1/16
+  --cidr 10.244.0.1/16 -v WARN
 
 # --- cluster content: fake nodes, our namespace, CRDs
 kubectl apply --server-side -f "$here/kwok/nodes.yaml" >&2
@@ -230,6 +230,9 @@ EOF
     --dry-run=client -o yaml | kubectl apply --server-side -f - >&2
   sed -e "s#@URL@#https://127.0.0.1:$to_webhook_port#" -e "s#@CA_BUNDLE@#$(base64 -w0 "$tpki/ca.crt")#" \
     "$here/controllers/training-operator-webhooks.yaml" | kubectl apply --server-side -f - >&2
+  # Its cert rotator waits for the Secret's files where a pod would mount them: a fixed path.
+  mkdir -p "$TRAINING_OPERATOR_CERT_DIR"
+  cp "$tpki/tls.crt" "$tpki/tls.key" "$tpki/ca.crt" "$TRAINING_OPERATOR_CERT_DIR/"
   MY_POD_NAMESPACE=kubeflow start training-operator "$JAXT_BIN/training-operator" \
     --enable-scheme jaxjob \
     --webhook-server-port "$to_webhook_port" --metrics-bind-address 0 \

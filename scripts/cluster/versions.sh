@@ -7,3 +7,5 @@ ETCD_VERSION="$(_modversion "$_cluster_dir/etcd/go.mod" go.etcd.io/etcd/server/v
 KWOK_VERSION=v0.8.0
 JOBSET_VERSION="$(_modversion "$_cluster_dir/jobset/go.mod" sigs.k8s.io/jobset)"
 TRAINING_OPERATOR_VERSION="$(_modversion "$_cluster_dir/training-operator/go.mod" github.com/kubeflow/training-operator)"
+# Where the training-operator reads its webhook serving certs (hard-coded upstream).
+TRAINING_OPERATOR_CERT_DIR=/tmp/k8s-webhook-server/serving-certs

@@ -40,7 +40,7 @@ def test_helm_install_upgrade_uninstall_twice(cluster, helm, tmp_path):
     for round_ in range(2):
         build = tmp_path / f"build-{round_}"
         # The merged variables file of prepare.sh is also the chart's values file.
-        prepare(cluster, build, name, f"hosts_count={hosts}", f'annotations={{"{READY_DELAY}": "4s"}}')
+        prepare(cluster, build, name, f"hosts_count={hosts}", f'annotations={{"{READY_DELAY}": "8s"}}')
         values = build / "release" / "values.json"
 
         install = subprocess.Popen(

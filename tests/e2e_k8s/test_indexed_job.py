@@ -18,7 +18,7 @@ def test_prepare_run_clean_twice(cluster, tmp_path, accelerator):
     for round_ in range(2):  # the whole cycle twice in a row: nothing may be left over
         build = tmp_path / f"build-{round_}"
         prepare(cluster, build, name, f"hosts_count={hosts}", f"accelerator={accelerator}",
-                f'annotations={{"{READY_DELAY}": "4s"}}')
+                f'annotations={{"{READY_DELAY}": "8s"}}')
         run = start_run(cluster, build)
         pods = check_pods_while_not_ready(
             cluster, f"batch.kubernetes.io/job-name={name}", hosts, lambda i: f"{name}-{i}",

@@ -36,7 +36,7 @@ def test_jaxjob_crd_schema_is_enforced(cluster, build_dir):
 def test_jaxjob_runs_under_the_training_operator(cluster, build_dir):
     name = "e2e-jaxjob"
     hosts = 2
-    prepare(cluster, build_dir, name, f"hosts_count={hosts}", f'annotations={{"{READY_DELAY}": "4s"}}',
+    prepare(cluster, build_dir, name, f"hosts_count={hosts}", f'annotations={{"{READY_DELAY}": "8s"}}',
             target="jaxjob")
     run = start_run(cluster, build_dir)
     try:
@@ -66,7 +66,7 @@ def test_jaxjob_runs_under_the_training_operator(cluster, build_dir):
 def test_jobset_runs_under_the_jobset_controller(cluster, build_dir, fail_index):
     name = "e2e-jobset" if fail_index is None else "e2e-jobset-fail"
     hosts = 2
-    annotations = {READY_DELAY: "4s"}
+    annotations = {READY_DELAY: "8s"}
     if fail_index is not None:
         annotations[FAIL_INDEX] = str(fail_index)
     prepare(cluster, build_dir, name, f"hosts_count={hosts}", f"annotations={json.dumps(annotations)}",
