@@ -160,12 +160,15 @@ def step_flops(mode: Mode, log) -> dict:
         "trainer_over_roofline": over_roof("trainer"),
         "device_only_over_roofline": over_roof("device_only"),
         "device_data_over_roofline": over_roof("device_data"),
+        "grads_only_over_roofline": over_roof("grads_only"),
         "step_matmuls_over_roofline": over_roof("step_matmuls"),
         "baseline_over_roofline": over_roof("baseline"),
         "vs_baseline": median([t / b for t, b in zip(loops["trainer"]["flops_per_second_samples"],
                                                      loops["baseline"]["flops_per_second_samples"])]),
         "step_flops_analytic": out["step_flops_analytic"],
         "step_flops_xla": out["step_flops_xla"],
+        "step_bytes_accessed_xla": out["step_bytes_accessed_xla"],
+        "seconds_per_step": {name: loops[name]["seconds_per_call"] for name in loops if not name.startswith("matmul_")},
         "repeats": out["repeats"],
     }
     log(f"step FLOP/s: trainer {result['trainer_flops_per_second'] / 1e9:.1f} G, roofline "

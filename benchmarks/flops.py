@@ -10,6 +10,8 @@ so that they share the machine's momentary load:
   trainer        the trainer's step (trainer.strategies, pmap strategy, the trainer's optimizer), fed
                  one host batch per step as trainer/train.py does, dispatched without waiting
   device_only    the same step on a batch already on the device: the compute-only bound
+  grads_only     forward and backward on that batch without the optimizer update (its share of
+                 the step is the update's cost)
   device_data    the same step fed from the training set kept on the device (uint8): per step only
                  the batch's indices are sent and the batch is gathered and scaled there (what
                  trainer/train.py could do instead of building each batch on the host)
@@ -140,6 +142,15 @@ def main(argv=None) -> int:
         jax.block_until_ready((state, loss))
         trainer_state[0] = state
 
+    grads = jax.jit(jax.value_and_grad(model.loss_and_correct, has_aux=True))
+    device_params = jax.device_put(params)
+
+    def run_grads_only(count):
+        out = None
+        for _ in range(count):
+            out = grads(device_params, x_dev, y_dev)
+        jax.block_until_ready(out)
+
     # -- the baseline's loop
     step_fn = baseline.make_step(optimizer)
     base_state = [baseline.add_device_axis(host_state)]
@@ -161,11 +172,13 @@ def main(argv=None) -> int:
         cost = jax.jit(plain).lower(host_state, x0, y0).compile().cost_analysis()
         cost = cost[0] if isinstance(cost, list) else cost
         xla_flops = float(cost.get("flops", 0.0)) or None
+        xla_bytes = float(cost.get("bytes accessed", 0.0)) or None
     except Exception:  # cost analysis is best effort across jax versions
-        xla_flops = None
+        xla_flops = xla_bytes = None
 
     loops = {f"matmul_{n}": f for n, f in matmuls.items()}
-    loops.update(step_matmuls=run_step_matmuls, trainer=run_trainer, device_only=run_device_only, device_data=run_device_data,
+    loops.update(step_matmuls=run_step_matmuls, trainer=run_trainer, device_only=run_device_only, grads_only=run_grads_only,
+                 device_data=run_device_data,
                  baseline=run_baseline)
     for fn in loops.values():  # compile and warm up
         fn(2)
@@ -178,7 +191,8 @@ def main(argv=None) -> int:
     step_flops = flopcount.step_flops(batch)
     flops_of = {f"matmul_{n}": 2 * n**3 for n in MATMUL_SIZES}
     result = {"batch_size": batch, "repeats": args.repeats, "step_flops_analytic": step_flops,
-              "step_flops_xla": xla_flops, "calls_per_block": counts, "loops": {}}
+              "step_flops_xla": xla_flops,
+              "step_bytes_accessed_xla": xla_bytes, "calls_per_block": counts, "loops": {}}
     for name, samples in seconds.items():
         work = flops_of.get(name, step_flops)
         rates = [work / s for s in samples]

@@ -58,6 +58,7 @@ def rows(result: dict) -> list[tuple[str, str, str, str]]:
         ("  step FLOP/s / roofline", _fmt(fl["trainer_over_roofline"]), _fmt(fl["baseline_over_roofline"]), ""),
         ("  same, batch on device (compute only)", _fmt(fl["device_only_over_roofline"]), "", ""),
         ("  same, data set on device", _fmt(fl["device_data_over_roofline"]), "", ""),
+        ("  same, without the optimizer update", _fmt(fl["grads_only_over_roofline"]), "", ""),
         ("  the step's 8 matmuls alone", _fmt(fl["step_matmuls_over_roofline"]), "", ""),
         ("  same, from the epoch images/s", _fmt(ips["trainer_over_roofline"]), "", ""),
         ("start -> first step done, 2 processes", _fmt(fs["trainer"], " s"), _fmt(fs["baseline"], " s"),

@@ -13,10 +13,11 @@ from tests.support.paths import REPO_ROOT
 FIGURES = {
     "epoch_images_per_second": ["trainer", "baseline", "vs_baseline", "trainer_flops_per_second"],
     "step_flops": ["roofline_flops_per_second", "trainer_flops_per_second", "baseline_flops_per_second",
-                   "trainer_over_roofline", "baseline_over_roofline", "device_only_over_roofline", "vs_baseline"],
+                   "trainer_over_roofline", "baseline_over_roofline", "device_only_over_roofline", "vs_baseline",
+                   "step_matmuls_over_roofline", "grads_only_over_roofline", "device_data_over_roofline"],
     "first_step_wall_2proc": ["trainer", "baseline", "vs_baseline"],
     "scaling_2x1_over_1x1": ["trainer", "baseline", "vs_baseline"],
-    "allreduce_bytes_per_step": ["trainer", "baseline", "vs_baseline"],
+    "allreduce_bytes_per_step": ["trainer", "baseline", "vs_baseline", "seconds_2proc"],
     "jaxgen_render_wall": ["seconds"],
 }
 
