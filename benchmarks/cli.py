@@ -1,5 +1,8 @@
-"""`python -m benchmarks [--quick] [--output FILE]`: run every figure, print JSON on stdout and a
-short table on stderr (progress lines go to stderr too)."""
+"""Run every benchmark figure; print the JSON report on stdout, progress and a table on stderr.
+
+    python -m benchmarks [--quick] [--output FILE]
+    python -m benchmarks --markdown FILE      (the tables of a saved report, for benchmarks/README.md)
+"""
 
 from __future__ import annotations
 
@@ -112,10 +115,15 @@ def build_report(mode: figures.Mode, log) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="1 repeat, 2560-example epochs (a smoke run, ~1-2 min)")
     p.add_argument("--output", help="also write the JSON report to this file")
+    p.add_argument("--markdown", metavar="REPORT_JSON", help="print the tables of a saved report as Markdown and exit")
     args = p.parse_args(argv)
+    if args.markdown:
+        print(report.markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
     mode = figures.QUICK if args.quick else figures.FULL
 
     def log(message: str) -> None:

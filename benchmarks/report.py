@@ -58,11 +58,14 @@ def rows(result: dict) -> list[tuple[str, str, str, str]]:
         ("  step FLOP/s / roofline", _fmt(fl["trainer_over_roofline"]), _fmt(fl["baseline_over_roofline"]), ""),
         ("  same, batch on device (compute only)", _fmt(fl["device_only_over_roofline"]), "", ""),
         ("  same, data set on device", _fmt(fl["device_data_over_roofline"]), "", ""),
-        ("  same, without the optimizer update", _fmt(fl["grads_only_over_roofline"]), "", ""),
+        ("  same, without the optimizer update", _fmt(fl.get("grads_only_over_roofline")), "", ""),
         ("  the step's 8 matmuls alone", _fmt(fl["step_matmuls_over_roofline"]), "", ""),
         ("  same, from the epoch images/s", _fmt(ips["trainer_over_roofline"]), "", ""),
         ("start -> first step done, 2 processes", _fmt(fs["trainer"], " s"), _fmt(fs["baseline"], " s"),
          _fmt(fs["vs_baseline"])),
+        ("  phases: imports done / jax up / step done",
+         " / ".join(_fmt(fs["trainer_phases"][k]) for k in ("imports_done", "jax_initialized", "first_step_done"))
+         + " s", "", ""),
         ("  same, warm compilation cache", _fmt(fs["trainer_warm_compilation_cache"], " s"), "", ""),
         ("start -> 98.0% test accuracy, 1 process", acc_cell(acc["trainer"]), acc_cell(acc["baseline"]),
          _fmt(acc["vs_baseline"])),
@@ -88,4 +91,22 @@ def table(result: dict) -> str:
     load = result["machine"]["loadavg_before"]
     lines.append(f"mode {result['mode']}, {result['duration_seconds']} s, load average before "
                  f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    return "\n".join(lines)
+
+
+def markdown(result: dict) -> str:
+    """The same table as Markdown (for benchmarks/README.md), with the targets and the machine."""
+    lines = ["| figure | trainer | baseline | trainer / baseline |", "|---|---|---|---|"]
+    lines += [f"| {a.strip() if not a.startswith('  ') else '&nbsp;&nbsp;' + a.strip()} | {b} | {c} | {d} |"
+              for a, b, c, d in rows(result)]
+    lines += ["", "| target | measured | target | |", "|---|---|---|---|"]
+    for t in result["targets"]:
+        status = {True: "met", False: "**missed**", None: "n/a"}[t["met"]]
+        lines.append(f"| {t['name']} | {_fmt(t['value'])} | {t['target']} | {status} |")
+    m = result["machine"]
+    lines += ["", f"Machine: {m['cpu']}, {m['cpus']} CPUs, {m['memory_mib']} MiB, Linux {m['kernel']}, "
+                  f"Python {m['python']}, jax/jaxlib {m['jax']}/{m['jaxlib']}. Run {result['date']} "
+                  f"({result['mode']} mode, {result['duration_seconds']} s); load average (1/5/15 min) "
+                  f"before {' / '.join(f'{x:.2f}' for x in m['loadavg_before'])}, "
+                  f"after {' / '.join(f'{x:.2f}' for x in m['loadavg_after'])}."]
     return "\n".join(lines)
