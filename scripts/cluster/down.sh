@@ -39,6 +39,7 @@ for name in "${order[@]}"; do
   if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$name"; then
     kill -TERM "$pid" 2>/dev/null || true
     pids+=("$pid")
+    [ "$name" != training-operator ] || stopped_training_operator=1
   fi
   rm -f "$f"
 done
@@ -56,10 +57,9 @@ if [ -f "$state/reaper.pid" ]; then
   fi
 fi
 
-# The training-operator's fixed cert directory, if it holds this cluster's certs.
+# The training-operator's fixed cert directory, once no training-operator of ours runs any more.
 source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
-if [ -f "$state/training-operator-pki/tls.crt" ] &&
-   cmp -s "$state/training-operator-pki/tls.crt" "$TRAINING_OPERATOR_CERT_DIR/tls.crt"; then
+if [ -n "${stopped_training_operator:-}" ] && ! pgrep -f "^$JAXT_BIN/training-operator " >/dev/null; then
   rm -rf "$TRAINING_OPERATOR_CERT_DIR"
   rmdir "$(dirname "$TRAINING_OPERATOR_CERT_DIR")" 2>/dev/null || true
 fi

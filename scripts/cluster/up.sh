@@ -221,8 +221,8 @@ EOF
 
   # Kubeflow training-operator (JAXJob only). It rotates its own webhook certs unless the Secret
   # already holds valid ones; ours are also valid for 127.0.0.1, where it serves.
-  "$here/controllers/training-operator-certs.sh" "$state/training-operator-pki" >&2
-  tpki="$state/training-operator-pki"
+  tpki="$JAXT_CACHE/cluster/training-operator-pki"
+  "$here/controllers/training-operator-certs.sh" "$tpki" >&2
   kubectl create namespace kubeflow --dry-run=client -o yaml | kubectl apply --server-side -f - >&2
   kubectl -n kubeflow create secret generic training-operator-webhook-cert \
     --from-file "ca.crt=$tpki/ca.crt" --from-file "ca.key=$tpki/ca.key" \
@@ -230,9 +230,12 @@ EOF
     --dry-run=client -o yaml | kubectl apply --server-side -f - >&2
   sed -e "s#@URL@#https://127.0.0.1:$to_webhook_port#" -e "s#@CA_BUNDLE@#$(base64 -w0 "$tpki/ca.crt")#" \
     "$here/controllers/training-operator-webhooks.yaml" | kubectl apply --server-side -f - >&2
-  # Its cert rotator waits for the Secret's files where a pod would mount them: a fixed path.
+  # Its cert rotator waits for the Secret's files where a pod would mount them: a fixed path,
+  # shared by every cluster on this machine (hence one cached set of certs for all of them).
   mkdir -p "$TRAINING_OPERATOR_CERT_DIR"
-  cp "$tpki/tls.crt" "$tpki/tls.key" "$tpki/ca.crt" "$TRAINING_OPERATOR_CERT_DIR/"
+  for f in tls.crt tls.key ca.crt; do
+    cmp -s "$tpki/$f" "$TRAINING_OPERATOR_CERT_DIR/$f" || cp "$tpki/$f" "$TRAINING_OPERATOR_CERT_DIR/$f"
+  done
   MY_POD_NAMESPACE=kubeflow start training-operator "$JAXT_BIN/training-operator" \
     --enable-scheme jaxjob \
     --webhook-server-port "$to_webhook_port" --metrics-bind-address 0 \

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -114,17 +115,25 @@ def environ_for(kubeconfig: Path) -> dict:
 def start_run(cluster: Cluster, build_dir: Path, *extra, timeout: int = 120) -> subprocess.Popen:
     """scripts/run.sh in the background (its own --timeout bounds it)."""
     args = [SCRIPTS / "run.sh", "--timeout", timeout, *extra, build_dir]
+    return spawn(cluster, args)
+
+
+def spawn(cluster: Cluster, args: list) -> subprocess.Popen:
+    """A background command in its own process group (so a timeout can end all of it)."""
     return subprocess.Popen([str(a) for a in args], env=cluster.env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def finish(proc: subprocess.Popen, timeout: int = 150) -> tuple[int, str]:
-    """Wait for a background command; its exit code and stdout + stderr."""
+    """Wait for a spawn()ed command; its exit code and stdout + stderr."""
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
+        os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a straggler outside the group still holds the pipes
+            out, err = "", ""
         raise AssertionError(f"{proc.args[0]} did not return in {timeout}s\n{out}\n{err}") from None
     return proc.returncode, out + err
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e_k8s.kube import READY_DELAY, SCRIPTS, check_pods_while_not_ready, finish, prepare, wait_until
+from tests.e2e_k8s.kube import (READY_DELAY, SCRIPTS, check_pods_while_not_ready, finish, prepare, spawn,
+                                wait_until)
 from tests.support.paths import REPO_ROOT
 
 CHART = REPO_ROOT / "charts" / "jax-training"
@@ -43,10 +44,8 @@ def test_helm_install_upgrade_uninstall_twice(cluster, helm, tmp_path):
         prepare(cluster, build, name, f"hosts_count={hosts}", f'annotations={{"{READY_DELAY}": "8s"}}')
         values = build / "release" / "values.json"
 
-        install = subprocess.Popen(
-            [str(a) for a in helm_cmd(helm, cluster, "install", name, CHART, "-f", values,
-                                      "--wait", "--wait-for-jobs", "--timeout", "2m")],
-            env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        install = spawn(cluster, helm_cmd(helm, cluster, "install", name, CHART, "-f", values,
+                                          "--wait", "--wait-for-jobs", "--timeout", "2m"))
         check_pods_while_not_ready(cluster, f"batch.kubernetes.io/job-name={name}", hosts,
                                    lambda i: f"{name}-{i}", subdomain=name, gpu=False)
         code, output = finish(install)

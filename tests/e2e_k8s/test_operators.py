@@ -29,7 +29,15 @@ def test_jaxjob_crd_schema_is_enforced(cluster, build_dir):
     bad.write_text(yaml.safe_dump(doc))
     proc = cluster.kubectl("apply", "--server-side", "--dry-run=server", "-f", bad, check=False)
     assert proc.returncode != 0
-    assert "replicas" in proc.stderr and "integer" in proc.stderr
+    assert "spec.jaxReplicaSpecs.Worker.replicas" in proc.stderr
+    # and a field the CRD does not define is refused under strict validation
+    doc["spec"]["jaxReplicaSpecs"]["Worker"]["replicas"] = 2
+    doc["spec"]["jaxReplicaSpecs"]["Worker"]["replicaz"] = 2
+    bad.write_text(yaml.safe_dump(doc))
+    proc = cluster.kubectl("apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", bad,
+                           check=False)
+    assert proc.returncode != 0
+    assert ".spec.jaxReplicaSpecs.Worker.replicaz: field not declared in schema" in proc.stderr
 
 
 @pytest.mark.timeout(300)
