@@ -1,0 +1,30 @@
+"""scripts/run.sh --local: the same build folder, run as local JAX processes (no cluster needed)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests.e2e_k8s.kube import SCRIPTS
+from tests.support.paths import EXAMPLES_DIR, MNIST_DIR
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_run_local_trains_the_prepared_variables(tmp_path):
+    build = tmp_path / "build"
+    prepare = subprocess.run(
+        [str(SCRIPTS / "prepare.sh"), str(EXAMPLES_DIR / "seed.json"), "-o", str(build),
+         "--set", "name=e2e-local", "--set", "local_device_count=1", "--set", "training.epochs=1",
+         "--set", f"data.mirror={MNIST_DIR.as_uri()}/"],
+        capture_output=True, text=True, timeout=60)
+    assert prepare.returncode == 0, prepare.stderr
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([str(SCRIPTS / "run.sh"), "--local", str(build)], capture_output=True,
+                          text=True, timeout=540, env=env, start_new_session=True)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    for rank in (0, 1):  # hosts_count 2 from seed.json: two processes, each finished training
+        assert f"Rank {rank}: training completed." in output
