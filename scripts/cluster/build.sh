@@ -28,8 +28,12 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-command -v go >/dev/null || die "go is required (https://go.dev/dl/)"
 cluster_dir="$JAXT_ROOT/scripts/cluster"
+
+# One build at a time per cache (concurrent runs would share the .tmp directories).
+mkdir -p "$JAXT_CACHE/tools"
+exec 9>"$JAXT_CACHE/tools/.cluster-build.lock"
+flock 9
 
 # go_wrapper NAME MODULE_DIR VERSION LDFLAGS BIN=PKG...
 # Builds the main packages PKG of the wrapper module MODULE_DIR in one `go build` into
@@ -47,9 +51,10 @@ go_wrapper() {
     [ -x "$dir/${spec%%=*}" ] || missing=true
   done
   if $missing; then
+    command -v go >/dev/null || die "go is required to build $name (https://go.dev/dl/)"
     log "building $name $version (cached in $dir; a cold build takes minutes)"
     rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
-    (cd "$moddir" && CGO_ENABLED=0 GOFLAGS=-mod=mod nice go build -trimpath \
+    (cd "$moddir" && CGO_ENABLED=0 GOFLAGS=-mod=readonly nice go build -trimpath \
         -ldflags "-s -w $ldflags" -o "$dir.tmp/" "${pkgs[@]}") || die "building $name $version failed"
     for spec in "$@"; do
       local built="$dir.tmp/$(go_bin_name "${spec#*=}")"
