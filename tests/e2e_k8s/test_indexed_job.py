@@ -102,3 +102,31 @@ def test_lifecycle_scripts_reject_bad_usage(cluster, tmp_path):
                         SCRIPTS.parent / "variables" / "examples" / "seed.json"], check=False, timeout=30)
     assert proc.returncode == 2 and "hosts_count" in proc.stderr
     assert not (tmp_path / "b").exists()
+
+
+def test_scripts_honour_kubeconfig_context_and_namespace(cluster, tmp_path, build_dir):
+    """No KUBECONFIG in the environment and no ~/.kube/config: only the options say where to go."""
+    env = {k: v for k, v in cluster.env.items() if k != "KUBECONFIG"}
+    env["HOME"] = str(tmp_path)
+    where = ["--kubeconfig", str(cluster.kubeconfig), "--context", "jaxt-e2e"]
+
+    def script(*args):
+        return subprocess.run([str(SCRIPTS / args[0]), *map(str, args[1:])], env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    proc = script("clean.sh", *where, "--namespace", "kube-system", "--name", "absent")
+    assert proc.returncode == 0, proc.stderr
+    assert "in namespace kube-system" in proc.stderr
+    proc = script("clean.sh", "--kubeconfig", cluster.kubeconfig, "--context", "no-such-context",
+                  "--name", "absent")
+    assert proc.returncode != 0
+    prepare(cluster, build_dir, "e2e-options")
+    proc = script("run.sh", *where, "--no-logs", "--timeout", "60", build_dir)
+    try:
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        assert script("clean.sh", *where, build_dir).returncode == 0
+    # a namespace that contradicts the rendered objects is refused before anything is created
+    proc = script("run.sh", *where, "--namespace", "kube-system", "--timeout", "10", build_dir)
+    assert proc.returncode != 0 and "namespace" in proc.stderr
+    assert cluster.release_objects("e2e-options") == []
