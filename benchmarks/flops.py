@@ -94,8 +94,7 @@ def main(argv=None) -> int:
     shapes = [((batch, n_in), (n_in, n_out)) for n_in, n_out in zip(sizes[:-1], sizes[1:])]  # x @ W
     shapes += [((n_in, batch), (batch, n_out)) for n_in, n_out in zip(sizes[:-1], sizes[1:])]  # xᵀ @ dy
     shapes += [((batch, n_out), (n_out, n_in)) for n_in, n_out in zip(sizes[1:-1], sizes[2:])]  # dy @ Wᵀ
-    operands = [(jax.device_put(rng.standard_normal(a, np.float32)), jax.device_put(rng.standard_normal(b, np.float32)))
-                for a, b in shapes]
+    operands = [tuple(jax.device_put(rng.standard_normal(shape, np.float32)) for shape in pair) for pair in shapes]
     all_matmuls = jax.jit(lambda ops: [a @ b for a, b in ops])
 
     def run_step_matmuls(count):
@@ -131,13 +130,13 @@ def main(argv=None) -> int:
 
     device_images = jax.device_put(images)
     device_labels = jax.device_put(labels)
-    gather = jax.jit(lambda idx: (device_images[idx].astype(jnp.float32) / 255.0, device_labels[idx]))
+    gather = jax.jit(lambda images, labels, idx: (images[idx].astype(jnp.float32) / 255.0, labels[idx]))
 
     def run_device_data(count):
         state = trainer_state[0]
         for i in range(count):
             start = (i % steps_per_epoch) * batch
-            x, y = gather(perm[start:start + batch])
+            x, y = gather(device_images, device_labels, perm[start:start + batch])
             state, loss, _ = strategy.step(state, x, y)
         jax.block_until_ready((state, loss))
         trainer_state[0] = state
@@ -177,9 +176,8 @@ def main(argv=None) -> int:
         xla_flops = xla_bytes = None
 
     loops = {f"matmul_{n}": f for n, f in matmuls.items()}
-    loops.update(step_matmuls=run_step_matmuls, trainer=run_trainer, device_only=run_device_only, grads_only=run_grads_only,
-                 device_data=run_device_data,
-                 baseline=run_baseline)
+    loops.update(step_matmuls=run_step_matmuls, trainer=run_trainer, device_only=run_device_only,
+                 grads_only=run_grads_only, device_data=run_device_data, baseline=run_baseline)
     for fn in loops.values():  # compile and warm up
         fn(2)
     counts = {name: _calibrate(fn, args.block_seconds) for name, fn in loops.items()}
@@ -191,8 +189,7 @@ def main(argv=None) -> int:
     step_flops = flopcount.step_flops(batch)
     flops_of = {f"matmul_{n}": 2 * n**3 for n in MATMUL_SIZES}
     result = {"batch_size": batch, "repeats": args.repeats, "step_flops_analytic": step_flops,
-              "step_flops_xla": xla_flops,
-              "step_bytes_accessed_xla": xla_bytes, "calls_per_block": counts, "loops": {}}
+              "step_flops_xla": xla_flops, "step_bytes_accessed_xla": xla_bytes, "calls_per_block": counts, "loops": {}}
     for name, samples in seconds.items():
         work = flops_of.get(name, step_flops)
         rates = [work / s for s in samples]

@@ -51,7 +51,8 @@ def rows(result: dict) -> list[tuple[str, str, str, str]]:
             f"not reached (best {_fmt(a['best_test_accuracy'])})"
 
     return [
-        ("images/s per epoch after compile (1x1)", _fmt(ips["trainer"]), _fmt(ips["baseline"]), _fmt(ips["vs_baseline"])),
+        ("images/s per epoch after compile (1x1)", _fmt(ips["trainer"]), _fmt(ips["baseline"]),
+         _fmt(ips["vs_baseline"])),
         ("training-step FLOP/s (1x1, batch 128)", _fmt(fl["trainer_flops_per_second"], "FLOP/s"),
          _fmt(fl["baseline_flops_per_second"], "FLOP/s"), _fmt(fl["vs_baseline"])),
         ("  fp32 matmul FLOP/s (roofline, same run)", _fmt(fl["roofline_flops_per_second"], "FLOP/s"), "", ""),
