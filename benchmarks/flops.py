@@ -7,8 +7,10 @@ so that they share the machine's momentary load:
   matmul_<n>     jit(a @ b) on n×n fp32 matrices already on the device (the roofline)
   step_matmuls   only the 8 matmuls of one step (forward, weight and input gradients) at their
                  batch-128 shapes: the best the step's own shapes get from XLA's matmul
-  trainer        the trainer's step (trainer.strategies, pmap strategy, the trainer's optimizer), fed
-                 one host batch per step as trainer/train.py does, dispatched without waiting
+  trainer        the trainer's training path (trainer.strategies, pmap strategy, the trainer's
+                 optimizer) as trainer/train.py drives it: `strategy.run` over chunks of its default
+                 steps per dispatch on the device-resident training set when the strategy has it,
+                 else `strategy.step` on one host batch per step, dispatched without waiting
   device_only    the same step on a batch already on the device: the compute-only bound
   grads_only     forward and backward on that batch without the optimizer update (its share of
                  the step is the update's cost)
@@ -32,6 +34,14 @@ from benchmarks import flopcount
 from benchmarks.procs import MNIST_DIR
 
 MATMUL_SIZES = (1024, 2048)
+
+
+def _steps_per_dispatch() -> int:
+    """The trainer's default number of steps per device dispatch, capped by its log interval."""
+    from trainer.train import TrainConfig
+
+    cfg = TrainConfig()
+    return max(1, min(getattr(cfg, "steps_per_dispatch", 1), cfg.log_every))
 
 
 def _timed(fn, count: int) -> float:
@@ -110,13 +120,26 @@ def main(argv=None) -> int:
     strategy = make_strategy("pmap", optimizer, 1, 1, params)
     trainer_state = [strategy.put_state(host_state)]
 
-    def run_trainer(count):
-        state = trainer_state[0]
-        for i in range(count):
-            x, y = host_batch(i)
-            state, loss, _ = strategy.step(state, x, y)
-        jax.block_until_ready((state, loss))
-        trainer_state[0] = state
+    if hasattr(strategy, "run"):  # the trainer's loop: device-resident data, chunks of steps per dispatch
+        train_data = strategy.put_data(images, labels)
+        chunk = _steps_per_dispatch()
+
+        def run_trainer(count):
+            state = trainer_state[0]
+            for first in range(0, count, chunk):
+                n = min(chunk, count - first)
+                idx = np.stack([data.local_indices(perm, (first + i) % steps_per_epoch, batch, 0, 1)
+                                for i in range(chunk)]).astype(np.int32)
+                state, _, _ = strategy.run(state, train_data, idx, n)  # returns host losses: waits
+            trainer_state[0] = state
+    else:  # a trainer that feeds one host batch per step without waiting
+        def run_trainer(count):
+            state = trainer_state[0]
+            for i in range(count):
+                x, y = host_batch(i)
+                state, loss, _ = strategy.step(state, x, y)
+            jax.block_until_ready((state, loss))
+            trainer_state[0] = state
 
     x0, y0 = host_batch(0)
     x_dev, y_dev = jax.device_put(x0), jax.device_put(y0)

@@ -57,6 +57,7 @@ def rows(result: dict) -> list[tuple[str, str, str, str]]:
          _fmt(fl["baseline_flops_per_second"], "FLOP/s"), _fmt(fl["vs_baseline"])),
         ("  fp32 matmul FLOP/s (roofline, same run)", _fmt(fl["roofline_flops_per_second"], "FLOP/s"), "", ""),
         ("  step FLOP/s / roofline", _fmt(fl["trainer_over_roofline"]), _fmt(fl["baseline_over_roofline"]), ""),
+        ("  same, best repeat / best repeat", _fmt(fl.get("trainer_over_roofline_best")), "", ""),
         ("  same, batch on device (compute only)", _fmt(fl["device_only_over_roofline"]), "", ""),
         ("  same, data set on device", _fmt(fl["device_data_over_roofline"]), "", ""),
         ("  same, without the optimizer update", _fmt(fl.get("grads_only_over_roofline")), "", ""),
