@@ -7,7 +7,9 @@ test process is killed, by the cluster's own reaper (up.sh --owner-pid) within s
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -26,26 +28,40 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.e2e)
 
 
+def _start(state: Path) -> Path:
+    """scripts/cluster/up.sh; one retry, since a free port picked by up.sh can be taken by another
+    process before the component binds it (the first failure is still printed)."""
+    up = [str(SCRIPTS / "cluster" / "up.sh"), "--state-dir", str(state), "--namespace", NAMESPACE,
+          "--owner-pid", str(os.getpid()), "--max-lifetime", "3600", "--timeout", "120"]
+    for attempt in (1, 2):
+        try:
+            proc = subprocess.run(up, capture_output=True, text=True, timeout=UP_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            _stop(state)
+            pytest.fail(f"scripts/cluster/up.sh did not finish in {UP_TIMEOUT}s\n{exc.stderr}")
+        if proc.returncode == 0:
+            return Path(proc.stdout.strip().splitlines()[-1])
+        message = f"scripts/cluster/up.sh failed ({proc.returncode}, attempt {attempt}):\n{proc.stderr[-6000:]}"
+        if attempt == 2:
+            pytest.fail(message)
+        print(message, file=sys.stderr)
+        shutil.rmtree(state, ignore_errors=True)
+    raise AssertionError("unreachable")
+
+
+def _stop(state: Path) -> None:
+    subprocess.run([str(SCRIPTS / "cluster" / "down.sh"), str(state)], timeout=120, capture_output=True)
+
+
 @pytest.fixture(scope="session")
 def cluster():
     state = Path(tempfile.mkdtemp(prefix="jaxt-e2e-k8s."))
-    up = [str(SCRIPTS / "cluster" / "up.sh"), "--state-dir", str(state), "--namespace", NAMESPACE,
-          "--owner-pid", str(os.getpid()), "--max-lifetime", "3600", "--timeout", "120"]
+    kubeconfig = _start(state)
     try:
-        proc = subprocess.run(up, capture_output=True, text=True, timeout=UP_TIMEOUT)
-    except subprocess.TimeoutExpired as exc:
-        subprocess.run([str(SCRIPTS / "cluster" / "down.sh"), str(state)], timeout=60)
-        pytest.fail(f"scripts/cluster/up.sh did not finish in {UP_TIMEOUT}s\n{exc.stderr}")
-    if proc.returncode != 0:
-        pytest.fail(f"scripts/cluster/up.sh failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
-    kubeconfig = Path(proc.stdout.strip().splitlines()[-1])
-    handle = Cluster(kubeconfig=kubeconfig, namespace=NAMESPACE, state_dir=state,
-                     env=environ_for(kubeconfig))
-    try:
-        yield handle
+        yield Cluster(kubeconfig=kubeconfig, namespace=NAMESPACE, state_dir=state,
+                      env=environ_for(kubeconfig))
     finally:
-        subprocess.run([str(SCRIPTS / "cluster" / "down.sh"), str(state)], timeout=120,
-                       capture_output=True)
+        _stop(state)
 
 
 @pytest.fixture
