@@ -46,7 +46,8 @@ python="$JAXT_VENV/bin/python"
 jaxgen() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$python" -m generator "$@"; }
 
 jaxgen render "$file" "${jaxgen_args[@]}" -o "$out"
-rendered="$(ls "$out" | grep -cE '\.(yaml|json|sbatch)$' || true)"
+rendered=0
+for f in "$out"/*.yaml "$out"/*.json "$out"/*.sbatch; do [ -f "$f" ] && rendered=$((rendered + 1)); done
 
 # The merged variables and the release's identity, beside the manifests.
 PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$python" - "$out" "$file" "${jaxgen_args[@]}" <<'EOF'

@@ -57,7 +57,8 @@ go_wrapper() {
     (cd "$moddir" && CGO_ENABLED=0 GOFLAGS=-mod=readonly nice go build -trimpath \
         -ldflags "-s -w $ldflags" -o "$dir.tmp/" "${pkgs[@]}") || die "building $name $version failed"
     for spec in "$@"; do
-      local built="$dir.tmp/$(go_bin_name "${spec#*=}")"
+      local built
+      built="$dir.tmp/$(go_bin_name "${spec#*=}")"
       [ -x "$built" ] || die "${spec#*=} was not built"
       [ "$built" = "$dir.tmp/${spec%%=*}" ] || mv "$built" "$dir.tmp/${spec%%=*}"
     done

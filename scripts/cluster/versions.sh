@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Versions of the test control plane's binaries. Those built from a wrapper module are read from
 # its go.mod (the single place they are pinned); kwok is a plain `go install`.
 _cluster_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Shared by run.sh and clean.sh: the kubectl connection options and the identity of a release.
 # Source it after common.sh; it defines functions and variables only.
 
