@@ -60,6 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--log-every", type=int, default=100, help="steps between progress log lines")
     t.add_argument("--hidden-sizes", type=_hidden, default=(1024, 1024), help="e.g. 1024,1024")
     t.add_argument("--train-examples", type=int, default=0, help="use the first N training examples (0 = all)")
+    t.add_argument("--steps-per-dispatch", type=int, default=50,
+                   help="training steps run by one device dispatch (a device-side loop)")
+    t.add_argument("--allreduce-dtype", choices=["float32", "bfloat16"], default="float32",
+                   help="precision of the gradient all-reduce (strategy pmap); bfloat16 sends half the bytes")
+    t.add_argument("--cpu-threads", type=int, default=0,
+                   help="XLA CPU threads (0 = this process's share of the CPUs it shares with peers on this host)")
+    t.add_argument("--compilation-cache", metavar="DIR",
+                   help="persistent XLA compilation cache ('' = off; default: $JAX_COMPILATION_CACHE_DIR, "
+                        "else <checkpoint-dir>/xla-cache)")
     t.add_argument("--fault-after-step", type=int, default=0, help=argparse.SUPPRESS)
     _cluster_args(t)
 
@@ -92,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                 metrics_file=args.metrics_file, init_timeout=args.init_timeout,
                 heartbeat_timeout=args.heartbeat_timeout, hidden=args.hidden_sizes,
                 train_examples=args.train_examples, log_every=max(args.log_every, 1),
-                fault_after_step=args.fault_after_step,
+                fault_after_step=args.fault_after_step, steps_per_dispatch=args.steps_per_dispatch,
+                cpu_threads=args.cpu_threads, allreduce_dtype=args.allreduce_dtype,
+                compilation_cache=args.compilation_cache,
             )
             return train(cfg, spec)
         from trainer.query import query

@@ -15,8 +15,6 @@ import os
 import struct
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +49,8 @@ def sha256_of(path: Path) -> str:
 
 
 def _download(url: str, dest: Path, expected: str, attempts: int, log) -> None:
+    import urllib.request  # only when downloading: it pulls in http, email and ssl
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     last_error = None
     for attempt in range(1, attempts + 1):
@@ -66,7 +66,7 @@ def _download(url: str, dest: Path, expected: str, attempts: int, log) -> None:
                 raise DataError(f"{url}: sha256 {actual} != expected {expected}")
             os.replace(tmp, dest)  # atomic: concurrent readers see the old or the full file
             return
-        except (OSError, urllib.error.URLError, DataError) as e:
+        except (OSError, DataError) as e:  # URLError is an OSError
             last_error = e
             if attempt < attempts:
                 log(f"download of {url} failed ({e}); retry {attempt}/{attempts - 1}")
@@ -140,10 +140,15 @@ def steps_per_epoch(num_examples: int, global_batch: int) -> int:
     return num_examples // global_batch
 
 
+def local_indices(perm: np.ndarray, step: int, global_batch: int, process_id: int, num_processes: int) -> np.ndarray:
+    """Training-set indices of this process's slice of global batch `step`."""
+    per_process = global_batch // num_processes
+    start = step * global_batch + process_id * per_process
+    return perm[start:start + per_process]
+
+
 def local_batch(images: np.ndarray, labels: np.ndarray, perm: np.ndarray, step: int, global_batch: int,
                 process_id: int, num_processes: int) -> tuple[np.ndarray, np.ndarray]:
     """This process's slice of global batch `step`: float32 images in [0, 1] and int32 labels."""
-    per_process = global_batch // num_processes
-    start = step * global_batch + process_id * per_process
-    idx = perm[start:start + per_process]
+    idx = local_indices(perm, step, global_batch, process_id, num_processes)
     return images[idx].astype(np.float32) / np.float32(255.0), labels[idx]

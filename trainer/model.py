@@ -16,15 +16,23 @@ def layer_sizes(hidden: tuple[int, ...]) -> list[int]:
 
 
 def init_params(seed: int, hidden: tuple[int, ...] = DEFAULT_HIDDEN) -> dict[str, np.ndarray]:
-    """He-normal weights, zero biases, as host float32 arrays (identical on every process)."""
+    """He-normal weights, zero biases, as host float32 arrays (identical on every process).
+
+    Drawn with NumPy: no XLA program has to be compiled before training starts.
+    """
     sizes = layer_sizes(hidden)
-    keys = jax.random.split(jax.random.PRNGKey(seed), len(sizes) - 1)
+    rng = np.random.default_rng([seed, 0x6D6C70])
     params = {}
-    for i, (key, n_in, n_out) in enumerate(zip(keys, sizes[:-1], sizes[1:])):
-        w = jax.random.normal(key, (n_in, n_out), jnp.float32) * np.float32(np.sqrt(2.0 / n_in))
-        params[f"w{i}"] = np.asarray(w)
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        params[f"w{i}"] = rng.standard_normal((n_in, n_out), np.float32) * np.float32(np.sqrt(2.0 / n_in))
         params[f"b{i}"] = np.zeros((n_out,), np.float32)
     return params
+
+
+def init_opt_state(optimizer: optax.GradientTransformation, params):
+    """optimizer.init(params) as host arrays, without compiling an XLA program: the shapes come
+    from tracing, the values are zeros (sgd, adam and adamw start from zeros; a test checks it)."""
+    return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), jax.eval_shape(optimizer.init, params))
 
 
 def num_layers(params) -> int:

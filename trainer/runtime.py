@@ -3,6 +3,8 @@ device-count check. jax is imported here, after the CPU device count has been de
 
 from __future__ import annotations
 
+import math
+import os
 import socket
 import time
 
@@ -49,9 +51,73 @@ def wait_for_coordinator(address: str, timeout: float, log) -> float:
             time.sleep(min(0.5, max(remaining - 0.01, 0)))
 
 
-def initialize(spec: ClusterSpec, platform: str, init_timeout: float, heartbeat_timeout: int, log):
+def cpu_budget() -> int:
+    """CPUs this process may run on: its affinity mask, capped by a cgroup CPU quota (a Kubernetes
+    CPU limit does not shrink the affinity mask)."""
+    cpus = len(os.sched_getaffinity(0))
+    quota = None
+    try:  # cgroup v2: "max 100000" or "<quota> <period>"
+        limit, period = open("/sys/fs/cgroup/cpu.max").read().split()
+        quota = None if limit == "max" else int(limit) / int(period)
+    except (OSError, ValueError):
+        try:  # cgroup v1
+            limit = int(open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read())
+            quota = limit / int(open("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read()) if limit > 0 else None
+        except (OSError, ValueError):
+            pass
+    return max(1, min(cpus, math.ceil(quota))) if quota else cpus
+
+
+def local_sharers(spec: ClusterSpec, timeout: float) -> int:
+    """How many processes of this job (this one included) run on this host on overlapping CPUs,
+    learnt through the coordinator's key-value store before the CPU backend exists."""
+    if not spec.distributed:
+        return 1
+    from jax._src import distributed  # the key-value store has no public API in jax 0.10
+
+    client = distributed.global_state.client
+    cpus = os.sched_getaffinity(0)
+    client.key_value_set(f"jax_training/cpus/{spec.process_id}",
+                         f"{socket.gethostname()} {','.join(map(str, sorted(cpus)))}")
+    client.wait_at_barrier("jax_training/cpus", int(timeout * 1000))
+    sharers = 0
+    for _, value in client.key_value_dir_get("jax_training/cpus/"):
+        host, _, theirs = value.partition(" ")
+        sharers += host == socket.gethostname() and bool(cpus & {int(c) for c in theirs.split(",")})
+    return max(sharers, 1)
+
+
+def size_cpu_threads(spec: ClusterSpec, requested: int, timeout: float, log) -> None:
+    """Size XLA's CPU thread pools (PJRT_NPROC, read when the CPU backend is created): `requested`,
+    or this process's share of the CPUs it shares with other processes of the job. Processes
+    that each spawn a thread per core on a shared machine slow each other down."""
+    if not requested and ("PJRT_NPROC" in os.environ or "NPROC" in os.environ):
+        return  # set by the user or the launcher
+    threads = requested
+    if not threads:
+        budget, sharers = cpu_budget(), local_sharers(spec, timeout)
+        # Several local devices each need a thread to meet in their collectives.
+        threads = max(budget // sharers, spec.local_device_count or 1, 1)
+        if sharers > 1:
+            log(f"{sharers} processes share this host's {budget} CPUs: {threads} XLA CPU threads each")
+    os.environ["PJRT_NPROC"] = str(threads)
+
+
+def enable_compilation_cache(jax, directory: str, log) -> None:
+    """Keep compiled programs in `directory` (written by process 0, read by all): a restarted or
+    repeated run skips XLA compilation. Every program is kept, however fast it compiled."""
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    log(f"compilation cache: {directory}")
+
+
+def initialize(spec: ClusterSpec, platform: str, init_timeout: float, heartbeat_timeout: int, log,
+               cpu_threads: int = 0, compilation_cache: str | None = None):
     """Configure and initialise JAX for `spec`; return the jax module."""
     jax = configure_platform(platform, spec.local_device_count)
+    if compilation_cache:
+        enable_compilation_cache(jax, compilation_cache, log)
     if spec.distributed:
         timeout = init_timeout
         if spec.process_id != 0:
@@ -68,7 +134,9 @@ def initialize(spec: ClusterSpec, platform: str, init_timeout: float, heartbeat_
             initialization_timeout=max(int(timeout), 1),
             heartbeat_timeout_seconds=int(heartbeat_timeout),
         )
-    check_devices(jax, spec)
+    if platform == "cpu":
+        size_cpu_threads(spec, cpu_threads, init_timeout, log)
+    check_devices(jax, spec)  # creates the backend
     return jax
 
 

@@ -3,11 +3,20 @@
 Both average gradients over the global batch (never sum them), so the result does not depend on
 how the batch is split over processes and devices. State is moved in and out as host NumPy trees
 (params, opt_state), which is what checkpoints store.
+
+Training runs in chunks (`run`): the training set stays on the device as uint8, and one dispatch
+runs up to `chunk` steps in a device loop whose trip count is an argument, so chunks of any length
+share one compiled program (and give the same bits however a run is cut into chunks). Per step the
+loop gathers its batch from the (chunk, batch) int32 indices sent with the dispatch; the state's
+buffers are donated to the dispatch that replaces them.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.experimental import multihost_utils
@@ -28,32 +37,83 @@ def _replica(x) -> np.ndarray:
     return np.asarray(x.addressable_data(0))[0]
 
 
+def _update(optimizer, params, opt_state, grads):
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
+def _batch(images, labels, idx):
+    """Gather a batch from the device-resident uint8 data set, scaled as data.local_batch does."""
+    x = jnp.take(images, idx, axis=0, mode="clip").astype(jnp.float32) / jnp.float32(255.0)
+    return x, jnp.take(labels, idx, axis=0, mode="clip")
+
+
+def _chunk_loop(step, state, images, labels, idx, count, constrain=lambda x: x):
+    """Run `step` on the batches idx[0], ..., idx[count - 1]; per-step losses and correct counts
+    come back in (chunk,) arrays (entries from `count` on are zero)."""
+    chunk = idx.shape[0]
+
+    def body(i, carry):
+        state, losses, corrects = carry
+        x, y = _batch(images, labels, idx[i])
+        state, loss, correct = step(state, constrain(x), constrain(y))
+        return state, losses.at[i].set(loss), corrects.at[i].set(correct)
+
+    init = (state, jnp.zeros((chunk,), jnp.float32), jnp.zeros((chunk,), jnp.int32))
+    return jax.lax.fori_loop(0, count, body, init)
+
+
 class PmapStrategy:
     name = "pmap"
 
-    def __init__(self, optimizer: optax.GradientTransformation, local_devices: int):
+    def __init__(self, optimizer: optax.GradientTransformation, local_devices: int,
+                 allreduce_dtype: str = "float32"):
         self.local_devices = local_devices
+        reduced = jnp.dtype(allreduce_dtype)
+
+        def mean_grads(grads):
+            if reduced == jnp.float32:
+                return jax.lax.pmean(grads, AXIS)  # average: equal shards -> the global-batch gradient
+            # Divide in float32, send `reduced` (half the bytes for bfloat16), sum, widen again.
+            n = jax.lax.psum(1, AXIS)
+            return jax.tree.map(lambda g: jax.lax.psum((g / n).astype(reduced), AXIS).astype(g.dtype), grads)
 
         def step(state, x, y):
             params, opt_state = state
             (loss, correct), grads = jax.value_and_grad(loss_and_correct, has_aux=True)(params, x, y)
-            grads = jax.lax.pmean(grads, AXIS)  # average: equal shards -> the global-batch gradient
-            loss = jax.lax.pmean(loss, AXIS)
-            correct = jax.lax.psum(correct, AXIS)
-            updates, opt_state = optimizer.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state), loss, correct
+            params, opt_state = _update(optimizer, params, opt_state, mean_grads(grads))
+            return (params, opt_state), jax.lax.pmean(loss, AXIS), jax.lax.psum(correct, AXIS)
 
         self._step = jax.pmap(step, axis_name=AXIS, donate_argnums=0)
-        self._replicate = jax.pmap(lambda t: t)
+        self._run = jax.pmap(partial(_chunk_loop, step), axis_name=AXIS, in_axes=(0, 0, 0, 0, None),
+                             donate_argnums=0)
+        # Same axis name as the steps: their outputs then match the inputs, and nothing is compiled twice.
+        self._replicate = jax.pmap(lambda t: t, axis_name=AXIS)
+
+    def _put_replicated(self, tree):
+        return self._replicate(jax.tree.map(lambda x: np.broadcast_to(x, (self.local_devices, *np.shape(x))), tree))
 
     def put_state(self, host_state):
-        stacked = jax.tree.map(lambda x: np.broadcast_to(x, (self.local_devices, *np.shape(x))), host_state)
-        return self._replicate(stacked)
+        return self._put_replicated(host_state)
 
     def get_state(self, state):
         return jax.tree.map(_replica, state)
 
+    def put_data(self, images: np.ndarray, labels: np.ndarray):
+        """The training set on every local device (each process holds all of it)."""
+        return self._put_replicated((images, labels))
+
+    def run(self, state, data, idx: np.ndarray, count: int):
+        """Steps on this process's batches idx[:count] (idx: (chunk, local batch) int32); returns
+        (state, losses, corrects) with host (count,) arrays of the global loss and correct count."""
+        n, (chunk, local_batch) = self.local_devices, idx.shape
+        # Device d takes the d-th contiguous part of each local batch, as `step` does.
+        per_device = idx.reshape(chunk, n, local_batch // n).transpose(1, 0, 2)
+        state, losses, corrects = self._run(state, *data, per_device, np.int32(count))
+        return state, _replica(losses)[:count], _replica(corrects)[:count]
+
     def step(self, state, x, y):
+        """One step on a host batch (x: (local batch, 784) float32)."""
         n = self.local_devices
         x = x.reshape(n, x.shape[0] // n, *x.shape[1:])
         y = y.reshape(n, y.shape[0] // n)
@@ -74,6 +134,7 @@ class ShardedStrategy:
         mp = model_parallelism
         self.mesh = Mesh(np.array(devices).reshape(len(devices) // mp, mp), ("data", "model"))
         self.batch_sharding = NamedSharding(self.mesh, P("data"))
+        self.chunk_sharding = NamedSharding(self.mesh, P(None, "data"))  # (chunk, global batch) indices
         self.replicated = NamedSharding(self.mesh, P())
         self.param_specs = {}
         for i in range(num_layers_):
@@ -82,7 +143,7 @@ class ShardedStrategy:
             self.param_specs[f"w{i}"] = P("model", None) if last else P(None, "model")
             self.param_specs[f"b{i}"] = P() if last else P("model")
         self.optimizer = optimizer
-        self._jit_step = None
+        self._jit_step = self._jit_run = None
 
     def _sharding_for(self, path) -> NamedSharding:
         # Optimizer state mirrors the params tree (momentum, mu, nu): reuse the param's spec.
@@ -92,6 +153,11 @@ class ShardedStrategy:
                 return NamedSharding(self.mesh, self.param_specs[key])
         return self.replicated
 
+    def _train_step(self, state, x, y):
+        params, opt_state = state
+        (loss, correct), grads = jax.value_and_grad(loss_and_correct, has_aux=True)(params, x, y)
+        return _update(self.optimizer, params, opt_state, grads), loss, correct
+
     def put_state(self, host_state):
         self.state_shardings = jax.tree_util.tree_map_with_path(lambda p, _: self._sharding_for(p), host_state)
         state = jax.tree.map(
@@ -99,19 +165,11 @@ class ShardedStrategy:
             host_state, self.state_shardings,
         )
         if self._jit_step is None:
-            optimizer = self.optimizer
-
-            def step(state, x, y):
-                params, opt_state = state
-                (loss, correct), grads = jax.value_and_grad(loss_and_correct, has_aux=True)(params, x, y)
-                updates, opt_state = optimizer.update(grads, opt_state, params)
-                return (optax.apply_updates(params, updates), opt_state), loss, correct
-
-            self._jit_step = jax.jit(
-                step,
-                out_shardings=(self.state_shardings, self.replicated, self.replicated),
-                donate_argnums=0,
-            )
+            out = (self.state_shardings, self.replicated, self.replicated)
+            self._jit_step = jax.jit(self._train_step, out_shardings=out, donate_argnums=0)
+            constrain = partial(jax.lax.with_sharding_constraint, shardings=self.batch_sharding)
+            self._jit_run = jax.jit(partial(_chunk_loop, self._train_step, constrain=constrain),
+                                    out_shardings=out, donate_argnums=0)
         return state
 
     def get_state(self, state):
@@ -124,6 +182,17 @@ class ShardedStrategy:
                 out.append(np.asarray(multihost_utils.process_allgather(leaf, tiled=True)))
         return jax.tree.unflatten(treedef, out)
 
+    def put_data(self, images: np.ndarray, labels: np.ndarray):
+        """The training set replicated over the mesh (each process holds all of it)."""
+        return tuple(jax.make_array_from_callback(a.shape, self.replicated, lambda idx, a=a: a[idx])
+                     for a in (images, labels))
+
+    def run(self, state, data, idx: np.ndarray, count: int):
+        """As PmapStrategy.run; idx holds this process's part of each global batch."""
+        gidx = jax.make_array_from_process_local_data(self.chunk_sharding, idx)
+        state, losses, corrects = self._jit_run(state, *data, gidx, np.int32(count))
+        return state, _host(losses)[:count], _host(corrects)[:count]
+
     def step(self, state, x, y):
         gx = jax.make_array_from_process_local_data(self.batch_sharding, x)
         gy = jax.make_array_from_process_local_data(self.batch_sharding, y)
@@ -134,10 +203,13 @@ class ShardedStrategy:
         return float(_host(value))
 
 
-def make_strategy(name: str, optimizer, local_devices: int, model_parallelism: int, params_template):
+def make_strategy(name: str, optimizer, local_devices: int, model_parallelism: int, params_template,
+                  allreduce_dtype: str = "float32"):
     if name == "pmap":
-        return PmapStrategy(optimizer, local_devices)
+        return PmapStrategy(optimizer, local_devices, allreduce_dtype)
     if name == "sharded":
+        if allreduce_dtype != "float32":
+            raise ValueError("a reduced-precision gradient all-reduce needs --strategy pmap")
         return ShardedStrategy(optimizer, model_parallelism, num_layers(params_template))
     raise ValueError(f"unknown strategy {name!r}")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,10 @@ class TrainConfig:
     train_examples: int = 0  # 0 = the whole training set
     log_every: int = 100
     fault_after_step: int = 0  # test hook: SIGKILL this process after that global step
+    steps_per_dispatch: int = 50  # training steps per device dispatch (a device-side loop)
+    allreduce_dtype: str = "float32"  # gradient all-reduce precision (pmap); bfloat16 halves its bytes
+    cpu_threads: int = 0  # XLA CPU threads; 0 = this process's share of the host's CPUs
+    compilation_cache: str | None = None  # None: $JAX_COMPILATION_CACHE_DIR, else <checkpoint_dir>/xla-cache; "" = off
 
     def fingerprint(self) -> dict:
         """What a checkpoint's state depends on; resuming under other values would be wrong."""
@@ -61,6 +66,10 @@ def check_config(cfg: TrainConfig) -> None:
         (cfg.init_timeout > 0, f"--init-timeout {cfg.init_timeout} must be > 0"),
         (cfg.heartbeat_timeout >= 1, f"--heartbeat-timeout {cfg.heartbeat_timeout} must be >= 1"),
         (cfg.model_parallelism >= 1, f"--model-parallelism {cfg.model_parallelism} must be >= 1"),
+        (cfg.steps_per_dispatch >= 1, f"--steps-per-dispatch {cfg.steps_per_dispatch} must be >= 1"),
+        (cfg.cpu_threads >= 0, f"--cpu-threads {cfg.cpu_threads} must be >= 0"),
+        (cfg.allreduce_dtype == "float32" or cfg.strategy == "pmap",
+         f"--allreduce-dtype {cfg.allreduce_dtype} needs --strategy pmap"),
         (cfg.model_parallelism == 1 or cfg.strategy == "sharded", "--model-parallelism > 1 needs --strategy sharded"),
         (all(h % cfg.model_parallelism == 0 for h in cfg.hidden),
          f"--model-parallelism {cfg.model_parallelism} must divide the hidden sizes {list(cfg.hidden)}"),
@@ -85,6 +94,16 @@ def check_layout(cfg: TrainConfig, spec: ClusterSpec, local_devices: int, num_ex
         raise ConfigError(f"--batch-size {cfg.batch_size} exceeds the {num_examples} training examples")
 
 
+def compilation_cache_dir(cfg: TrainConfig) -> str | None:
+    """--compilation-cache, else $JAX_COMPILATION_CACHE_DIR (which jax reads itself), else a
+    directory under the checkpoint dir, which survives restarts with the checkpoints."""
+    if cfg.compilation_cache is not None:
+        return cfg.compilation_cache or None
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return os.environ["JAX_COMPILATION_CACHE_DIR"]
+    return os.path.join(cfg.checkpoint_dir, "xla-cache") if cfg.checkpoint_dir else None
+
+
 def _restore(cfg, spec, host_state, jax, log):
     """(start_step, host_state): process 0 reads its newest checkpoint and broadcasts it to all."""
     leaves, treedef = jax.tree.flatten(host_state)
@@ -97,8 +116,11 @@ def _restore(cfg, spec, host_state, jax, log):
     if spec.distributed:
         from jax.experimental import multihost_utils
 
-        step, leaves = multihost_utils.broadcast_one_to_all((np.int32(step), leaves))
-        step, leaves = int(step), [np.asarray(x) for x in leaves]
+        # The step first: a fresh run (step 0) starts everywhere from the same seeded state, so the
+        # state itself is only sent when there is a checkpoint.
+        step = int(multihost_utils.broadcast_one_to_all(np.int32(step)))
+        if step:
+            leaves = [np.asarray(x) for x in multihost_utils.broadcast_one_to_all(leaves)]
     if step:
         log(f"resuming from the checkpoint of step {step}")
     return step, jax.tree.unflatten(treedef, leaves)
@@ -112,6 +134,19 @@ def _save(cfg, spec, strategy, state, step, jax, log):
                                [jax.tree_util.keystr(p) for p, _ in paths_leaves])
         log(f"checkpoint saved at step {step}: {path}")
     return host_state
+
+
+def _chunk_end(cfg: TrainConfig, s: int, spe: int, epoch_start: int, chunk: int) -> int:
+    """Where the chunk starting at batch `s` of an epoch ends: after `chunk` steps at most, and at
+    the next log line, checkpoint, fault injection or the end of the epoch (all need that step's
+    results on the host)."""
+    end = min(s + chunk, spe, (s // cfg.log_every + 1) * cfg.log_every)
+    step = epoch_start + s
+    if cfg.checkpoint_every:
+        end = min(end, (step // cfg.checkpoint_every + 1) * cfg.checkpoint_every - epoch_start)
+    if step < cfg.fault_after_step:
+        end = min(end, cfg.fault_after_step - epoch_start)
+    return end
 
 
 def _test_accuracy(jax, spec, params, dataset) -> float:
@@ -132,7 +167,13 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     log = Logger(spec.process_id)
     check_config(cfg)
     log(f"cluster: {spec.describe()}")
-    dataset = data.load_mnist(cfg.data_dir, cfg.download, cfg.mirror, log)
+    # Read and decompress the data set (zlib and hashlib release the GIL) while jax is imported.
+    with ThreadPoolExecutor(1) as pool:
+        loading = pool.submit(data.load_mnist, cfg.data_dir, cfg.download, cfg.mirror, log)
+        import jax  # noqa: F401  (the backend is created later, in runtime.initialize)
+
+        from trainer import model, strategies  # noqa: F401
+        dataset = loading.result()
     if cfg.train_examples:
         dataset.train_images = dataset.train_images[: cfg.train_examples]
         dataset.train_labels = dataset.train_labels[: cfg.train_examples]
@@ -140,7 +181,8 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
 
     from trainer import runtime
 
-    jax = runtime.initialize(spec, cfg.platform, cfg.init_timeout, cfg.heartbeat_timeout, log)
+    jax = runtime.initialize(spec, cfg.platform, cfg.init_timeout, cfg.heartbeat_timeout, log, cfg.cpu_threads,
+                             compilation_cache_dir(cfg))
     local_devices = jax.local_device_count()
     check_layout(cfg, spec, local_devices, num_examples)
     log(f"{local_devices} local devices, {jax.device_count()} global devices, strategy {cfg.strategy}")
@@ -152,19 +194,23 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     total = cfg.epochs * spe
     optimizer = model.make_optimizer(cfg.optimizer, cfg.learning_rate, cfg.momentum, total, cfg.lr_schedule)
     params = model.init_params(cfg.seed, tuple(cfg.hidden))
-    host_state = (params, jax.tree.map(np.asarray, optimizer.init(params)))
+    host_state = (params, model.init_opt_state(optimizer, params))
     step, host_state = _restore(cfg, spec, host_state, jax, log)
-    strategy = make_strategy(cfg.strategy, optimizer, local_devices, cfg.model_parallelism, params)
+    strategy = make_strategy(cfg.strategy, optimizer, local_devices, cfg.model_parallelism, params,
+                             cfg.allreduce_dtype)
     state = strategy.put_state(host_state)
+    train_data = strategy.put_data(dataset.train_images, dataset.train_labels)
 
     rank0 = spec.process_id == 0
     metrics_path = cfg.metrics_file or (os.path.join(cfg.checkpoint_dir, "metrics.jsonl") if cfg.checkpoint_dir else None)
     metrics = MetricsFile(metrics_path if rank0 else None)
-    # Several local CPU devices deadlock the all-reduce unless every step is waited for (jax 0.10).
-    block_each_step = cfg.platform == "cpu" and local_devices > 1
     metrics.write({"event": "start", "step": step, "total_steps": total, "processes": spec.num_processes,
                    "local_devices": local_devices, "strategy": cfg.strategy, "batch_size": cfg.batch_size})
 
+    # Every chunk is waited for (its losses are read back): several local CPU devices deadlock the
+    # all-reduce otherwise (jax 0.10), and a log line or checkpoint needs its step done anyway.
+    chunk = min(cfg.steps_per_dispatch, cfg.log_every, spe)
+    indices = np.zeros((chunk, cfg.batch_size // spec.num_processes), np.int32)
     saved_step = step
     for epoch in range(step // spe, cfg.epochs):
         perm = data.epoch_permutation(num_examples, cfg.seed, epoch)
@@ -172,22 +218,22 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
         losses, corrects = [], []
         bar = progress(spe - first, f"epoch {epoch + 1}/{cfg.epochs}", rank0)
         started = time.perf_counter()
-        for s in range(first, spe):
-            x, y = data.local_batch(dataset.train_images, dataset.train_labels, perm, s, cfg.batch_size,
-                                    spec.process_id, spec.num_processes)
-            state, loss, correct = strategy.step(state, x, y)
-            if block_each_step:
-                jax.block_until_ready(loss)
-            losses.append(loss)
-            corrects.append(correct)
-            step += 1
+        s = first
+        while s < spe:
+            end = _chunk_end(cfg, s, spe, epoch * spe, chunk)
+            for i in range(s, end):
+                indices[i - s] = data.local_indices(perm, i, cfg.batch_size, spec.process_id, spec.num_processes)
+            state, chunk_losses, chunk_corrects = strategy.run(state, train_data, indices, end - s)
+            losses.extend(chunk_losses.tolist())
+            corrects.extend(chunk_corrects.tolist())
+            step += end - s
+            s = end
             if bar is not None:
-                bar.update(1)
-            if (s + 1) % cfg.log_every == 0 or s + 1 == spe:
-                value = strategy.scalar(loss)
+                bar.update(len(chunk_losses))
+            if s % cfg.log_every == 0 or s == spe:
                 if bar is None:
-                    log(f"epoch {epoch + 1}/{cfg.epochs}, batch {s + 1}/{spe}, loss={value:.4f}")
-                metrics.write({"event": "step", "epoch": epoch + 1, "step": step, "loss": value})
+                    log(f"epoch {epoch + 1}/{cfg.epochs}, batch {s}/{spe}, loss={losses[-1]:.4f}")
+                metrics.write({"event": "step", "epoch": epoch + 1, "step": step, "loss": losses[-1]})
             if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < total:
                 _save(cfg, spec, strategy, state, step, jax, log)
                 saved_step = step
@@ -197,8 +243,8 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
         if bar is not None:
             bar.close()
         seconds = time.perf_counter() - started
-        epoch_loss = float(np.mean([strategy.scalar(v) for v in losses]))
-        train_acc = sum(strategy.scalar(c) for c in corrects) / (len(corrects) * cfg.batch_size)
+        epoch_loss = float(np.mean(losses))
+        train_acc = sum(corrects) / (len(corrects) * cfg.batch_size)
         params_host = strategy.get_state(state)[0]
         test_acc = _test_accuracy(jax, spec, params_host, dataset)
         log(f"epoch {epoch + 1}/{cfg.epochs}, average epoch loss={epoch_loss:.4f}")

@@ -1,0 +1,90 @@
+"""The speed options change nothing in the maths: chunked dispatch, the compilation cache, CPU
+thread sizing; the bfloat16 all-reduce stays close to float32."""
+
+import os
+
+import numpy as np
+import pytest
+
+from tests.trainer.procs import run_cluster, small_train_args, start, trainer_argv, wait_all
+from trainer import checkpoint
+from trainer.metrics import read_metrics
+from trainer.runtime import cpu_budget
+from trainer.train import TrainConfig, _chunk_end
+
+
+def params_of(directory) -> dict[str, np.ndarray]:
+    meta, leaves = checkpoint.read(checkpoint.latest_path(directory))
+    return {name: value for name, value in leaves.items() if name.startswith("[0]")}
+
+
+def chunks(cfg: TrainConfig, spe: int, epoch: int, start: int = 0) -> list[int]:
+    ends, s = [], start
+    while s < spe:
+        s = _chunk_end(cfg, s, spe, epoch * spe, min(cfg.steps_per_dispatch, cfg.log_every, spe))
+        ends.append(s)
+    return ends
+
+
+def test_chunks_end_at_log_lines_checkpoints_faults_and_the_epoch_end():
+    assert chunks(TrainConfig(steps_per_dispatch=50, log_every=100), 468, 0) == [50, 100, 150, 200, 250, 300, 350,
+                                                                                  400, 450, 468]
+    assert chunks(TrainConfig(steps_per_dispatch=8, log_every=100, checkpoint_every=10), 32, 1) == [
+        8, 16, 18, 26, 28, 32]  # global steps 50 and 60 are checkpoints
+    assert chunks(TrainConfig(steps_per_dispatch=8, log_every=5, fault_after_step=45), 32, 1, 10) == [
+        13, 15, 20, 25, 30, 32]
+    assert chunks(TrainConfig(steps_per_dispatch=50, log_every=1), 3, 0) == [1, 2, 3]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_steps_per_dispatch_and_the_compilation_cache_do_not_change_the_parameters(tmp_path):
+    cache = tmp_path / "xla-cache"
+    results = {}
+    for name, extra in [("one", ["--steps-per-dispatch", "1"]), ("seven", ["--steps-per-dispatch", "7"]),
+                        ("cached", ["--compilation-cache", str(cache)]),
+                        ("warm", ["--compilation-cache", str(cache)])]:
+        ckpt = tmp_path / name
+        args = small_train_args(ckpt, "--epochs", "2", "--checkpoint-every", "10", *extra)
+        procs = run_cluster(tmp_path, name, lambda rank: trainer_argv(*args), 1, 1, 120)
+        results[name] = params_of(ckpt)
+        if name == "cached":
+            assert len(os.listdir(cache)) >= 2, "the compiled programs were not written to the cache"
+        if name == "warm":
+            assert f"compilation cache: {cache}" in procs[0].output
+    assert (tmp_path / "one" / "xla-cache").is_dir()  # default: under the checkpoint dir
+    for name in ("seven", "cached", "warm"):
+        for key, value in results["one"].items():
+            np.testing.assert_array_equal(value, results[name][key], err_msg=f"{name} {key}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_bfloat16_allreduce_stays_close_to_float32_and_threads_are_shared(tmp_path):
+    results, accuracy = {}, {}
+    for name, extra in [("f32", []), ("bf16", ["--allreduce-dtype", "bfloat16"])]:
+        args = small_train_args(tmp_path / name, "--epochs", "3", *extra)
+        procs = run_cluster(tmp_path, name, lambda rank: trainer_argv(*args), 2, 1, 180)
+        results[name] = params_of(tmp_path / name)
+        accuracy[name] = [r["test_accuracy"] for r in read_metrics(tmp_path / name / "metrics.jsonl")
+                          if r["event"] == "epoch"][-1]
+        budget = cpu_budget()
+        assert (f"2 processes share this host's {budget} CPUs: {max(budget // 2, 1)} XLA CPU threads each"
+                in procs[0].output)
+    diff = max(float(np.max(np.abs(results["f32"][k] - results["bf16"][k])) / np.max(np.abs(results["f32"][k])))
+               for k in results["f32"])
+    print(f"bfloat16 all-reduce: max relative parameter difference to float32 {diff:.2e}, "
+          f"test accuracy {accuracy['bf16']:.4f} vs {accuracy['f32']:.4f}")
+    assert diff > 0  # the option is in effect
+    assert accuracy["f32"] > 0.85 and abs(accuracy["bf16"] - accuracy["f32"]) < 0.02
+
+
+def test_bfloat16_allreduce_needs_the_pmap_strategy(tmp_path):
+    proc = start(trainer_argv(*small_train_args(tmp_path / "c", "--strategy", "sharded", "--allreduce-dtype",
+                                                "bfloat16")), tmp_path / "bad.log")
+    assert wait_all([proc], 60) == [2]
+    assert "--allreduce-dtype bfloat16 needs --strategy pmap" in proc.output
+
+
+def test_cpu_budget_is_within_the_affinity_mask():
+    assert 1 <= cpu_budget() <= len(os.sched_getaffinity(0))
