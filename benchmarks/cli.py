@@ -31,6 +31,21 @@ def machine() -> dict:
             "python": platform.python_version(), "jax": metadata.version("jax"), "jaxlib": metadata.version("jaxlib")}
 
 
+def revision() -> dict:
+    """The repository commit measured, and whether trainer/ differed from it (uncommitted changes)."""
+    import subprocess
+
+    from benchmarks.procs import REPO_ROOT
+
+    def git(*args):
+        done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30)
+        return done.stdout.rstrip() if done.returncode == 0 else None
+
+    status = git("status", "--porcelain", "--", "trainer", "benchmarks")
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "uncommitted": sorted(line[3:] for line in status.splitlines()) if status else []}
+
+
 def build_report(mode: figures.Mode, log) -> dict:
     load_before = os.getloadavg()
     started = time.time()
@@ -101,6 +116,7 @@ def build_report(mode: figures.Mode, log) -> dict:
         "mode": mode.name,
         "date": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
         "duration_seconds": round(time.time() - started, 1),
+        "revision": revision(),
         "machine": {**machine(), "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
         "settings": {"batch_size": 128, "processes_x_devices": "1x1 unless stated", "repeats": mode.repeats,
                      "train_examples": mode.train_examples or 60000, "epochs_1x1": mode.epochs_1x1,

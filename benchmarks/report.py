@@ -105,8 +105,10 @@ def markdown(result: dict) -> str:
     for t in result["targets"]:
         status = {True: "met", False: "**missed**", None: "n/a"}[t["met"]]
         lines.append(f"| {t['name']} | {_fmt(t['value'])} | {t['target']} | {status} |")
-    m = result["machine"]
-    lines += ["", f"Machine: {m['cpu']}, {m['cpus']} CPUs, {m['memory_mib']} MiB, Linux {m['kernel']}, "
+    m, rev = result["machine"], result.get("revision") or {}
+    lines += ["", f"Commit {rev.get('commit')}"
+                  + (f" with uncommitted changes to {', '.join(rev['uncommitted'])}" if rev.get("uncommitted") else "")
+                  + ".", "", f"Machine: {m['cpu']}, {m['cpus']} CPUs, {m['memory_mib']} MiB, Linux {m['kernel']}, "
                   f"Python {m['python']}, jax/jaxlib {m['jax']}/{m['jaxlib']}. Run {result['date']} "
                   f"({result['mode']} mode, {result['duration_seconds']} s); load average (1/5/15 min) "
                   f"before {' / '.join(f'{x:.2f}' for x in m['loadavg_before'])}, "
