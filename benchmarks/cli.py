@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
 import time
@@ -141,6 +142,8 @@ def main(argv=None) -> int:
         print(report.markdown(json.loads(Path(args.markdown).read_text())))
         return 0
     mode = figures.QUICK if args.quick else figures.FULL
+    # SIGTERM unwinds like an exception, so every started process group is killed on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     def log(message: str) -> None:
         print(f"[bench] {message}", file=sys.stderr, flush=True)
