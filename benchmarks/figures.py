@@ -19,6 +19,11 @@ from benchmarks import flopcount, procs
 ACCURACY_GOAL = 0.98
 
 
+# The 1 x 1 runs' learning rate: with the trainer's default 0.1, a 3-epoch cosine schedule reaches
+# 97.99 % after 2 epochs (98.04 % after 3); 0.2 reaches 98.22 % after 2 (both measured, seed 0).
+LEARNING_RATE_1X1 = "0.2"
+
+
 @dataclass
 class Mode:
     name: str
@@ -71,10 +76,10 @@ def _to_accuracy(run: procs.Run) -> dict:
 
 
 def single_process(mode: Mode, log) -> dict:
-    """1 process × 1 device, batch 128, the trainer's default hyperparameters over epochs_1x1 epochs:
+    """1 process × 1 device, batch 128, the trainer's defaults but learning rate 0.2, epochs_1x1 epochs:
     images/s of the epochs after the first (which includes compilation) and process start → the
     first epoch whose test accuracy is >= 98.0 %."""
-    args = ["--epochs", str(mode.epochs_1x1), *_example_args(mode)]
+    args = ["--epochs", str(mode.epochs_1x1), "--learning-rate", LEARNING_RATE_1X1, *_example_args(mode)]
     rows = []
     for r in range(mode.repeats):
         row = {}
