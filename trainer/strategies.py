@@ -78,15 +78,20 @@ class PmapStrategy:
             n = jax.lax.psum(1, AXIS)
             return jax.tree.map(lambda g: jax.lax.psum((g / n).astype(reduced), AXIS).astype(g.dtype), grads)
 
-        def step(state, x, y):
+        def local_step(state, x, y):  # this device's loss and correct count
             params, opt_state = state
             (loss, correct), grads = jax.value_and_grad(loss_and_correct, has_aux=True)(params, x, y)
-            params, opt_state = _update(optimizer, params, opt_state, mean_grads(grads))
-            return (params, opt_state), jax.lax.pmean(loss, AXIS), jax.lax.psum(correct, AXIS)
+            return _update(optimizer, params, opt_state, mean_grads(grads)), loss, correct
 
-        self._step = jax.pmap(step, axis_name=AXIS, donate_argnums=0)
-        self._run = jax.pmap(partial(_chunk_loop, step), axis_name=AXIS, in_axes=(0, 0, 0, 0, None),
-                             donate_argnums=0)
+        def global_metrics(state, loss, correct):
+            return state, jax.lax.pmean(loss, AXIS), jax.lax.psum(correct, AXIS)
+
+        def run(*args):
+            # Losses and counts are reduced once per chunk, not in every step's all-reduce.
+            return global_metrics(*_chunk_loop(local_step, *args))
+
+        self._step = jax.pmap(lambda *a: global_metrics(*local_step(*a)), axis_name=AXIS, donate_argnums=0)
+        self._run = jax.pmap(run, axis_name=AXIS, in_axes=(0, 0, 0, 0, None), donate_argnums=0)
         # Same axis name as the steps: their outputs then match the inputs, and nothing is compiled twice.
         self._replicate = jax.pmap(lambda t: t, axis_name=AXIS)
 
