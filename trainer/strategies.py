@@ -72,6 +72,8 @@ class PmapStrategy:
         reduced = jnp.dtype(allreduce_dtype)
 
         def mean_grads(grads):
+            if jax.device_count() == 1:
+                return grads  # an all-reduce over one device would only copy them
             if reduced == jnp.float32:
                 return jax.lax.pmean(grads, AXIS)  # average: equal shards -> the global-batch gradient
             # Divide in float32, send `reduced` (half the bytes for bfloat16), sum, widen again.
