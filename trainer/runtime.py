@@ -91,16 +91,16 @@ def size_cpu_threads(spec: ClusterSpec, requested: int, timeout: float, log) -> 
     """Size XLA's CPU thread pools (PJRT_NPROC, read when the CPU backend is created): `requested`,
     or this process's share of the CPUs it shares with other processes of the job. Processes
     that each spawn a thread per core on a shared machine slow each other down."""
-    if not requested and ("PJRT_NPROC" in os.environ or "NPROC" in os.environ):
-        return  # set by the user or the launcher
-    threads = requested
-    if not threads:
-        budget, sharers = cpu_budget(), local_sharers(spec, timeout)
+    sharers = local_sharers(spec, timeout)  # every process takes part, whatever its settings
+    if requested:
+        os.environ["PJRT_NPROC"] = str(requested)
+    elif "PJRT_NPROC" not in os.environ and "NPROC" not in os.environ:  # else set by the user or launcher
+        budget = cpu_budget()
         # Several local devices each need a thread to meet in their collectives.
         threads = max(budget // sharers, spec.local_device_count or 1, 1)
         if sharers > 1:
             log(f"{sharers} processes share this host's {budget} CPUs: {threads} XLA CPU threads each")
-    os.environ["PJRT_NPROC"] = str(threads)
+        os.environ["PJRT_NPROC"] = str(threads)
 
 
 def enable_compilation_cache(jax, directory: str, log) -> None:

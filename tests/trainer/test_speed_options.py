@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.trainer.procs import run_cluster, small_train_args, start, trainer_argv, wait_all
+from tests.trainer.procs import free_port, run_cluster, small_train_args, start, trainer_argv, wait_all
 from trainer import checkpoint
 from trainer.metrics import read_metrics
 from trainer.runtime import cpu_budget
@@ -77,6 +77,19 @@ def test_bfloat16_allreduce_stays_close_to_float32_and_threads_are_shared(tmp_pa
           f"test accuracy {accuracy['bf16']:.4f} vs {accuracy['f32']:.4f}")
     assert diff > 0  # the option is in effect
     assert accuracy["f32"] > 0.85 and abs(accuracy["bf16"] - accuracy["f32"]) < 0.02
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_processes_with_different_thread_settings_still_meet(tmp_path):
+    """The host exchange behind the default thread count is a barrier every process joins."""
+    port = free_port()
+    procs = []
+    for rank, extra in enumerate([["--cpu-threads", "1"], []]):  # explicit, automatic
+        env = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(rank)}
+        argv = trainer_argv(*small_train_args(tmp_path / f"c{rank}", "--init-timeout", "60", *extra))
+        procs.append(start(argv, tmp_path / f"rank{rank}.log", env))
+    assert wait_all(procs, 180) == [0, 0], "\n".join(p.output[-2000:] for p in procs)
 
 
 def test_bfloat16_allreduce_needs_the_pmap_strategy(tmp_path):
