@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 
 from .errors import UserError
+from .names import hostname
 
 LOCAL_TARGETS = ("indexed-job", "jaxjob", "jobset")
 COMPLETION_INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -52,12 +53,6 @@ def pod_spec(docs: list[dict], target: str) -> dict:
     if target == "jaxjob":
         return spec["jaxReplicaSpecs"]["Worker"]["template"]["spec"]
     return spec["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-
-
-def pod_name(values: dict, rank: int) -> str:
-    name = values["name"]
-    return {"indexed-job": f"{name}-{rank}", "jaxjob": f"{name}-worker-{rank}",
-            "jobset": f"{name}-worker-0-{rank}"}[values["target"]]
 
 
 @dataclass
@@ -124,14 +119,14 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path) -> LocalJob:
             args[args.index("--platform") + 1] = "cpu"  # local devices are forced CPU devices
         env = dict(base_env)
         for item in container.get("env", []):
-            env[item["name"]] = _env_value(item, rank, pod_name(values, rank), mounts)
+            env[item["name"]] = _env_value(item, rank, hostname(values, rank), mounts)
         if target == "jaxjob":  # what the Kubeflow operator injects
             env.update(COORDINATOR_ADDRESS="127.0.0.1", COORDINATOR_PORT=str(port),
                        NUM_PROCESSES=str(count), PROCESS_ID=str(rank))
         else:  # Kubernetes sets the index; the coordinator DNS name maps to this machine
             env["JOB_COMPLETION_INDEX"] = str(rank)
             env["JAX_COORDINATOR_ADDRESS"] = f"127.0.0.1:{port}"
-        job.plans.append(ProcessPlan(rank, pod_name(values, rank), command + args, env))
+        job.plans.append(ProcessPlan(rank, hostname(values, rank), command + args, env))
     return job
 
 

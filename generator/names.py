@@ -21,11 +21,16 @@ def coordinator_host(values: dict) -> str:
     raise ValueError(f"no coordinator host for target {target}")
 
 
-def longest_hostname(values: dict) -> str | None:
-    """The longest pod hostname (a DNS-1123 label) this render creates, or None for non-pod targets."""
-    name, last = values["name"], values["hosts_count"] - 1
+def hostname(values: dict, index: int) -> str | None:
+    """The hostname (a DNS-1123 label) of the pod of process `index`, or None for non-pod targets."""
+    name = values["name"]
     return {
-        "indexed-job": f"{name}-{last}",
-        "jaxjob": f"{name}-worker-{last}",
-        "jobset": f"{name}-worker-0-{last}",
+        "indexed-job": f"{name}-{index}",
+        "jaxjob": f"{name}-worker-{index}",
+        "jobset": f"{name}-worker-0-{index}",
     }.get(values["target"])
+
+
+def longest_hostname(values: dict) -> str | None:
+    """The longest pod hostname this render creates (the last index has the most digits)."""
+    return hostname(values, values["hosts_count"] - 1)
