@@ -94,6 +94,11 @@ class _Context:
             {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}},
         ]
 
+    def coordinator_port_name(self) -> str:
+        """The container port's name; the training-operator takes a JAXJob's coordinator port
+        (COORDINATOR_PORT) from the port named jaxjob-port and would otherwise inject 6666."""
+        return "jaxjob-port" if self.v["target"] == "jaxjob" else "coordinator"
+
     def container_resources(self) -> dict:
         resources = copy.deepcopy(self.v["resources"])
         if self.v["accelerator"] == "gpu":
@@ -117,7 +122,7 @@ class _Context:
 
     def globals(self) -> dict:
         return {name: getattr(self, name) for name in (
-            "selector_labels", "labels", "trainer_args", "process_env", "container_resources",
+            "selector_labels", "labels", "trainer_args", "process_env", "coordinator_port_name", "container_resources",
             "tolerations", "volume", "jobset_annotations")}
 
 

@@ -34,3 +34,18 @@ def test_runs_as_the_manifests_non_root_user():
     users = re.findall(r"^USER (\S+)$", DOCKERFILE, re.M)
     assert users == ["1000:1000"]
     assert DOCKERFILE.index("USER 1000:1000") > DOCKERFILE.index("pip install")  # nothing installed as the user
+
+
+def test_packages_go_into_a_virtualenv_first_on_path():
+    """Debian's python3 refuses a system-wide pip install (PEP 668) and has no `python` command,
+    which the manifests run: both bases work with a venv first on PATH."""
+    assert "python3 -m venv /opt/venv" in DOCKERFILE
+    assert re.search(r"^\s*PATH=/opt/venv/bin:\$PATH", DOCKERFILE, re.M)
+    assert DOCKERFILE.index("python3 -m venv") < DOCKERFILE.index("pip install")
+
+
+def test_build_ca_trust_is_a_secret_not_a_layer():
+    """A TLS-intercepting proxy's CA reaches pip as a build secret, never copied into the image."""
+    assert "--mount=type=secret,id=pip-ca" in DOCKERFILE
+    assert not re.search(r"^(COPY|ADD)\b.*\.(crt|pem)", DOCKERFILE, re.M)
+    assert "update-ca-certificates" not in DOCKERFILE

@@ -54,6 +54,12 @@ metadata:
   {{- end }}
 {{- end -}}
 
+{{/* The container port's name: the training-operator takes a JAXJob's coordinator port from the
+port named jaxjob-port (and would otherwise inject 6666). */}}
+{{- define "jax-training.coordinatorPortName" -}}
+{{- if eq .Values.target "jaxjob" }}jaxjob-port{{ else }}coordinator{{ end -}}
+{{- end -}}
+
 {{/* DNS name of process 0 as the other pods resolve it (pod hostname . Service subdomain). */}}
 {{- define "jax-training.coordinatorHost" -}}
 {{- $name := include "jax-training.name" . -}}
@@ -229,17 +235,22 @@ spec:
       imagePullPolicy: {{ toJson $v.image.pull_policy }}
       command: ["python", "-m", "trainer"]
       args: {{ include "jax-training.trainerArgs" $root }}
+      {{- $unbuffered := ne $v.target "jaxjob" }}{{/* the training-operator sets it in JAXJob pods */}}
+      {{- if or $unbuffered .processEnv $v.env }}
       env:
+        {{- if $unbuffered }}
         - name: PYTHONUNBUFFERED
           value: "1"
+        {{- end }}
         {{- range $item := .processEnv }}
         - {{ toJson $item }}
         {{- end }}
         {{- range $item := $v.env }}
         - {{ toJson $item }}
         {{- end }}
+      {{- end }}
       ports:
-        - name: coordinator
+        - name: {{ include "jax-training.coordinatorPortName" $root | toJson }}
           containerPort: {{ int64 $v.coordinator_port }}
           protocol: TCP
       {{- if $resources }}

@@ -1,0 +1,46 @@
+"""What the engines do to our pods, as they do it on a real cluster: the training-operator injects
+the coordinator variables into JAXJob pods from the port named jaxjob-port, and a Job replaces a
+failed rank's pod only once it is gone and is done when rank 0 is."""
+
+import pytest
+
+from .jaxgen import jaxgen
+
+# Set by training-operator v1.9 in every JAXJob container (COORDINATOR_PORT from the jaxjob-port port).
+OPERATOR_ENV = {"COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID", "PYTHONUNBUFFERED"}
+
+
+def containers(docs):
+    for doc in docs:
+        spec = doc["spec"]
+        templates = ([spec["template"]] if "template" in spec else
+                     [r["template"] for r in spec.get("jaxReplicaSpecs", {}).values()] +
+                     [j["template"]["spec"]["template"] for j in spec.get("replicatedJobs", [])])
+        for template in templates:
+            yield from template["spec"]["containers"]
+
+
+def test_jaxjob_coordinator_port_is_the_one_the_operator_reads():
+    result = jaxgen("render", "--target", "jaxjob", "--set", "coordinator_port=2345")
+    assert result.exit_code == 0, result.stderr
+    (container,) = containers(result.documents())
+    assert container["ports"] == [{"name": "jaxjob-port", "containerPort": 2345, "protocol": "TCP"}]
+    assert not OPERATOR_ENV & {e["name"] for e in container.get("env", [])}
+
+
+@pytest.mark.parametrize("target", ["indexed-job", "jaxjob", "jobset"])
+def test_no_variable_is_set_twice(target):
+    result = jaxgen("render", "--target", target, "--set", 'env=[{"name": "EXTRA", "value": "1"}]')
+    assert result.exit_code == 0, result.stderr
+    for container in containers(result.documents()):
+        names = [e["name"] for e in container.get("env", [])]
+        assert len(names) == len(set(names)), names
+        assert "EXTRA" in names
+
+
+def test_indexed_job_waits_for_a_failed_pod_and_ends_with_rank_0():
+    result = jaxgen("render", "--target", "indexed-job")
+    assert result.exit_code == 0, result.stderr
+    (job,) = [d for d in result.documents() if d["kind"] == "Job"]
+    assert job["spec"]["podReplacementPolicy"] == "Failed"
+    assert job["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
