@@ -6,12 +6,12 @@ source "$JAXT_ROOT/scripts/lib/release.sh"
 
 usage() {
   cat <<EOF
-Usage: scripts/clean.sh [OPTIONS] BUILD_DIR
+Usage: scripts/clean.sh [OPTIONS] [BUILD_DIR]
        scripts/clean.sh [OPTIONS] --name NAME
 
 Deletes every object of the release (JAXJobs, JobSets, Jobs, Services, Pods labelled
 app.kubernetes.io/name=jax-training and app.kubernetes.io/instance=NAME) in its namespace and
-waits until they are gone. With nothing deployed, or run twice, it succeeds and says so.
+waits until they are gone. BUILD_DIR defaults to ./build. With nothing deployed, or run twice, it succeeds and says so.
 
 Options:
   --name NAME             the release's name, instead of reading it from BUILD_DIR
@@ -40,7 +40,7 @@ if [ -n "$name" ]; then
   NAME="$name"
   NAMESPACE="${namespace_opt:-$(current_namespace)}"
 else
-  [ -n "$build" ] || { usage >&2; echo "error: BUILD_DIR or --name is required" >&2; exit 2; }
+  [ -n "$build" ] || build=build
   load_release "$build"
 fi
 selector="$(release_selector "$NAME")"

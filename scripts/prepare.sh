@@ -2,12 +2,13 @@
 # Validates a variables file and renders its manifests into a build folder for run.sh / clean.sh.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+DEFAULT_VARIABLES="$JAXT_ROOT/variables/examples/cpu-local.json"
 
 usage() {
   cat <<'EOF'
-Usage: scripts/prepare.sh [-o BUILD_DIR] [-f FILE]... [--set KEY.PATH=VALUE]... [--target T] VARIABLES_FILE
+Usage: scripts/prepare.sh [-o BUILD_DIR] [-f FILE]... [--set KEY.PATH=VALUE]... [--target T] [VARIABLES_FILE]
 
-Validates VARIABLES_FILE (merged over charts/jax-training/values.yaml, then the -f files and
+Validates VARIABLES_FILE (default: variables/examples/cpu-local.json of this repository) (merged over charts/jax-training/values.yaml, then the -f files and
 --set overrides, in order) and renders its manifests into BUILD_DIR (default: ./build), one file
 per object, plus BUILD_DIR/release/ (a subfolder, so `kubectl apply -f BUILD_DIR` skips it):
   values.json   the merged variables (scripts/run.sh --local runs exactly these)
@@ -37,7 +38,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -n "$file" ] || { usage >&2; echo "error: VARIABLES_FILE is required" >&2; exit 2; }
+[ -n "$file" ] || file="$DEFAULT_VARIABLES"
 [ "$file" = "-" ] && { echo "error: prepare.sh needs a file, not stdin (it reads it twice)" >&2; exit 2; }
 
 python="$JAXT_VENV/bin/python"

@@ -7,25 +7,27 @@ source "$JAXT_ROOT/scripts/lib/release.sh"
 
 usage() {
   cat <<EOF
-Usage: scripts/run.sh [OPTIONS] BUILD_DIR
-       scripts/run.sh --local BUILD_DIR [-- ARGS...]
+Usage: scripts/run.sh [OPTIONS] [BUILD_DIR]
+       scripts/run.sh --local [BUILD_DIR] [-- ARGS...]
 
-Server-side applies the manifests of BUILD_DIR (written by scripts/prepare.sh), waits until the
-job (Indexed Job, JobSet or JAXJob) succeeds or fails, streams the logs of rank 0 meanwhile, and
-exits with the job's result. Running it again on a finished job reports that job's result again;
---replace deletes the previous run first (a finished job cannot be re-run in place).
+Server-side applies the manifests of BUILD_DIR (written by scripts/prepare.sh; default: ./build),
+waits until the job (Indexed Job, JobSet or JAXJob) succeeds or fails, streams the logs of rank 0
+meanwhile, and exits with the job's result. It follows the object it applied (by uid): if that
+object is deleted or replaced while it waits, it says so and exits 1. A job that already finished
+is not re-applied: run.sh refuses (exit 2) unless --replace deletes the previous run first.
 --local runs the same variables (BUILD_DIR/release/values.json) on this machine with
 \`jaxgen run --local\` (ARGS are passed on) instead of on Kubernetes.
 
 Options:
   --timeout SECONDS       give up waiting after this long (default: 3600)
   --replace               delete this release's previous objects (scripts/clean.sh) before applying
+                          (required when the job already finished)
   --no-logs               do not stream rank 0's logs
 $KUBE_OPTIONS_HELP
   -h, --help              show this help
 
-Exit codes: 0 the job succeeded; 1 it failed (the failed indexes are named); 2 bad usage;
-124 the timeout expired (the job is left running; the pods' state is printed).
+Exit codes: 0 the job succeeded; 1 it failed (the failed indexes are named) or was deleted;
+2 bad usage, or the job already finished (use --replace); 124 the timeout expired (the job is left running; the pods' state is printed).
 EOF
 }
 
@@ -45,7 +47,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -n "$build" ] || { usage >&2; echo "error: BUILD_DIR is required" >&2; exit 2; }
+[ -n "$build" ] || build=build
 [[ "$timeout" =~ ^[0-9]+$ ]] && [ "$timeout" -gt 0 ] || { echo "error: --timeout must be a positive number of seconds" >&2; exit 2; }
 [ -d "$build" ] || die "$build: no such build folder (scripts/prepare.sh FILE -o $build)"
 
@@ -70,8 +72,15 @@ case "$TARGET" in
 esac
 what="$kind/$NAME in namespace $NAMESPACE"
 
+conditions() {  # the types of the job's True conditions, space separated ("" while undecided)
+  kube get "$kind" "$NAME" \
+    -o go-template='{{range .status.conditions}}{{if eq .status "True"}}{{.type}} {{end}}{{end}}'
+}
 if $replace; then
   "$JAXT_ROOT/scripts/clean.sh" "${kube_args[@]}" --namespace "$NAMESPACE" "$build"
+elif finished="$(conditions 2>/dev/null)" && [[ " $finished " =~ \ (Failed|$ok)\  ]]; then
+  echo "error: $what already finished (${BASH_REMATCH[1]}); run.sh --replace $build deletes it and runs the build again" >&2
+  exit 2
 fi
 
 # --- apply
@@ -87,10 +96,19 @@ if ! kube apply --server-side --force-conflicts --field-manager jax-training -f 
   die "kubectl apply failed"
 fi
 
+# The object just applied, by uid: a deleted or re-created job is not this run's.
+uid="$(kube get "$kind" "$NAME" -o jsonpath='{.metadata.uid}')" || die "$what not found after apply"
+# Pods of this object only (not of an earlier run under the same name): a Job's and a JAXJob's
+# pods are owned by it; a JobSet's by its child Jobs, which label them with the JobSet's uid.
+case "$TARGET" in
+  jobset) pods+=",jobset.sigs.k8s.io/jobset-uid=$uid" own='{{if true}}' ;;
+  *) own="{{if and .metadata.ownerReferences (eq (index .metadata.ownerReferences 0).uid \"$uid\")}}" ;;
+esac
+
 # --- rank 0's logs, in the background, until the job is decided
 rank0_pod() {  # name of the newest started rank-0 pod, if any
   kube get pods -l "$pods,$index_label=0" --sort-by .metadata.creationTimestamp \
-    -o go-template='{{range .items}}{{if ne .status.phase "Pending"}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' \
+    -o go-template="{{range .items}}$own{{if ne .status.phase \"Pending\"}}{{.metadata.name}}{{\"\\n\"}}{{end}}{{end}}{{end}}" \
     2>/dev/null | tail -n1
 }
 stream_logs() {
@@ -133,22 +151,20 @@ if $logs; then
 fi
 
 # --- wait for the job's verdict
-conditions() {  # the types of the job's True conditions, space separated ("" while undecided)
-  kube get "$kind" "$NAME" \
-    -o go-template='{{range .status.conditions}}{{if eq .status "True"}}{{.type}} {{end}}{{end}}'
-}
 failed_pods() {  # one line per failed pod: index, name, container exit code and reason
-  kube get pods -l "$pods" -o go-template="{{range .items}}{{if eq .status.phase \"Failed\"}}index {{index .metadata.labels \"$index_label\"}} (pod {{.metadata.name}}{{range .status.containerStatuses}}{{if .state.terminated}}, container {{.name}} exit code {{.state.terminated.exitCode}} {{.state.terminated.reason}}{{end}}{{end}}){{\"\\n\"}}{{end}}{{end}}"
+  kube get pods -l "$pods" -o go-template="{{range .items}}$own{{if eq .status.phase \"Failed\"}}index {{index .metadata.labels \"$index_label\"}} (pod {{.metadata.name}}{{range .status.containerStatuses}}{{if .state.terminated}}, container {{.name}} exit code {{.state.terminated.exitCode}} {{.state.terminated.reason}}{{end}}{{end}}){{\"\\n\"}}{{end}}{{end}}{{end}}"
 }
 log "waiting up to ${timeout}s for $what"
 deadline=$((SECONDS + timeout))
 verdict=""
 while :; do
-  if ! conds="$(conditions 2>"$tmp/get.err")"; then
-    grep -q NotFound "$tmp/get.err" && die "$what disappeared while waiting (deleted?)"
+  if ! state="$(kube get "$kind" "$NAME" -o go-template='{{.metadata.uid}} {{range .status.conditions}}{{if eq .status "True"}}{{.type}} {{end}}{{end}}' 2>"$tmp/get.err")"; then
+    grep -q NotFound "$tmp/get.err" && die "$what was deleted while waiting"
     log "warning: $(tail -n1 "$tmp/get.err")"
-    conds=""
+    state="$uid "
   fi
+  [ "${state%% *}" = "$uid" ] || die "$what was deleted and created again (uid ${state%% *}, not $uid) while waiting: not this run's job"
+  conds="${state#* }"
   case " $conds " in
     *" Failed "*) verdict=failed; break ;;
     *" $ok "*) verdict=succeeded; break ;;

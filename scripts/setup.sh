@@ -3,9 +3,12 @@
 # (${JAXT_CACHE:-~/.cache/jax-training}):
 #   python   the virtualenv with jaxgen, the trainer and the test dependencies
 #   tools    helm, kubeconform, kube-linter (built with go install)
-#   cluster  etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (e2e tier)
+#   cluster  etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kwok, CoreDNS,
+#            the JobSet controller and the training-operator, built from the Go module proxy
+#   node     containerd, runc, CNI plugins, buildah, debootstrap from Debian's packages, and the
+#            trainer image built from trainer/Dockerfile (the real-node e2e tier)
 #   slurm    slurmctld, slurmd and munge from Debian's packages (e2e tier)
-# Usage: scripts/setup.sh [python|tools|cluster|slurm|all]...   (default: all)
+# Usage: scripts/setup.sh [python|tools|cluster|node|slurm|all]...   (default: all)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
@@ -29,10 +32,11 @@ run_part() {
     python) setup_python ;;
     tools) "$JAXT_ROOT/scripts/tools.sh" ;;
     cluster) "$JAXT_ROOT/scripts/cluster/build.sh" ;;
+    node) "$JAXT_ROOT/scripts/cluster/node-setup.sh" ;;
     slurm) "$JAXT_ROOT/scripts/slurm/setup.sh" ;;
-    all) for part in python tools cluster slurm; do run_part "$part"; done ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown part '$1' (python, tools, cluster, slurm, all)" ;;
+    all) for part in python tools cluster node slurm; do run_part "$part"; done ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown part '$1' (python, tools, cluster, node, slurm, all)" ;;
   esac
 }
 

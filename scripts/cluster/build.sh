@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (once, cached by version under $JAXT_CACHE/tools) every binary of the test control plane:
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, and the JobSet controller and
-# Kubeflow training-operator. Idempotent: a second run only refreshes the links in $JAXT_BIN.
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet, kwok, CoreDNS, the pod
+# sandbox (pause) binary, and the JobSet controller and Kubeflow training-operator. Idempotent: a second run only refreshes the links in $JAXT_BIN.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
@@ -13,8 +13,8 @@ Usage: scripts/cluster/build.sh [--core] [--help]
 Builds the binaries of the local test control plane from the Go module proxy into
 $JAXT_CACHE/tools/<name>-<version>/ and links them into $JAXT_BIN.
 
-  --core   build only etcd, the Kubernetes control plane and kwok (skip the JobSet controller
-           and the Kubeflow training-operator)
+  --core   build only etcd, the Kubernetes control plane, the kubelet and kwok (skip CoreDNS,
+           pause, the JobSet controller and the Kubeflow training-operator)
 EOF
 }
 
@@ -79,11 +79,17 @@ go_wrapper etcd "$cluster_dir/etcd" "$ETCD_VERSION" \
 go_wrapper kubernetes "$cluster_dir/kubernetes" "$K8S_VERSION" "$k8s_ldflags" \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
-  kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
+  kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
+  kubelet=k8s.io/kubernetes/cmd/kubelet
 go_tool kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION" \
   "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
 
 if ! $core_only; then
+  # The real-node tier: cluster DNS and the pod sandbox process (its image is built locally).
+  go_tool coredns github.com/coredns/coredns "$COREDNS_VERSION" \
+    "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+  pause_sum="$(cat "$cluster_dir/pause/"* | sha256sum | cut -c1-12)"
+  go_wrapper pause "$cluster_dir/pause" "$pause_sum" "" pause=jax-training/cluster/pause
   go_wrapper jobset-controller "$cluster_dir/jobset" "$JOBSET_VERSION" \
     "-X sigs.k8s.io/jobset/pkg/version.GitVersion=$JOBSET_VERSION -X sigs.k8s.io/jobset/pkg/version.GitCommit=" \
     jobset-controller=sigs.k8s.io/jobset

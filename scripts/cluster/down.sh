@@ -28,6 +28,9 @@ done
 [ -d "$state" ] || { log "nothing to stop: $state does not exist"; exit 0; }
 state="$(cd "$state" && pwd)"
 
+# A real node first, while the API server still runs (its pods are deleted through it).
+[ ! -d "$state/node" ] || "$(dirname "${BASH_SOURCE[0]}")/node-down.sh" "$state"
+
 # Reverse start order: controllers first, etcd last.
 order=(training-operator jobset-controller kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
 pids=()

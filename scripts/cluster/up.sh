@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts a local Kubernetes control plane for end-to-end tests: etcd, kube-apiserver (PodSecurity
-# admission on), kube-controller-manager, kube-scheduler and kwok (fake CPU and GPU nodes that
-# drive pods through their lifecycle), installs the CRDs of ../shared/crds and, unless
+# admission on), kube-controller-manager, kube-scheduler and either kwok (fake CPU and GPU nodes
+# that drive pods through their lifecycle) or, with --real-node, one real node (node-up.sh:
+# containerd, runc, bridge CNI, CoreDNS and a kubelet running real containers), installs the CRDs of ../shared/crds and, unless
 # --no-controllers, the JobSet controller and the Kubeflow training-operator (JAXJob). Prints the
 # KUBECONFIG path on stdout. Stop it with scripts/cluster/down.sh STATE_DIR.
 set -Eeuo pipefail
@@ -11,7 +12,7 @@ source "$here/versions.sh"
 
 usage() {
   cat <<EOF
-Usage: scripts/cluster/up.sh [--state-dir DIR] [--namespace NS] [--no-controllers]
+Usage: scripts/cluster/up.sh [--state-dir DIR] [--namespace NS] [--no-controllers] [--real-node]
                              [--owner-pid PID] [--max-lifetime SECONDS] [--timeout SECONDS]
 
 Builds the binaries if needed (scripts/cluster/build.sh), starts the control plane with its
@@ -22,18 +23,20 @@ lines, stops what it started and exits non-zero.
   --state-dir DIR         where state, certificates, logs and pid files go (created)
   --namespace NS          namespace created with PodSecurity enforce=restricted (default: jax-e2e)
   --no-controllers        do not start the JobSet controller and the training-operator
+  --real-node             one real node (root; scripts/setup.sh node) instead of kwok's fake ones
   --owner-pid PID         stop the cluster as soon as process PID exits (e.g. the test runner)
   --max-lifetime SECONDS  stop the cluster after this long whatever happens (default: 3600)
   --timeout SECONDS       how long each component may take to become ready (default: 120)
 EOF
 }
 
-state="" namespace="jax-e2e" controllers=true owner_pid="" max_lifetime=3600 timeout=120
+state="" namespace="jax-e2e" controllers=true real_node=false owner_pid="" max_lifetime=3600 timeout=120
 while [ $# -gt 0 ]; do
   case "$1" in
     --state-dir) state="${2:?--state-dir needs a value}"; shift ;;
     --namespace) namespace="${2:?--namespace needs a value}"; shift ;;
     --no-controllers) controllers=false ;;
+    --real-node) real_node=true ;;
     --owner-pid) owner_pid="${2:?--owner-pid needs a value}"; shift ;;
     --max-lifetime) max_lifetime="${2:?--max-lifetime needs a value}"; shift ;;
     --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
@@ -140,7 +143,14 @@ start etcd "$JAXT_BIN/etcd" --name jaxt-e2e --data-dir "$state/etcd" \
   --unsafe-no-fsync --log-level warn
 wait_for etcd curl -fsS "http://127.0.0.1:$etcd_port/health"
 
-# --- kube-apiserver
+# --- kube-apiserver (a real kubelet is authorized as a node and reached by its InternalIP)
+authorization=RBAC
+admission=PodSecurity,NamespaceLifecycle,ServiceAccount,LimitRanger,ResourceQuota,DefaultTolerationSeconds
+apiserver_node_flags=()
+if $real_node; then
+  authorization=Node,RBAC admission+=,NodeRestriction
+  apiserver_node_flags=(--kubelet-preferred-address-types InternalIP,Hostname)
+fi
 start kube-apiserver "$JAXT_BIN/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:$etcd_port" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
@@ -149,10 +159,9 @@ start kube-apiserver "$JAXT_BIN/kube-apiserver" \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 \
-  --authorization-mode RBAC \
-  --enable-admission-plugins PodSecurity,NamespaceLifecycle,ServiceAccount,LimitRanger,ResourceQuota,DefaultTolerationSeconds \
+  --authorization-mode "$authorization" --enable-admission-plugins "$admission" \
   --kubelet-client-certificate "$pki/kubelet-client.crt" --kubelet-client-key "$pki/kubelet-client.key" \
-  --enable-priority-and-fairness=false --profiling=false
+  --enable-priority-and-fairness=false --profiling=false "${apiserver_node_flags[@]}"
 wait_for kube-apiserver kubectl get --raw /readyz
 
 # --- controllers, scheduler, kwok
@@ -168,6 +177,7 @@ start kube-scheduler "$JAXT_BIN/kube-scheduler" \
   --authentication-kubeconfig "$state/scheduler.kubeconfig" \
   --authorization-kubeconfig "$state/scheduler.kubeconfig" \
   --leader-elect=false --secure-port 0
+if ! $real_node; then
 # kwok serves `kubectl logs` of fake pods from a file (ClusterLogs in kwok/logs.yaml).
 cp "$here/kwok/pod.log" "$state/pod.log"
 sed "s#@LOGS_FILE@#$state/pod.log#" "$here/kwok/logs.yaml" >"$state/kwok-logs.yaml"
@@ -178,9 +188,14 @@ start kwok "$JAXT_BIN/kwok" --kubeconfig "$state/kubeconfig" \
   --server-address "127.0.0.1:$kwok_port" \
   --tls-cert-file "$pki/kwok.crt" --tls-private-key-file "$pki/kwok.key" \
   --cidr 10.244.0.1/16 -v WARN
+fi
 
-# --- cluster content: fake nodes, our namespace, CRDs
-kubectl apply --server-side -f "$here/kwok/nodes.yaml" >&2
+# --- cluster content: nodes, our namespace, CRDs
+if $real_node; then
+  "$here/node-up.sh" "$state" "$timeout" >&2
+else
+  kubectl apply --server-side -f "$here/kwok/nodes.yaml" >&2
+fi
 kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply --server-side -f - >&2
 kubectl label --overwrite namespace "$namespace" \
   pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest \

@@ -6,6 +6,7 @@ _modversion() { awk -v m="$2" '$1 == "require" && $2 == m { print $3 } $1 == m &
 K8S_VERSION="$(_modversion "$_cluster_dir/kubernetes/go.mod" k8s.io/kubernetes)"
 ETCD_VERSION="$(_modversion "$_cluster_dir/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 KWOK_VERSION=v0.8.0
+COREDNS_VERSION=v1.15.0
 JOBSET_VERSION="$(_modversion "$_cluster_dir/jobset/go.mod" sigs.k8s.io/jobset)"
 TRAINING_OPERATOR_VERSION="$(_modversion "$_cluster_dir/training-operator/go.mod" github.com/kubeflow/training-operator)"
 # Where the training-operator reads its webhook serving certs (hard-coded upstream).

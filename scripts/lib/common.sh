@@ -30,3 +30,17 @@ go_tool() {
   fi
   ln -sf "$dir/$name" "$JAXT_BIN/$name"
 }
+
+# apt_install PKG...: installs Debian packages (root), refreshing the package lists once on failure.
+apt_install() {
+  [ "$(id -u)" -eq 0 ] || die "installing $* needs root"
+  command -v apt-get >/dev/null || die "apt-get not found: install $* by hand"
+  log "installing $*"
+  export DEBIAN_FRONTEND=noninteractive
+  local apt=(apt-get install -y -o DPkg::Lock::Timeout=600 --no-install-recommends "$@")
+  if ! "${apt[@]}" >/dev/null; then
+    log "apt-get install failed; refreshing the package lists once"
+    apt-get update -q >/dev/null || die "apt-get update failed"
+    "${apt[@]}" >/dev/null || die "apt-get install $* failed"
+  fi
+}

@@ -15,14 +15,6 @@ if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi
 
-[ "$(id -u)" -eq 0 ] || die "installing SLURM needs root (missing: ${missing[*]})"
-command -v apt-get >/dev/null || die "apt-get not found: install slurmctld slurmd slurm-client munge by hand"
-packages=(slurmctld slurmd slurm-client munge)
-log "installing ${packages[*]} (missing: ${missing[*]})"
-export DEBIAN_FRONTEND=noninteractive
-if ! apt-get install -y --no-install-recommends "${packages[@]}" >/dev/null; then
-  log "apt-get install failed; refreshing the package lists once"
-  apt-get update -q >/dev/null || die "apt-get update failed"
-  apt-get install -y --no-install-recommends "${packages[@]}" >/dev/null || die "apt-get install ${packages[*]} failed"
-fi
+log "missing: ${missing[*]}"
+apt_install slurmctld slurmd slurm-client munge
 log "installed: $(slurmctld -V 2>/dev/null || /usr/sbin/slurmctld -V)"

@@ -18,6 +18,7 @@ import pytest
 from tests.e2e_k8s.kube import SCRIPTS, Cluster, environ_for
 
 NAMESPACE = "jax-e2e"
+NODE_NAMESPACE = "jax-real"
 # up.sh builds the binaries when they are not cached yet (a cold build: see tests/e2e_k8s/README.md).
 UP_TIMEOUT = int(os.environ.get("JAXT_E2E_UP_TIMEOUT", "2700"))
 
@@ -28,11 +29,11 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.e2e)
 
 
-def _start(state: Path) -> Path:
+def _start(state: Path, namespace: str = NAMESPACE, *options: str) -> Path:
     """scripts/cluster/up.sh; one retry, since a free port picked by up.sh can be taken by another
     process before the component binds it (the first failure is still printed)."""
-    up = [str(SCRIPTS / "cluster" / "up.sh"), "--state-dir", str(state), "--namespace", NAMESPACE,
-          "--owner-pid", str(os.getpid()), "--max-lifetime", "3600", "--timeout", "120"]
+    up = [str(SCRIPTS / "cluster" / "up.sh"), "--state-dir", str(state), "--namespace", namespace,
+          "--owner-pid", str(os.getpid()), "--max-lifetime", "3600", "--timeout", "120", *options]
     for attempt in (1, 2):
         try:
             proc = subprocess.run(up, capture_output=True, text=True, timeout=UP_TIMEOUT)
@@ -59,6 +60,21 @@ def cluster():
     kubeconfig = _start(state)
     try:
         yield Cluster(kubeconfig=kubeconfig, namespace=NAMESPACE, state_dir=state,
+                      env=environ_for(kubeconfig))
+    finally:
+        _stop(state)
+
+
+@pytest.fixture(scope="session")
+def node_cluster():
+    """A second control plane with one real node (containerd, runc, CNI, CoreDNS, a kubelet) instead
+    of kwok: its pods run the trainer image for real. Started on first use, after the kwok tier."""
+    if os.geteuid() != 0:
+        pytest.skip("the real-node tier needs root (containerd, CNI, iptables)")
+    state = Path(tempfile.mkdtemp(prefix="jaxt-e2e-node."))
+    kubeconfig = _start(state, NODE_NAMESPACE, "--real-node")
+    try:
+        yield Cluster(kubeconfig=kubeconfig, namespace=NODE_NAMESPACE, state_dir=state,
                       env=environ_for(kubeconfig))
     finally:
         _stop(state)

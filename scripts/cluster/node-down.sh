@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Stops the real node of STATE_DIR (node-up.sh) and reverts every change it made to the host:
+# pods are deleted while the kubelet still runs (so CNI tears their networks down), then the
+# kubelet, CoreDNS and containerd are stopped by pid, and the mounts, the bridge, the lo address,
+# the kubelet's iptables chains and cgroups, its /var/log/containers links and ip_forward are
+# restored. Idempotent; called by down.sh.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/../lib/common.sh"
+source "$here/node.env"
+
+[ $# -eq 1 ] || die "usage: scripts/cluster/node-down.sh STATE_DIR"
+state="$1" node="$1/node"
+[ -d "$node" ] || exit 0
+
+running() {  # NAME: the pid of our NAME process, if it still runs that binary
+  local f="$state/pids/$1.pid" pid
+  [ -f "$f" ] || return 1
+  pid="$(cat "$f")"
+  [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$1" && echo "$pid"
+}
+stop() {  # NAME...: SIGTERM, then SIGKILL after 10 s
+  local name pid pids=()
+  for name in "$@"; do
+    pid="$(running "$name")" && { kill -TERM "$pid" 2>/dev/null; pids+=("$pid"); }
+    rm -f "$state/pids/$name.pid"
+  done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+}
+
+# 1. Pods go while the kubelet and the API server still run.
+if running kubelet >/dev/null && [ -f "$state/kubeconfig" ]; then
+  KUBECONFIG="$state/kubeconfig" timeout 60 kubectl delete pods --all --all-namespaces \
+    --grace-period 1 --wait --timeout 50s >/dev/null 2>&1 || log "warning: some pods were not deleted in time"
+fi
+stop kubelet coredns
+
+# 2. Whatever containerd still holds (pods deleted behind the kubelet's back), then containerd.
+sock="$node/containerd/containerd.sock"
+if running containerd >/dev/null; then
+  ctr_() { timeout 20 ctr --address "$sock" -n k8s.io "$@" 2>/dev/null; }
+  for task in $(ctr_ tasks ls -q); do ctr_ tasks kill -s KILL "$task"; done
+  sleep 0.5
+  for task in $(ctr_ tasks ls -q); do ctr_ tasks rm -f "$task"; done
+  for c in $(ctr_ containers ls -q); do ctr_ containers rm "$c"; done
+fi
+stop containerd
+
+# 3. Mounts under the node's directories (the kubelet bind-mounts its root dir onto itself,
+# containerd mounts rootfs, shm and netns), deepest first.
+awk -v p="$node/" 'index($2, p) == 1 || $2 == substr(p, 1, length(p) - 1) { print $2 }' /proc/self/mounts |
+  sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+# Network namespaces that containerd pinned under /run/netns (a pod's, when CNI teardown was cut short).
+for ns in /var/run/netns/cni-*; do
+  [ -e "$ns" ] || continue
+  umount "$ns" 2>/dev/null; rm -f "$ns"
+done
+
+# 4. Network: the bridge, the DNS address, NAT rules of CNI, the kubelet's chains, ip_forward.
+ip link del "$NODE_BRIDGE" 2>/dev/null || true
+ip addr del "$CLUSTER_DNS_IP/32" dev lo 2>/dev/null || true
+for table in filter nat mangle; do
+  for ipt in iptables ip6tables; do
+    command -v "$ipt" >/dev/null || continue
+    rules="$("$ipt" -t "$table" -S 2>/dev/null)" || continue
+    # the chains the node created (not those that were there before it): first the rules of
+    # built-in chains that jump to them, then the chains themselves
+    ours="$(grep -oE -- '^-N (KUBE-|CNI-)[^ ]*' <<<"$rules" | cut -d' ' -f2 |
+            grep -vxF -f <(awk -v t="$ipt/$table" '$1 == t { print $2 }' "$node/chains.before" 2>/dev/null) || true)"
+    for chain in $ours; do
+      grep -E -- "^-A [A-Z]+ .*-j $chain( |\$)" <<<"$rules" | sed 's/^-A/-D/' |
+        while read -r rule; do eval "$ipt -t $table $rule" 2>/dev/null; done
+    done
+    for chain in $ours; do "$ipt" -t "$table" -F "$chain" 2>/dev/null; done
+    for chain in $ours; do "$ipt" -t "$table" -X "$chain" 2>/dev/null; done
+  done
+done
+if [ -f "$node/host.env" ]; then
+  IP_FORWARD="$(sed -n 's/^IP_FORWARD=//p' "$node/host.env")"
+  [ -z "$IP_FORWARD" ] || echo "$IP_FORWARD" >/proc/sys/net/ipv4/ip_forward
+fi
+
+# 5. The kubelet's cgroups, log links and state outside STATE_DIR, and containerd's runtime dirs
+# (when no other containerd runs on this host).
+for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+  [ -d "$cg" ] || continue
+  grep -qxF "$cg" "$node/cgroups.before" 2>/dev/null && continue
+  find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+done
+find /var/log/containers /var/log/pods -maxdepth 1 -lname "$node/*" -delete 2>/dev/null || true
+for d in /var/log/containers /var/log/pods /var/lib/kubelet/device-plugins /var/lib/kubelet; do
+  rmdir "$d" 2>/dev/null || true
+done
+if ! pgrep -x containerd >/dev/null; then
+  rm -rf /run/containerd
+  rmdir /var/run/netns 2>/dev/null || true
+fi
+rm -rf /var/lib/cni/results/jax-training-* 2>/dev/null
+rm -rf "$node"
+log "real node stopped and the host restored"

@@ -1,0 +1,3 @@
+module jax-training/cluster/pause
+
+go 1.26.0

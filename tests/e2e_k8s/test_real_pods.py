@@ -1,0 +1,184 @@
+"""The main path in real containers: the trainer image (scripts/image.sh) in pods on a real kubelet.
+
+Every target trains MNIST in 2 real pods under PodSecurity "restricted", finding rank 0 through the
+cluster's DNS; the chart's `helm test` reaches the live coordinator; a worker killed mid-training
+is replaced by the job's own failure policy and both ranks resume from the last checkpoint.
+MNIST reaches the pods on a read-only volume (a static PersistentVolume holding ../shared/data/mnist).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e_k8s.kube import SCRIPTS, finish, prepare, release_selector, start_run, wait_until
+from tests.e2e_k8s.test_helm import CHART, helm, helm_cmd  # noqa: F401  (helm is a fixture)
+from tests.support.paths import MNIST_DIR
+
+HOSTS = 2
+MIN_ACCURACY = 0.97  # one epoch of the default model reaches ~0.971
+# Accuracies of uninterrupted runs, by configuration, for the fault test to compare with.
+UNINTERRUPTED: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def image() -> tuple[str, str]:
+    """The trainer image the node imported (scripts/image.sh: built once, cached)."""
+    proc = subprocess.run([str(SCRIPTS / "image.sh")], capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    repository, tag = proc.stdout.strip().rsplit(":", 1)
+    return repository, tag
+
+
+def host_volume(cluster, name: str, files_from: Path | None = None) -> Path:
+    """Claim `name`, bound to a static PersistentVolume on the node's disk (scripts/cluster/host-volume.sh)."""
+    args = [SCRIPTS / "cluster" / "host-volume.sh", cluster.state_dir, cluster.namespace, name]
+    return Path(cluster.run([*args, *([files_from] if files_from else [])], timeout=180).stdout.strip())
+
+
+@pytest.fixture(scope="module")
+def real(node_cluster, image):
+    """The node cluster with MNIST on a volume, and the --set overrides every run here uses."""
+    host_volume(node_cluster, "mnist", MNIST_DIR)
+    repository, tag = image
+    sets = [f"image.repository={repository}", f"image.tag={tag}", "image.pull_policy=Never",
+            "training.epochs=1", "data.download=false",
+            'data.volume={"persistentVolumeClaim": {"claimName": "mnist", "readOnly": true}}',
+            # two trainers and the helm test pod fit the node's 2 CPUs
+            'resources={"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "3Gi"}}']
+    return node_cluster, sets
+
+
+def test_the_namespace_enforces_restricted(real):
+    cluster, _ = real
+    labels = cluster.get("namespace", cluster.namespace)["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def final_accuracy(output: str) -> float:
+    found = re.findall(r"test accuracy=([0-9.]+)", output)
+    assert found, f"no test accuracy in rank 0's log:\n{output[-3000:]}"
+    return float(found[-1])
+
+
+def train(cluster, build: Path, timeout: int = 400, *extra) -> str:
+    """scripts/run.sh of a prepared build: exit 0, rank 0's real log streamed; returns the output."""
+    code, output = finish(start_run(cluster, build, *extra, timeout=timeout), timeout=timeout + 60)
+    assert code == 0, output[-6000:]
+    assert "training completed." in output, output[-3000:]
+    # both processes joined rank 0's coordinator, found through the cluster's DNS
+    assert f"{HOSTS} global devices" in output, output[-3000:]
+    return output
+
+
+@pytest.mark.timeout(900)
+def test_indexed_job_prepare_run_clean_twice(real, tmp_path):
+    cluster, sets = real
+    name = "real-job"
+    for round_ in range(2):
+        build = tmp_path / f"build-{round_}"
+        prepare(cluster, build, name, *sets, base="cpu-local.json")
+        output = train(cluster, build)
+        accuracy = final_accuracy(output)
+        assert accuracy >= MIN_ACCURACY, output[-3000:]
+        UNINTERRUPTED.setdefault("1 epoch", accuracy)
+        job = cluster.get("job", name)
+        assert {c["type"] for c in job["status"]["conditions"] if c["status"] == "True"} >= {"Complete"}
+
+        # A finished job is not applied again by accident.
+        code, again = finish(start_run(cluster, build, "--no-logs"))
+        assert code == 2, again
+        assert "already finished" in again and "--replace" in again
+
+        cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
+        assert cluster.release_objects(name) == []
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("target", ["jobset", "jaxjob"])
+def test_operator_targets_train(real, tmp_path, target):
+    cluster, sets = real
+    name = f"real-{target}"
+    build = tmp_path / "build"
+    prepare(cluster, build, name, *sets, base="cpu-local.json", target=target)
+    output = train(cluster, build)
+    assert final_accuracy(output) >= MIN_ACCURACY, output[-3000:]
+    cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
+    assert cluster.release_objects(name) == []
+
+
+@pytest.mark.timeout(900)
+def test_helm_install_trains_and_helm_test_reaches_the_coordinator(real, helm, tmp_path):  # noqa: F811
+    cluster, sets = real
+    name = "real-helm"
+    build = tmp_path / "build"
+    prepare(cluster, build, name, *sets, base="cpu-local.json")
+    values = build / "release" / "values.json"
+    cluster.run(helm_cmd(helm, cluster, "install", name, CHART, "-f", values), timeout=120)
+    try:
+        # The test pod connects to rank 0's coordinator while the job trains.
+        test = cluster.run(helm_cmd(helm, cluster, "test", name, "--logs", "--timeout", "5m"), timeout=360,
+                           check=False)
+        assert test.returncode == 0, test.stdout + test.stderr
+        assert "accepts connections" in test.stdout
+        cluster.kubectl("wait", "--for=condition=Complete", f"job/{name}", "--timeout=400s", timeout=420)
+        rank0 = cluster.items("pods", f"batch.kubernetes.io/job-name={name},"
+                                      "batch.kubernetes.io/job-completion-index=0")
+        log = cluster.kubectl("logs", rank0[0]["metadata"]["name"], "-c", "jax").stdout
+        assert final_accuracy(log) >= MIN_ACCURACY, log[-3000:]
+    finally:
+        cluster.run(helm_cmd(helm, cluster, "uninstall", name, "--wait", "--timeout", "2m"), timeout=180)
+    wait_until("the release's pods to go", lambda: not cluster.items("pods", release_selector(name)), timeout=120)
+
+
+def containerd_task(cluster, pod_prefix: str) -> str:
+    """The id of the running `jax` container of the pod whose name starts with pod_prefix."""
+    sock = cluster.state_dir / "node" / "containerd" / "containerd.sock"
+    ctr = ["ctr", "--address", str(sock), "-n", "k8s.io"]
+    listed = cluster.run([*ctr, "containers", "ls", "-q",
+                          'labels."io.kubernetes.container.name"==jax']).stdout.split()
+    for cid in listed:
+        info = json.loads(cluster.run([*ctr, "containers", "info", cid]).stdout)
+        pod = info["Labels"].get("io.kubernetes.pod.name", "")
+        running = cluster.run([*ctr, "tasks", "ls"], check=False).stdout
+        if pod.startswith(pod_prefix) and re.search(rf"^{cid}\s+\d+\s+RUNNING", running, re.M):
+            return cid
+    raise AssertionError(f"no running jax container of a pod {pod_prefix}*: {listed}")
+
+
+@pytest.mark.timeout(1200)
+def test_killed_worker_resumes_from_the_last_checkpoint(real, tmp_path):
+    cluster, sets = real
+    name = "real-fault"
+    checkpoints = host_volume(cluster, "real-fault-checkpoints")
+    build = tmp_path / "build"
+    prepare(cluster, build, name, *sets, "backoff_limit=1", "checkpoint.every_steps=100",
+            'checkpoint.volume={"persistentVolumeClaim": {"claimName": "real-fault-checkpoints"}}',
+            base="cpu-local.json")
+    run = start_run(cluster, build, timeout=600)
+    try:
+        wait_until("a checkpoint of step 200", lambda: any(checkpoints.glob("*200*")), timeout=300,
+                   interval=0.5, diagnose=lambda: "\n".join(str(p) for p in checkpoints.iterdir()))
+        task = containerd_task(cluster, f"{name}-1-")
+        cluster.run(["ctr", "--address", str(cluster.state_dir / "node" / "containerd" / "containerd.sock"),
+                     "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", task])
+        code, output = finish(run, timeout=660)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert code == 0, output[-6000:]
+    resumed = re.findall(r"resuming from the checkpoint of step (\d+)", output)
+    assert resumed and int(resumed[-1]) >= 200, output[-6000:]
+    job = cluster.get("job", name)
+    assert job["status"].get("failed", 0) >= 1  # the kill really failed a pod, the job retried
+    accuracy = final_accuracy(output)
+    if "1 epoch" not in UNINTERRUPTED:  # run alone: the uninterrupted run is measured here
+        prepare(cluster, tmp_path / "plain", "real-plain", *sets, base="cpu-local.json")
+        UNINTERRUPTED["1 epoch"] = final_accuracy(train(cluster, tmp_path / "plain"))
+        cluster.run([SCRIPTS / "clean.sh", tmp_path / "plain"], timeout=180)
+    assert abs(accuracy - UNINTERRUPTED["1 epoch"]) <= 0.003, (accuracy, UNINTERRUPTED)
+    cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
