@@ -29,7 +29,9 @@ done
 state="$(cd "$state" && pwd)"
 
 # A real node first, while the API server still runs (its pods are deleted through it).
-[ ! -d "$state/node" ] || "$(dirname "${BASH_SOURCE[0]}")/node-down.sh" "$state"
+if [ -d "$state/node" ]; then
+  "$(dirname "${BASH_SOURCE[0]}")/node-down.sh" "$state" || log "warning: stopping the real node failed; stopping the rest"
+fi
 
 # Reverse start order: controllers first, etcd last.
 order=(training-operator jobset-controller kwok kube-scheduler kube-controller-manager kube-apiserver etcd)

@@ -91,9 +91,8 @@ for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
   find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
 done
 find /var/log/containers /var/log/pods -maxdepth 1 -lname "$node/*" -delete 2>/dev/null || true
-for d in /var/log/containers /var/log/pods /var/lib/kubelet/device-plugins /var/lib/kubelet; do
-  rmdir "$d" 2>/dev/null || true
-done
+for d in /var/log/containers /var/log/pods; do rmdir "$d" 2>/dev/null || true; done
+[ ! -f "$node/made-var-lib-kubelet" ] || rm -rf /var/lib/kubelet
 if ! pgrep -x containerd >/dev/null; then
   rm -rf /run/containerd
   rmdir /var/run/netns 2>/dev/null || true

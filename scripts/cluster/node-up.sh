@@ -40,6 +40,8 @@ for table in filter nat mangle; do
   done
 done >"$node/chains.before"
 ls -d /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods >"$node/cgroups.before" 2>/dev/null || true
+# The kubelet's fixed device-plugin directory, removed by node-down.sh only if the kubelet made it.
+[ -d /var/lib/kubelet ] || touch "$node/made-var-lib-kubelet"
 
 start() {  # NAME ARGS...: as up.sh's start (own session, log, pid file)
   local name="$1"; shift

@@ -91,6 +91,13 @@ def prepare(cluster: Cluster, build_dir: Path, name: str, *sets: str,
     return cluster.run(args, timeout=60)
 
 
+def assert_complete(job: dict) -> None:
+    """An Indexed Job that succeeded by its success policy: rank 0 succeeded, the job is Complete."""
+    true = {c["type"] for c in job["status"].get("conditions", []) if c["status"] == "True"}
+    assert {"SuccessCriteriaMet", "Complete"} <= true, job["status"]
+    assert "0" in job["status"]["completedIndexes"].replace("-", ",").split(","), job["status"]
+
+
 def pod_index(pod: dict) -> int:
     labels = pod["metadata"]["labels"]
     index = labels.get("batch.kubernetes.io/job-completion-index",

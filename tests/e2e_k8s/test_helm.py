@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e_k8s.kube import (READY_DELAY, SCRIPTS, check_pods_while_not_ready, finish, prepare, spawn,
-                                wait_until)
+from tests.e2e_k8s.kube import (READY_DELAY, SCRIPTS, assert_complete, check_pods_while_not_ready, finish,
+                                prepare, spawn, wait_until)
 from tests.support.paths import REPO_ROOT
 
 CHART = REPO_ROOT / "charts" / "jax-training"
@@ -51,7 +51,7 @@ def test_helm_install_upgrade_uninstall_twice(cluster, helm, tmp_path):
         code, output = finish(install)
         assert code == 0, output
         job = cluster.get("job", name)
-        assert job["status"]["succeeded"] == hosts
+        assert_complete(job)
         assert job["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
 
         # upgrade: a mutable field of the finished Job changes in place, the release gets revision 2

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from tests.e2e_k8s.kube import (FAIL_INDEX, READY_DELAY, SCRIPTS, check_pods_while_not_ready,
+from tests.e2e_k8s.kube import (FAIL_INDEX, READY_DELAY, SCRIPTS, assert_complete, check_pods_while_not_ready,
                                 finish, prepare, start_run)
 
 
@@ -32,12 +32,16 @@ def test_prepare_run_clean_twice(cluster, tmp_path, accelerator):
         assert "succeeded" in output
         # rank 0's log, served by kwok for the fake pod through the API server
         assert "kwok: simulated log of a fake pod" in output
-        job = cluster.get("job", name)
-        assert job["status"]["succeeded"] == hosts
+        assert_complete(cluster.get("job", name))
 
-        # run.sh again on the finished job: reports its result again
+        # run.sh again on the finished job: refused (nothing applied) unless --replace re-runs it
         code, output = finish(start_run(cluster, build, "--no-logs"))
+        assert code == 2, output
+        assert "already finished (Complete)" in output and "--replace" in output
+        uid = cluster.get("job", name)["metadata"]["uid"]
+        code, output = finish(start_run(cluster, build, "--no-logs", "--replace"))
         assert code == 0, output
+        assert cluster.get("job", name)["metadata"]["uid"] != uid
 
         cluster.run([SCRIPTS / "clean.sh", build], timeout=120)
         assert cluster.release_objects(name) == []

@@ -55,8 +55,12 @@ def test_jaxjob_runs_under_the_training_operator(cluster, build_dir):
             # the operator names pods <name>-worker-<i> and gives each its own Service
             assert pod["metadata"]["name"] == f"{name}-worker-{pod_index(pod)}"
             cluster.get("service", pod["metadata"]["name"])
+            names = [e["name"] for e in pod["spec"]["containers"][0]["env"]]
+            assert len(names) == len(set(names)), f"a variable set twice: {names}"
             env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
-            # injected by the operator; our render adds no JAX_* variables for this target
+            # injected by the operator; our render adds no JAX_* variables for this target. The port
+            # is the one our coordinator listens on (from the container port named jaxjob-port).
+            assert env["COORDINATOR_PORT"] == "1234"
             assert env["NUM_PROCESSES"] == str(hosts)
             assert env["PROCESS_ID"] == pod["metadata"]["labels"]["training.kubeflow.org/replica-index"]
             assert env["COORDINATOR_ADDRESS"].startswith(f"{name}-worker-0")
