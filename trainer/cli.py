@@ -69,7 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--compilation-cache", metavar="DIR",
                    help="persistent XLA compilation cache ('' = off; default: $JAX_COMPILATION_CACHE_DIR, "
                         "else <checkpoint-dir>/xla-cache)")
+    t.add_argument("--hang-timeout", type=float, default=600,
+                   help="seconds without a completed training step (compilation not counted) before the "
+                        "process dumps its threads' stacks and exits with the hang code (0 = off)")
     t.add_argument("--fault-after-step", type=int, default=0, help=argparse.SUPPRESS)
+    t.add_argument("--hang-after-step", type=int, default=0, help=argparse.SUPPRESS)
     _cluster_args(t)
 
     for name, text in (("query", "print local and global devices"),
@@ -101,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                 metrics_file=args.metrics_file, init_timeout=args.init_timeout,
                 heartbeat_timeout=args.heartbeat_timeout, hidden=args.hidden_sizes,
                 train_examples=args.train_examples, log_every=max(args.log_every, 1),
-                fault_after_step=args.fault_after_step, steps_per_dispatch=args.steps_per_dispatch,
+                fault_after_step=args.fault_after_step, hang_after_step=args.hang_after_step,
+                hang_timeout=args.hang_timeout, steps_per_dispatch=args.steps_per_dispatch,
                 cpu_threads=args.cpu_threads, allreduce_dtype=args.allreduce_dtype,
                 compilation_cache=args.compilation_cache,
             )
@@ -116,4 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         except NameError:
             pass
         print(f"Rank {rank}: error: {e}", file=sys.stderr, flush=True)
+        if "jax" in sys.modules:
+            # JAX's exit handlers would wait in its distributed shutdown for peers that are gone.
+            from trainer.preemption import flush_and_exit
+
+            flush_and_exit(e.exit_code)
         return e.exit_code

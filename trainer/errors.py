@@ -1,4 +1,7 @@
-"""Errors the trainer reports as one clear line and a distinct exit code (no traceback)."""
+"""Errors the trainer reports as one clear line and a distinct exit code (no traceback).
+The codes and what each target's failure policy does with them: trainer/exit_codes.py."""
+
+from trainer import exit_codes
 
 
 class TrainerError(Exception):
@@ -10,28 +13,34 @@ class TrainerError(Exception):
 class ConfigError(TrainerError):
     """Bad flags or environment (names the flag or variable)."""
 
-    exit_code = 2
+    exit_code = exit_codes.CONFIG
 
 
 class DataError(TrainerError):
     """A dataset file is missing, truncated, corrupt or cannot be downloaded (names the file)."""
 
-    exit_code = 3
+    exit_code = exit_codes.DATA
 
 
 class CoordinatorError(TrainerError):
-    """The coordinator did not come up within the init timeout."""
+    """The coordinator did not come up, or the peers did not all join, within the init timeout."""
 
-    exit_code = 4
+    exit_code = exit_codes.COORDINATOR
 
 
 class DeviceCountError(TrainerError):
     """The global device count is not hosts x local devices, or an all-reduce gave a wrong sum."""
 
-    exit_code = 5
+    exit_code = exit_codes.DEVICE_COUNT
 
 
 class CheckpointError(TrainerError):
     """A checkpoint exists but does not belong to this configuration."""
 
-    exit_code = 6
+    exit_code = exit_codes.CHECKPOINT
+
+
+class PeerLostError(TrainerError):
+    """A collective or the coordination service failed mid-run: a peer process died."""
+
+    exit_code = exit_codes.PEER_LOST

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import threading
 import time
 
 from trainer.cluster import ClusterSpec
@@ -112,10 +113,34 @@ def enable_compilation_cache(jax, directory: str, log) -> None:
     log(f"compilation cache: {directory}")
 
 
+# JAX's own init timeout ends in a C++ abort; ours fires this much earlier with a readable line.
+ABORT_MARGIN_SECONDS = 30
+
+
+def _join_deadline(spec: ClusterSpec, timeout: float, log) -> threading.Timer:
+    """A timer that ends the process with the coordinator code if the peers have not all joined
+    within `timeout` (os._exit: the main thread is blocked in C++)."""
+    from trainer.exit_codes import COORDINATOR
+    from trainer.preemption import flush_and_exit
+
+    def expire():
+        who = "its peers" if spec.process_id == 0 else "every peer"
+        log(f"error: the {spec.num_processes} processes did not all join the coordinator "
+            f"{spec.coordinator_address} within the init timeout of {timeout:g} s (process {spec.process_id} "
+            f"waited for {who}); exiting with {COORDINATOR}")
+        flush_and_exit(COORDINATOR)
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    return timer
+
+
 def initialize(spec: ClusterSpec, platform: str, init_timeout: float, heartbeat_timeout: int, log,
                cpu_threads: int = 0, compilation_cache: str | None = None):
     """Configure and initialise JAX for `spec`; return the jax module."""
     jax = configure_platform(platform, spec.local_device_count)
+    # SIGTERM/SIGUSR1 are the trainer's (see trainer/preemption.py for why not JAX's service).
+    jax.config.update("jax_enable_preemption_service", False)
     if compilation_cache:
         enable_compilation_cache(jax, compilation_cache, log)
     if spec.distributed:
@@ -125,15 +150,18 @@ def initialize(spec: ClusterSpec, platform: str, init_timeout: float, heartbeat_
         local_ids = None
         if platform == "gpu" and spec.local_device_count:
             local_ids = list(range(spec.local_device_count))
+        deadline = _join_deadline(spec, timeout, log)
+        deadline.start()
         jax.distributed.initialize(
             coordinator_address=spec.coordinator_address,
             num_processes=spec.num_processes,
             process_id=spec.process_id,
             local_device_ids=local_ids,
             cluster_detection_method="deactivate",
-            initialization_timeout=max(int(timeout), 1),
+            initialization_timeout=max(int(timeout), 1) + ABORT_MARGIN_SECONDS,
             heartbeat_timeout_seconds=int(heartbeat_timeout),
         )
+        deadline.cancel()
     if platform == "cpu":
         size_cpu_threads(spec, cpu_threads, init_timeout, log)
     check_devices(jax, spec)  # creates the backend

@@ -12,8 +12,11 @@ import numpy as np
 
 from trainer import checkpoint, data
 from trainer.cluster import ClusterSpec
-from trainer.errors import ConfigError
+from trainer.errors import ConfigError, PeerLostError
+from trainer.exit_codes import PREEMPTED
 from trainer.metrics import Logger, MetricsFile, progress
+from trainer.preemption import StopRequest
+from trainer.watchdog import Watchdog
 
 
 @dataclass
@@ -40,6 +43,8 @@ class TrainConfig:
     train_examples: int = 0  # 0 = the whole training set
     log_every: int = 100
     fault_after_step: int = 0  # test hook: SIGKILL this process after that global step
+    hang_after_step: int = 0  # test hook: this process stops making progress after that global step
+    hang_timeout: float = 600  # seconds without a completed step before the watchdog exits (0 = off)
     steps_per_dispatch: int = 50  # training steps per device dispatch (a device-side loop)
     allreduce_dtype: str = "float32"  # gradient all-reduce precision (pmap); bfloat16 halves its bytes
     cpu_threads: int = 0  # XLA CPU threads; 0 = this process's share of the host's CPUs
@@ -65,6 +70,7 @@ def check_config(cfg: TrainConfig) -> None:
         (cfg.checkpoint_every >= 0, f"--checkpoint-every {cfg.checkpoint_every} must be >= 0"),
         (cfg.init_timeout > 0, f"--init-timeout {cfg.init_timeout} must be > 0"),
         (cfg.heartbeat_timeout >= 1, f"--heartbeat-timeout {cfg.heartbeat_timeout} must be >= 1"),
+        (cfg.hang_timeout >= 0, f"--hang-timeout {cfg.hang_timeout} must be >= 0 (0 = off)"),
         (cfg.model_parallelism >= 1, f"--model-parallelism {cfg.model_parallelism} must be >= 1"),
         (cfg.steps_per_dispatch >= 1, f"--steps-per-dispatch {cfg.steps_per_dispatch} must be >= 1"),
         (cfg.cpu_threads >= 0, f"--cpu-threads {cfg.cpu_threads} must be >= 0"),
@@ -127,12 +133,14 @@ def _restore(cfg, spec, host_state, jax, log):
 
 
 def _save(cfg, spec, strategy, state, step, jax, log):
+    started = time.perf_counter()
     host_state = strategy.get_state(state)  # collective for sharded arrays: every process calls it
     if spec.process_id == 0 and cfg.checkpoint_dir:
         paths_leaves = jax.tree_util.tree_flatten_with_path(host_state)[0]
         path = checkpoint.save(cfg.checkpoint_dir, step, [leaf for _, leaf in paths_leaves], cfg.fingerprint(),
                                [jax.tree_util.keystr(p) for p, _ in paths_leaves])
-        log(f"checkpoint saved at step {step}: {path}")
+        # The time a stop signal's save needs: it must fit in the pod's termination grace period.
+        log(f"checkpoint saved at step {step}: {path} ({time.perf_counter() - started:.2f} s)")
     return host_state
 
 
@@ -144,8 +152,9 @@ def _chunk_end(cfg: TrainConfig, s: int, spe: int, epoch_start: int, chunk: int)
     step = epoch_start + s
     if cfg.checkpoint_every:
         end = min(end, (step // cfg.checkpoint_every + 1) * cfg.checkpoint_every - epoch_start)
-    if step < cfg.fault_after_step:
-        end = min(end, cfg.fault_after_step - epoch_start)
+    for hook in (cfg.fault_after_step, cfg.hang_after_step):
+        if step < hook:
+            end = min(end, hook - epoch_start)
     return end
 
 
@@ -163,9 +172,28 @@ def _test_accuracy(jax, spec, params, dataset) -> float:
     return correct / len(dataset.test_labels)
 
 
+def _hang_forever(log, step: int) -> None:
+    log(f"hang injection: this process stops making progress after step {step}")
+    while True:
+        time.sleep(3600)
+
+
+def _run_chunk(strategy, state, train_data, indices, count, distributed):
+    """One dispatch; a runtime error of a distributed run means a peer (or the coordinator) died."""
+    try:
+        return strategy.run(state, train_data, indices, count)
+    except Exception as e:
+        if distributed and type(e).__name__ in ("JaxRuntimeError", "XlaRuntimeError"):
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise PeerLostError(f"a collective failed, a peer process died or became unreachable: {first[:300]}") from None
+        raise
+
+
 def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     log = Logger(spec.process_id)
     check_config(cfg)
+    stop = StopRequest(log)
+    stop.install()
     log(f"cluster: {spec.describe()}")
     # Read and decompress the data set (zlib and hashlib release the GIL) while jax is imported.
     with ThreadPoolExecutor(1) as pool:
@@ -212,6 +240,9 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     chunk = min(cfg.steps_per_dispatch, cfg.log_every, spe)
     indices = np.zeros((chunk, cfg.batch_size // spec.num_processes), np.int32)
     saved_step = step
+    stop.training = True  # from here on a stop signal saves the state
+    watchdog = Watchdog(cfg.hang_timeout, log)
+    stopped = False
     for epoch in range(step // spe, cfg.epochs):
         perm = data.epoch_permutation(num_examples, cfg.seed, epoch)
         first = step - epoch * spe
@@ -223,11 +254,13 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
             end = _chunk_end(cfg, s, spe, epoch * spe, chunk)
             for i in range(s, end):
                 indices[i - s] = data.local_indices(perm, i, cfg.batch_size, spec.process_id, spec.num_processes)
-            state, chunk_losses, chunk_corrects = strategy.run(state, train_data, indices, end - s)
+            state, chunk_losses, chunk_corrects = _run_chunk(strategy, state, train_data, indices, end - s,
+                                                             spec.distributed)
             losses.extend(chunk_losses.tolist())
             corrects.extend(chunk_corrects.tolist())
             step += end - s
             s = end
+            watchdog.beat(step)
             if bar is not None:
                 bar.update(len(chunk_losses))
             if s % cfg.log_every == 0 or s == spe:
@@ -237,27 +270,42 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
             if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < total:
                 _save(cfg, spec, strategy, state, step, jax, log)
                 saved_step = step
+                watchdog.beat(step)
             if cfg.fault_after_step and step == cfg.fault_after_step:
                 log(f"fault injection: killing this process after step {step}")
                 os.kill(os.getpid(), signal.SIGKILL)
+            if cfg.hang_after_step and step == cfg.hang_after_step:
+                _hang_forever(log, step)
+            if step < total and stop.agreed(spec.distributed):
+                stopped = True
+                break
         if bar is not None:
             bar.close()
+        if stopped:
+            break
         seconds = time.perf_counter() - started
         epoch_loss = float(np.mean(losses))
         train_acc = sum(corrects) / (len(corrects) * cfg.batch_size)
         params_host = strategy.get_state(state)[0]
         test_acc = _test_accuracy(jax, spec, params_host, dataset)
+        watchdog.beat(step)
         log(f"epoch {epoch + 1}/{cfg.epochs}, average epoch loss={epoch_loss:.4f}")
         log(f"epoch {epoch + 1}/{cfg.epochs}, train accuracy={train_acc:.4f}, test accuracy={test_acc:.4f}, "
             f"{seconds:.1f} s, {len(losses) * cfg.batch_size / seconds:.0f} examples/s")
         metrics.write({"event": "epoch", "epoch": epoch + 1, "step": step, "loss": epoch_loss,
                        "train_accuracy": train_acc, "test_accuracy": test_acc, "seconds": round(seconds, 3),
                        "batches": len(losses), "examples_per_second": len(losses) * cfg.batch_size / seconds})
+    if stopped:
+        cause = f"received {stop.signal_name}" if stop.signal_name else "a peer received a stop signal"
+        log(f"preempted ({cause}): every process stops after step {step}")
     if saved_step != step:  # the same decision on every process (the save may be collective)
         _save(cfg, spec, strategy, state, step, jax, log)
-    metrics.write({"event": "end", "step": step})
-    log("training completed.")
+    metrics.write({"event": "preempted" if stopped else "end", "step": step})
+    if stopped:
+        log(f"stopped at step {step} of {total}; exiting with {PREEMPTED} (preempted: a rerun resumes here)")
+    else:
+        log("training completed.")
     if spec.distributed:
         jax.distributed.shutdown()
-    return 0
+    return PREEMPTED if stopped else 0
 

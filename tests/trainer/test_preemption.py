@@ -1,0 +1,106 @@
+"""Stop signals, the hang watchdog and clear ends, with real processes (2 processes x 1 CPU device).
+
+A stop signal reaches one process; every process must stop after the same step, the checkpoint
+of that step must exist, the exit code must be 143, and a rerun must end with the bits of an
+uninterrupted run. Signals are sent by the test itself: the trainer sets its own dispositions, so
+an inherited SIG_IGN (a backgrounded CI shell) cannot hide them.
+"""
+
+import re
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from tests.trainer.procs import free_port, kill, run_cluster, small_train_args, start, trainer_argv, wait_all, wait_for_text
+from trainer import checkpoint, exit_codes
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+ARGS = ["--epochs", "40", "--init-timeout", "60"]
+
+
+def cluster_env(port: int, rank: int, processes: int = 2) -> dict:
+    return {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": str(processes),
+            "JAX_PROCESS_ID": str(rank)}
+
+
+def start_pair(tmp_path, name, ckpt, *extra, rank_extra=None):
+    port = free_port()
+    return [start(trainer_argv(*small_train_args(ckpt, *ARGS, *extra, *((rank_extra or {}).get(rank, [])))),
+                  tmp_path / f"{name}-rank{rank}.log", cluster_env(port, rank)) for rank in range(2)]
+
+
+def params(directory) -> dict:
+    return {k: v for k, v in checkpoint.read(checkpoint.latest_path(directory))[1].items() if k.startswith("[0]")}
+
+
+def stop_step(output: str) -> int:
+    found = re.findall(r"every process stops after step (\d+)", output)
+    assert len(found) == 1, output[-3000:]
+    return int(found[0])
+
+
+def test_sigterm_to_one_process_stops_all_at_one_step_and_the_rerun_matches_an_uninterrupted_run(tmp_path):
+    stopped_dir = tmp_path / "stopped"
+    procs = start_pair(tmp_path, "stopped", stopped_dir)
+    try:
+        wait_for_text(procs[0], "epoch 2/40, batch 8/32", 180)
+        procs[1].popen.send_signal(signal.SIGTERM)
+        codes = wait_all(procs, 120)
+    finally:
+        for proc in procs:
+            kill(proc)
+    assert codes == [exit_codes.PREEMPTED] * 2, [p.output[-2000:] for p in procs]
+    assert "Rank 1: received SIGTERM: stopping after the current chunk of steps" in procs[1].output
+    assert "a peer received a stop signal" in procs[0].output
+    step = stop_step(procs[0].output)
+    assert step == stop_step(procs[1].output)
+    assert 40 <= step < 40 * 32
+    assert checkpoint.list_steps(stopped_dir)[-1] == step
+    assert re.search(rf"Rank 0: checkpoint saved at step {step}: \S+ \(\d+\.\d+ s\)", procs[0].output)
+
+    resumed = run_cluster(tmp_path, "resumed", lambda r: trainer_argv(*small_train_args(stopped_dir, *ARGS)), 2, 1, 240)
+    assert f"resuming from the checkpoint of step {step}" in resumed[1].output
+    run_cluster(tmp_path, "straight", lambda r: trainer_argv(*small_train_args(tmp_path / "straight", *ARGS)), 2, 1, 240)
+    a, b = params(tmp_path / "straight"), params(stopped_dir)
+    assert checkpoint.list_steps(stopped_dir)[-1] == checkpoint.list_steps(tmp_path / "straight")[-1] == 40 * 32
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_sigusr1_stops_a_single_process_with_a_checkpoint(tmp_path):
+    proc = start(trainer_argv(*small_train_args(tmp_path / "c", *ARGS)), tmp_path / "one.log")
+    try:
+        wait_for_text(proc, "epoch 2/40", 120)
+        proc.popen.send_signal(signal.SIGUSR1)
+        codes = wait_all([proc], 60)
+    finally:
+        kill(proc)
+    assert codes == [exit_codes.PREEMPTED], proc.output[-2000:]
+    step = stop_step(proc.output)
+    assert "preempted (received SIGUSR1)" in proc.output
+    assert checkpoint.list_steps(tmp_path / "c")[-1] == step
+
+
+def test_hang_is_dumped_and_exits_with_the_hang_code_on_every_process(tmp_path):
+    procs = start_pair(tmp_path, "hang", tmp_path / "c", "--hang-timeout", "5",
+                       rank_extra={1: ["--hang-after-step", "40"]})
+    codes = wait_all(procs, 180)
+    assert codes == [exit_codes.HANG] * 2, [p.output[-3000:] for p in procs]
+    assert "Rank 1: hang injection: this process stops making progress after step 40" in procs[1].output
+    for proc in procs:
+        assert re.search(r"hang: no training step completed for \d+ s \(hang timeout 5 s", proc.output)
+        assert "Thread 0x" in proc.output and "most recent call first" in proc.output  # faulthandler's dump
+    assert "in _hang_forever" in procs[1].output
+
+
+def test_coordinator_whose_peers_never_join_exits_with_one_clear_line(tmp_path):
+    port = free_port()
+    proc = start(trainer_argv(*small_train_args(tmp_path / "c", "--init-timeout", "5")), tmp_path / "rank0.log",
+                 cluster_env(port, 0))
+    assert wait_all([proc], 90) == [exit_codes.COORDINATOR], proc.output[-3000:]
+    assert (f"error: the 2 processes did not all join the coordinator 127.0.0.1:{port} within the init timeout "
+            "of 5 s (process 0 waited for its peers)") in proc.output
+    assert "Check failure" not in proc.output and "Traceback" not in proc.output
