@@ -3,8 +3,10 @@
 The target's pod spec is rendered exactly as for the cluster; its container's command, args and
 env are run as hosts_count processes on this machine: the coordinator becomes 127.0.0.1 and a
 free port, the completion index / process id is filled in per process, volumes become local
-directories, and a failure of any process restarts all of them (the job's restart budget), resuming
-from the checkpoint. The exit code is the job's result.
+directories, and a failure of any process restarts all of them, resuming from the checkpoint, as
+the rendered failure policy would (trainer/exit_codes.py): a permanent error fails the job at
+once, a stop signal's 143 and a lost peer's 141 restart it without using the restart budget, other
+failures use it. The exit code is the job's result.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 
 import click
 
+from trainer import exit_codes
+
 from .errors import UserError
 from .names import hostname
 
@@ -32,7 +36,8 @@ COMPLETION_INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-com
 CLUSTER_VARIABLES = ("JAX_COORDINATOR_ADDRESS", "JAX_COORDINATOR_PORT", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
                      "COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID",
                      "JOB_COMPLETION_INDEX", "JAX_PLATFORMS", "XLA_FLAGS")
-GRACE_SECONDS = 3.0  # SIGTERM first; a process stuck in a collective ignores it, so SIGKILL follows
+DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
+SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failure that caused it
 
 
 def free_port() -> int:
@@ -70,6 +75,8 @@ class LocalJob:
     plans: list[ProcessPlan]
     run_dir: Path
     volume_dirs: dict[str, dict[int, Path]] = field(default_factory=dict)
+    # SIGTERM, then SIGKILL after this long (the pod's terminationGracePeriodSeconds)
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
 
 
 def _volume_dir(volume: dict, rank: int, run_dir: Path) -> Path:
@@ -100,7 +107,7 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path) -> LocalJob:
     count = values["hosts_count"]
     port = free_port()
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
-    job = LocalJob([], run_dir)
+    job = LocalJob([], run_dir, grace_seconds=float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)))
     base_env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARIABLES}
     repo_root = str(Path(__file__).resolve().parents[1])  # so `-m trainer` works without installing
     base_env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, base_env.get("PYTHONPATH")) if p)
@@ -194,7 +201,7 @@ class Runner:
         for child in self.children:
             if child.poll() is None:
                 _signal_group(child, signal.SIGTERM)
-        end = time.monotonic() + GRACE_SECONDS
+        end = time.monotonic() + self.job.grace_seconds
         for child in self.children:
             try:
                 child.wait(timeout=max(end - time.monotonic(), 0.01))
@@ -204,21 +211,30 @@ class Runner:
             _signal_group(child, signal.SIGKILL)  # also reaps grandchildren left in the group
             child.wait()
 
+    def _failures(self) -> list[tuple[int, str]]:
+        return [(code, plan.name) for code, plan in zip((c.poll() for c in self.children), self.job.plans)
+                if code not in (None, 0)]
+
     def _wait(self) -> tuple[int, str] | None:
-        """None when every process succeeded, else (exit code, pod name) of the first failure."""
+        """None when every process succeeded, else (exit code, pod name) of the failure that decides."""
         while True:
             if self.deadline is not None and time.monotonic() > self.deadline:
                 return 124, "deadline"
-            codes = [c.poll() for c in self.children]
-            for code, plan in zip(codes, self.job.plans):
-                if code not in (None, 0):
-                    return code, plan.name
-            if all(code == 0 for code in codes):
+            failures = self._failures()
+            if failures:
+                if failures[0][0] == exit_codes.PEER_LOST:
+                    # The peer that died is the cause: give its exit a moment to be seen.
+                    end = time.monotonic() + SETTLE_SECONDS
+                    while time.monotonic() < end and all(c == exit_codes.PEER_LOST for c, _ in failures):
+                        time.sleep(0.1)
+                        failures = self._failures()
+                return next((f for f in failures if f[0] != exit_codes.PEER_LOST), failures[0])
+            if all(c.poll() == 0 for c in self.children):
                 return None
             time.sleep(0.1)
 
     def run(self) -> int:
-        attempt = 0
+        attempt = restarts = 0
         while True:
             threads = self._start_all(attempt)
             failure = self._wait()
@@ -237,11 +253,20 @@ class Runner:
                 thread.join(timeout=5)
             if name == "deadline":
                 return code
-            if attempt >= self.restarts:
+            action = exit_codes.action_of(code)
+            if action == "fail":
+                self.say(f"exit code {code} is a permanent error: the job failed without a restart")
+                return code
+            attempt += 1
+            if action == "ignore":
+                self.say(f"restarting all processes (exit code {code} does not count against the {self.restarts} "
+                         "restarts); they resume from the last checkpoint")
+                continue
+            if restarts >= self.restarts:
                 self.say(f"no restarts left ({self.restarts} allowed): the job failed")
                 return code if code > 0 else 128 - code
-            attempt += 1
-            self.say(f"restarting all processes ({attempt}/{self.restarts}); they resume from the last checkpoint")
+            restarts += 1
+            self.say(f"restarting all processes ({restarts}/{self.restarts}); they resume from the last checkpoint")
 
 
 def _signal_group(child: subprocess.Popen, sig: int) -> None:
@@ -267,8 +292,9 @@ def run_command(file, extra_files, sets, target, local, work_dir, keep):
     """Run FILE's job as hosts_count local processes (--local).
 
     Each process gets the rendered container's command, args and env, with the coordinator at
-    127.0.0.1 and local_device_count CPU devices. Any failure restarts all processes, up to
-    backoff_limit times (jobset.max_restarts for jobset), resuming from the checkpoint.
+    127.0.0.1 and local_device_count CPU devices. A failure restarts all processes, resuming from
+    the checkpoint, up to backoff_limit times (jobset.max_restarts for jobset); a permanent error
+    (exit 2, 3, 5, 6) fails at once, and a stop signal's 143 or a lost peer's 141 is not counted.
     """
     if not local:
         raise UserError("only --local is supported: deploy to a cluster with kubectl, helm or sbatch")

@@ -9,6 +9,8 @@ from functools import lru_cache
 import jinja2
 import yaml
 
+from trainer import exit_codes
+
 from . import __version__, names
 from .paths import TEMPLATES_DIR
 
@@ -16,6 +18,7 @@ K8S_TARGETS = ("indexed-job", "jaxjob", "jobset")
 MANAGED_BY = "jaxgen"
 COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 GPU_RESOURCE = "nvidia.com/gpu"
+CONTAINER = "jax"
 
 
 class TemplateBug(RuntimeError):
@@ -82,7 +85,8 @@ class _Context:
                  "--checkpoint-dir", v["checkpoint"]["dir"],
                  "--checkpoint-every", str(int(v["checkpoint"]["every_steps"])),
                  "--init-timeout", str(int(v["init_timeout_seconds"])),
-                 "--heartbeat-timeout", str(int(v["heartbeat_timeout_seconds"]))]
+                 "--heartbeat-timeout", str(int(v["heartbeat_timeout_seconds"])),
+                 "--hang-timeout", str(int(v["hang_timeout_seconds"]))]
         return flat
 
     def process_env(self) -> list[dict]:
@@ -114,6 +118,20 @@ class _Context:
     def volume(self, name: str, source: dict) -> dict:
         return {"name": name, **(source or {"emptyDir": {}})}
 
+    def pod_failure_policy(self) -> dict:
+        """The Indexed Job's (and JobSet child Job's) podFailurePolicy, from trainer/exit_codes.py:
+        permanent codes fail the Job at once; a disruption, a stop signal's 143 and a lost peer's 141
+        restart the pod without counting against the backoff limit; retryable codes count."""
+        def on_codes(action: str) -> dict:
+            return {"containerName": CONTAINER, "operator": "In", "values": exit_codes.codes(action)}
+
+        return {"rules": [
+            {"action": "FailJob", "onExitCodes": on_codes("fail")},
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            {"action": "Ignore", "onExitCodes": on_codes("ignore")},
+            {"action": "Count", "onExitCodes": on_codes("retry")},
+        ]}
+
     def jobset_annotations(self) -> dict:
         annotations = dict(self.v["annotations"])
         if self.v["jobset"]["exclusive_topology"]:
@@ -123,7 +141,7 @@ class _Context:
     def globals(self) -> dict:
         return {name: getattr(self, name) for name in (
             "selector_labels", "labels", "trainer_args", "process_env", "coordinator_port_name", "container_resources",
-            "tolerations", "volume", "jobset_annotations")}
+            "tolerations", "volume", "jobset_annotations", "pod_failure_policy")}
 
 
 def render_text(values: dict) -> str:

@@ -15,6 +15,8 @@ from typing import Any
 
 import jinja2
 
+from trainer import exit_codes
+
 from .paths import TEMPLATES_DIR
 from .render import TemplateBug, _Context
 
@@ -99,6 +101,7 @@ def render_sbatch(values: dict) -> str:
         env=[(e["name"], e.get("value", "")) for e in values.get("env") or []],
         container=container,
         extra_directives=slurm["extra_directives"],
+        preempted=exit_codes.PREEMPTED,
     )
     check_bash_syntax(script)
     return script

@@ -5,8 +5,10 @@ generated from it (`make sync-schema`; a test checks the copy). Each code has an
 
 - fail:   permanent; retrying cannot help (Indexed Job / JobSet child Job: FailJob at once)
 - retry:  worth a retry from the last checkpoint; counts against the backoff limit
-- ignore: the process was stopped from outside and saved its work (preemption); retried without
-          counting against the backoff limit, as a pod disruption is
+- ignore: retried without counting against the backoff limit, as a pod disruption is: the process
+          was stopped from outside and saved its work (preempted: a pod deletion or preemption
+          carries no DisruptionTarget condition), or it only saw a peer die (peer-lost: the
+          failure is counted once, on the pod that died)
 
 Retryable codes of our own are >= 128 (141, 142, 143) because the Kubeflow training-operator's
 ExitCode restart policy (JAXJob) retries exactly the codes 128-255 and fails on 1-127.
@@ -33,7 +35,7 @@ TABLE = (
     ExitCode("coordinator", 4, "retry", "the coordinator or a peer did not join within the init timeout"),
     ExitCode("device-count", 5, "fail", "the devices found differ from hosts_count x local_device_count"),
     ExitCode("checkpoint", 6, "fail", "the checkpoint directory holds a checkpoint of another configuration"),
-    ExitCode("peer-lost", 141, "retry", "a peer process died mid-run (a collective or the coordinator failed)"),
+    ExitCode("peer-lost", 141, "ignore", "a peer process died mid-run (a collective or the coordinator failed)"),
     ExitCode("hang", 142, "retry", "no training step completed within the hang timeout (stacks dumped)"),
     ExitCode("preempted", 143, "ignore", "SIGTERM/SIGUSR1: every process checkpointed the same step and stopped"),
 )

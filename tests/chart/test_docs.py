@@ -1,5 +1,6 @@
 """The chart's copies and docs follow their single sources: values.schema.json is variables/schema.json
-byte for byte, and the README's values table is what scripts/chart-readme.py writes."""
+byte for byte, files/exit-codes.json is trainer/exit_codes.py's table, and the README's values table
+is what scripts/chart-readme.py writes."""
 
 from __future__ import annotations
 
@@ -20,6 +21,13 @@ def test_values_schema_is_the_variables_schema():
     chart_copy = (CHART_DIR / "values.schema.json").read_bytes()
     source = (REPO_ROOT / "variables" / "schema.json").read_bytes()
     assert chart_copy == source, "charts/jax-training/values.schema.json drifted: run `make sync-schema`"
+
+
+def test_exit_codes_are_the_trainers_table():
+    from trainer import exit_codes
+
+    chart_copy = (CHART_DIR / "files" / "exit-codes.json").read_text()
+    assert chart_copy == exit_codes.as_json(), "charts/jax-training/files/exit-codes.json drifted: run `make sync-schema`"
 
 
 def test_readme_values_table_is_up_to_date():

@@ -6,6 +6,7 @@ import signal
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from generator.local_run import plan_job, restart_budget
@@ -13,6 +14,7 @@ from generator.render import render_documents
 from generator.values import load_values
 from tests.support.paths import EXAMPLES_DIR, MNIST_DIR
 from tests.trainer.procs import kill, start, wait_all, wait_for_text
+from trainer import checkpoint, exit_codes
 
 CPU_LOCAL = str(EXAMPLES_DIR / "cpu-local.json")
 MIRROR = f"data.mirror={MNIST_DIR.as_uri()}/"
@@ -134,3 +136,45 @@ def test_ctrl_c_stops_every_child(tmp_path):
     assert "interrupted: stopping every process" in proc.output
     assert not any(alive(pid) for pid in pids.values())
     assert not os.path.exists(work_dir)  # the run-scoped directory is removed
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sigterm_to_a_worker_checkpoints_restarts_uncounted_and_ends_as_an_uninterrupted_run(tmp_path):
+    settings = ["--set", "training.epochs=1", "--set", "checkpoint.every_steps=0", "--set", "backoff_limit=0"]
+    straight = start(jaxgen_run(*settings, "--work-dir", str(tmp_path / "straight")), tmp_path / "straight.log")
+    assert wait_all([straight], 400) == [0], straight.output[-3000:]
+
+    work = tmp_path / "stopped"
+    proc = start(jaxgen_run(*settings, "--work-dir", str(work)), tmp_path / "run.log")
+    try:
+        wait_for_text(proc, "[mnist-cpu-0] Rank 0: epoch 1/1, batch 100/468", 300)
+        os.kill(started_pids(proc.output)["mnist-cpu-1"], signal.SIGTERM)
+        codes = wait_all([proc], 400)
+    finally:
+        kill(proc)
+    out = proc.output
+    assert codes == [0], out[-4000:]
+    steps = re.findall(r"\[mnist-cpu-(\d)\] Rank \d: preempted \(([^)]*)\): every process stops after step (\d+)", out)
+    assert sorted(s[:2] for s in steps) == [("0", "a peer received a stop signal"), ("1", "received SIGTERM")], out[-4000:]
+    step = int(steps[0][2])
+    assert step == int(steps[1][2]) and 100 <= step < 468
+    assert f"[mnist-cpu-0] Rank 0: checkpoint saved at step {step}" in out
+    assert "exit code 143; stopping every process" in out
+    assert "restarting all processes (exit code 143 does not count against the 0 restarts)" in out
+    assert f"[mnist-cpu-1] Rank 1: resuming from the checkpoint of step {step}" in out
+    assert "all 2 processes completed" in out
+    final = "rank-0/checkpoints/ckpt-0000000468.npz"
+    (_, a), (_, b) = checkpoint.read(tmp_path / "straight" / final), checkpoint.read(work / final)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+@pytest.mark.timeout(120)
+def test_permanent_error_fails_the_job_without_a_restart(tmp_path):
+    proc = start(jaxgen_run("--set", "backoff_limit=3", "--set", 'env=[{"name": "JAX_COORDINATOR_PORT", "value": "x"}]'),
+                 tmp_path / "run.log")
+    assert wait_all([proc], 90) == [exit_codes.CONFIG], proc.output[-3000:]
+    assert "JAX_COORDINATOR_PORT='x' is not an integer" in proc.output
+    assert "exit code 2 is a permanent error: the job failed without a restart" in proc.output
+    assert "restarting" not in proc.output

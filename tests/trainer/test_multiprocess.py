@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.paths import MNIST_DIR
 from tests.trainer.procs import free_port, kill, run_cluster, small_train_args, start, trainer_argv, wait_all, wait_for_text
-from trainer import checkpoint
+from trainer import checkpoint, exit_codes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -88,7 +88,7 @@ def test_coordinator_that_never_comes_up_fails_within_the_init_timeout(tmp_path)
 
 
 @pytest.mark.parametrize("victim", [1, 0])
-def test_peer_killed_mid_training_fails_the_others_within_the_heartbeat_timeout(tmp_path, victim):
+def test_peer_killed_mid_training_is_reported_by_the_survivor_who_exits_promptly(tmp_path, victim):
     port, heartbeat = free_port(), 5
     procs = []
     for rank in range(2):
@@ -106,7 +106,8 @@ def test_peer_killed_mid_training_fails_the_others_within_the_heartbeat_timeout(
     finally:
         for proc in procs:
             kill(proc)
-    assert codes[0] != 0, survivor.output[-2000:]
+    assert codes[0] == exit_codes.PEER_LOST, survivor.output[-2000:]
+    assert f"Rank {1 - victim}: error: a collective failed, a peer process died or became unreachable" in survivor.output
     assert "training completed" not in survivor.output
     assert elapsed <= heartbeat + 15, elapsed
     print(f"victim {victim}: survivor exited {codes[0]} after {elapsed:.1f} s")

@@ -123,7 +123,8 @@ agrees with it except that it drops the ".0" of integral values. The schema boun
   "--checkpoint-dir" $v.checkpoint.dir
   "--checkpoint-every" (int64 $v.checkpoint.every_steps | toString)
   "--init-timeout" (int64 $v.init_timeout_seconds | toString)
-  "--heartbeat-timeout" (int64 $v.heartbeat_timeout_seconds | toString)) -}}
+  "--heartbeat-timeout" (int64 $v.heartbeat_timeout_seconds | toString)
+  "--hang-timeout" (int64 $v.hang_timeout_seconds | toString)) -}}
 {{- toJson $args -}}
 {{- end -}}
 
@@ -170,6 +171,27 @@ completion index. The JAXJob operator injects its own variables instead.
 {{- toJson (mergeOverwrite (dict "name" $name) (deepCopy $source)) -}}
 {{- end -}}
 
+{{/*
+podFailurePolicy (JSON) of the Indexed Job and the JobSet's child Job, from the trainer's exit
+codes (files/exit-codes.json, generated from trainer/exit_codes.py): permanent codes fail the Job
+at once; disruptions and the "ignore" codes (stop signal, lost peer) do not count; retryable count.
+*/}}
+{{- define "jax-training.podFailurePolicy" -}}
+{{- $codes := dict "fail" list "ignore" list "retry" list -}}
+{{- range (.Files.Get "files/exit-codes.json" | fromJson).exit_codes -}}
+{{- $_ := set $codes .action (append (get $codes .action) (int64 .code)) -}}
+{{- end -}}
+{{- $on := dict -}}
+{{- range $action := list "fail" "ignore" "retry" -}}
+{{- $_ := set $on $action (dict "containerName" "jax" "operator" "In" "values" (get $codes $action)) -}}
+{{- end -}}
+{{- toJson (dict "rules" (list
+  (dict "action" "FailJob" "onExitCodes" $on.fail)
+  (dict "action" "Ignore" "onPodConditions" (list (dict "type" "DisruptionTarget" "status" "True")))
+  (dict "action" "Ignore" "onExitCodes" $on.ignore)
+  (dict "action" "Count" "onExitCodes" $on.retry))) -}}
+{{- end -}}
+
 {{/* Annotations of the JobSet (JSON): the user's, plus exclusive placement when asked for. */}}
 {{- define "jax-training.jobsetAnnotations" -}}
 {{- $annotations := deepCopy (.Values.annotations | default dict) -}}
@@ -196,6 +218,7 @@ metadata:
   {{- end }}
 spec:
   restartPolicy: Never
+  terminationGracePeriodSeconds: {{ int64 $v.termination_grace_period_seconds }}
   {{- if .subdomain }}
   subdomain: {{ toJson .subdomain }}
   {{- end }}
