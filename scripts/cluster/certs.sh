@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Generates the PKI of the test control plane into DIR (idempotent: existing files are kept):
 # a CA, the API server's serving cert, client certs (admin, controller-manager, scheduler,
-# kubelet client), the service-account signing key pair and a webhook serving cert for the
+# kubelet client, a real node's kubelet, CoreDNS), the service-account signing key pair and a webhook serving cert for the
 # controllers that run outside the cluster on 127.0.0.1.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/node.env"
 
 [ $# -eq 1 ] && [ "$1" != "-h" ] && [ "$1" != "--help" ] || {
   echo "Usage: scripts/cluster/certs.sh DIR"; [ $# -eq 1 ]; exit $?; }
@@ -44,6 +45,9 @@ cert scheduler "/CN=system:kube-scheduler" clientAuth
 cert kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 cert webhook "/CN=127.0.0.1" serverAuth "IP:127.0.0.1,DNS:localhost"
 cert kwok "/CN=kwok" serverAuth "IP:127.0.0.1,DNS:localhost"
+# The real node (node.sh): the kubelet's identity, and CoreDNS's (bound to a read-only role).
+cert node "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
+cert coredns "/CN=jax-training-coredns" clientAuth
 
 # Service-account tokens: signed by the API server (private key), verified with the public key.
 [ -f sa.key ] || openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key 2>/dev/null

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stops the real node of STATE_DIR (node-up.sh) and reverts every change it made to the host:
+# Stops the real node of STATE_DIR (up.sh --real-node, node.sh) and reverts every change it made to the host:
 # pods are deleted while the kubelet still runs (so CNI tears their networks down), then the
 # kubelet, CoreDNS and containerd are stopped by pid, and the mounts, the bridge, the lo address,
 # the kubelet's iptables chains and cgroups, its /var/log/containers links and ip_forward are

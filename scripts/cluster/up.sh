@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts a local Kubernetes control plane for end-to-end tests: etcd, kube-apiserver (PodSecurity
 # admission on), kube-controller-manager, kube-scheduler and either kwok (fake CPU and GPU nodes
-# that drive pods through their lifecycle) or, with --real-node, one real node (node-up.sh:
+# that drive pods through their lifecycle) or, with --real-node, one real node (node.sh:
 # containerd, runc, bridge CNI, CoreDNS and a kubelet running real containers), installs the CRDs of ../shared/crds and, unless
 # --no-controllers, the JobSet controller and the Kubeflow training-operator (JAXJob). Prints the
 # KUBECONFIG path on stdout. Stop it with scripts/cluster/down.sh STATE_DIR.
@@ -46,6 +46,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+source "$here/node.sh"
+! $real_node || node_check
 crds_dir="$(cd "$JAXT_ROOT/.." && pwd)/shared/crds"
 [ -d "$crds_dir" ] || die "CRDs not found in $crds_dir (../shared/crds relative to the repository)"
 
@@ -192,7 +194,7 @@ fi
 
 # --- cluster content: nodes, our namespace, CRDs
 if $real_node; then
-  "$here/node-up.sh" "$state" "$timeout" >&2
+  node_up >&2
 else
   kubectl apply --server-side -f "$here/kwok/nodes.yaml" >&2
 fi
