@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e_k8s.kube import SCRIPTS, Cluster, environ_for
+from tests.e2e_k8s.real import host_volume
+from tests.support.paths import MNIST_DIR
 
 NAMESPACE = "jax-e2e"
 NODE_NAMESPACE = "jax-real"
@@ -83,3 +85,39 @@ def node_cluster():
 @pytest.fixture
 def build_dir(tmp_path) -> Path:
     return tmp_path / "build"
+
+
+@pytest.fixture(scope="session")
+def image() -> tuple[str, str]:
+    """The trainer image the node imported (scripts/image.sh: built once, cached)."""
+    proc = subprocess.run([str(SCRIPTS / "image.sh")], capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    repository, tag = proc.stdout.strip().rsplit(":", 1)
+    return repository, tag
+
+
+@pytest.fixture(scope="session")
+def real(node_cluster, image):
+    """The node cluster with MNIST on a volume, and the --set overrides every run here uses."""
+    host_volume(node_cluster, "mnist", MNIST_DIR)
+    repository, tag = image
+    sets = [f"image.repository={repository}", f"image.tag={tag}", "image.pull_policy=Never",
+            "training.epochs=1", "data.download=false",
+            'data.volume={"persistentVolumeClaim": {"claimName": "mnist", "readOnly": true}}',
+            # two trainers and the helm test pod fit the node's 2 CPUs
+            'resources={"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "3Gi"}}']
+    return node_cluster, sets
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    tools = SCRIPTS / "tools.sh"
+    if not tools.exists():
+        pytest.skip("scripts/tools.sh (which installs helm) does not exist yet")
+    proc = subprocess.run([str(tools)], capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    cache = Path(os.environ.get("JAXT_CACHE") or
+                 Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jax-training")
+    binary = cache / "bin" / "helm"
+    assert binary.exists(), f"scripts/tools.sh did not install {binary}"
+    return binary

@@ -3,31 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.e2e_k8s.kube import (READY_DELAY, SCRIPTS, assert_complete, check_pods_while_not_ready, finish,
-                                prepare, spawn, wait_until)
+from tests.e2e_k8s.kube import (READY_DELAY, assert_complete, check_pods_while_not_ready, finish, prepare, spawn,
+                                wait_until)
 from tests.support.paths import REPO_ROOT
 
 CHART = REPO_ROOT / "charts" / "jax-training"
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    tools = SCRIPTS / "tools.sh"
-    if not tools.exists():
-        pytest.skip("scripts/tools.sh (which installs helm) does not exist yet")
-    proc = subprocess.run([str(tools)], capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    cache = Path(os.environ.get("JAXT_CACHE") or
-                 Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jax-training")
-    binary = cache / "bin" / "helm"
-    assert binary.exists(), f"scripts/tools.sh did not install {binary}"
-    return binary
 
 
 def helm_cmd(helm: Path, cluster, *args) -> list:

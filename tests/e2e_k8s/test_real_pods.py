@@ -18,41 +18,11 @@ import pytest
 
 from tests.e2e_k8s.kube import (SCRIPTS, assert_complete, finish, prepare, release_selector, start_run,
                                 wait_until)
-from tests.e2e_k8s.test_helm import CHART, helm, helm_cmd  # noqa: F401  (helm is a fixture)
-from tests.support.paths import MNIST_DIR
+from tests.e2e_k8s.real import MIN_ACCURACY, containerd_task, final_accuracy, host_volume, train
+from tests.e2e_k8s.test_helm import CHART, helm_cmd
 
-HOSTS = 2
-MIN_ACCURACY = 0.97  # one epoch of the default model reaches ~0.971
 # Accuracies of uninterrupted runs, by configuration, for the fault test to compare with.
 UNINTERRUPTED: dict[str, float] = {}
-
-
-@pytest.fixture(scope="module")
-def image() -> tuple[str, str]:
-    """The trainer image the node imported (scripts/image.sh: built once, cached)."""
-    proc = subprocess.run([str(SCRIPTS / "image.sh")], capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    repository, tag = proc.stdout.strip().rsplit(":", 1)
-    return repository, tag
-
-
-def host_volume(cluster, name: str, files_from: Path | None = None) -> Path:
-    """Claim `name`, bound to a static PersistentVolume on the node's disk (scripts/cluster/host-volume.sh)."""
-    args = [SCRIPTS / "cluster" / "host-volume.sh", cluster.state_dir, cluster.namespace, name]
-    return Path(cluster.run([*args, *([files_from] if files_from else [])], timeout=180).stdout.strip())
-
-
-@pytest.fixture(scope="module")
-def real(node_cluster, image):
-    """The node cluster with MNIST on a volume, and the --set overrides every run here uses."""
-    host_volume(node_cluster, "mnist", MNIST_DIR)
-    repository, tag = image
-    sets = [f"image.repository={repository}", f"image.tag={tag}", "image.pull_policy=Never",
-            "training.epochs=1", "data.download=false",
-            'data.volume={"persistentVolumeClaim": {"claimName": "mnist", "readOnly": true}}',
-            # two trainers and the helm test pod fit the node's 2 CPUs
-            'resources={"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "3Gi"}}']
-    return node_cluster, sets
 
 
 def host_state() -> dict:
@@ -109,22 +79,6 @@ def test_the_namespace_enforces_restricted(real):
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
-def final_accuracy(output: str) -> float:
-    found = re.findall(r"test accuracy=([0-9.]+)", output)
-    assert found, f"no test accuracy in rank 0's log:\n{output[-3000:]}"
-    return float(found[-1])
-
-
-def train(cluster, build: Path, timeout: int = 400, *extra) -> str:
-    """scripts/run.sh of a prepared build: exit 0, rank 0's real log streamed; returns the output."""
-    code, output = finish(start_run(cluster, build, *extra, timeout=timeout), timeout=timeout + 60)
-    assert code == 0, output[-6000:]
-    assert "training completed." in output, output[-3000:]
-    # both processes joined rank 0's coordinator, found through the cluster's DNS
-    assert f"{HOSTS} global devices" in output, output[-3000:]
-    return output
-
-
 @pytest.mark.timeout(900)
 def test_indexed_job_prepare_run_clean_twice(real, tmp_path):
     cluster, sets = real
@@ -161,7 +115,7 @@ def test_operator_targets_train(real, tmp_path, target):
 
 
 @pytest.mark.timeout(900)
-def test_helm_install_trains_and_helm_test_reaches_the_coordinator(real, helm, tmp_path):  # noqa: F811
+def test_helm_install_trains_and_helm_test_reaches_the_coordinator(real, helm, tmp_path):
     cluster, sets = real
     name = "real-helm"
     build = tmp_path / "build"
@@ -182,21 +136,6 @@ def test_helm_install_trains_and_helm_test_reaches_the_coordinator(real, helm, t
     finally:
         cluster.run(helm_cmd(helm, cluster, "uninstall", name, "--wait", "--timeout", "2m"), timeout=180)
     wait_until("the release's pods to go", lambda: not cluster.items("pods", release_selector(name)), timeout=120)
-
-
-def containerd_task(cluster, pod_prefix: str) -> str:
-    """The id of the running `jax` container of the pod whose name starts with pod_prefix."""
-    sock = cluster.state_dir / "node" / "containerd" / "containerd.sock"
-    ctr = ["ctr", "--address", str(sock), "-n", "k8s.io"]
-    listed = cluster.run([*ctr, "containers", "ls", "-q",
-                          'labels."io.kubernetes.container.name"==jax']).stdout.split()
-    for cid in listed:
-        info = json.loads(cluster.run([*ctr, "containers", "info", cid]).stdout)
-        pod = info["Labels"].get("io.kubernetes.pod.name", "")
-        running = cluster.run([*ctr, "tasks", "ls"], check=False).stdout
-        if pod.startswith(pod_prefix) and re.search(rf"^{cid}\s+\d+\s+RUNNING", running, re.M):
-            return cid
-    raise AssertionError(f"no running jax container of a pod {pod_prefix}*: {listed}")
 
 
 @pytest.mark.timeout(1200)

@@ -1,0 +1,49 @@
+"""Helpers of the real-node tests: volumes on the node, running a build to the end, reading results."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from tests.e2e_k8s.kube import SCRIPTS, finish, start_run
+
+HOSTS = 2
+MIN_ACCURACY = 0.97  # one epoch of the default model reaches ~0.974
+
+
+def host_volume(cluster, name: str, files_from: Path | None = None) -> Path:
+    """Claim `name`, bound to a static PersistentVolume on the node's disk (scripts/cluster/host-volume.sh)."""
+    args = [SCRIPTS / "cluster" / "host-volume.sh", cluster.state_dir, cluster.namespace, name]
+    return Path(cluster.run([*args, *([files_from] if files_from else [])], timeout=180).stdout.strip())
+
+
+def final_accuracy(output: str) -> float:
+    found = re.findall(r"test accuracy=([0-9.]+)", output)
+    assert found, f"no test accuracy in rank 0's log:\n{output[-3000:]}"
+    return float(found[-1])
+
+
+def train(cluster, build: Path, timeout: int = 400, *extra) -> str:
+    """scripts/run.sh of a prepared build: exit 0, rank 0's real log streamed; returns the output."""
+    code, output = finish(start_run(cluster, build, *extra, timeout=timeout), timeout=timeout + 60)
+    assert code == 0, output[-6000:]
+    assert "training completed." in output, output[-3000:]
+    # both processes joined rank 0's coordinator, found through the cluster's DNS
+    assert f"{HOSTS} global devices" in output, output[-3000:]
+    return output
+
+
+def containerd_task(cluster, pod_prefix: str) -> str:
+    """The id of the running `jax` container of the pod whose name starts with pod_prefix."""
+    sock = cluster.state_dir / "node" / "containerd" / "containerd.sock"
+    ctr = ["ctr", "--address", str(sock), "-n", "k8s.io"]
+    listed = cluster.run([*ctr, "containers", "ls", "-q",
+                          'labels."io.kubernetes.container.name"==jax']).stdout.split()
+    for cid in listed:
+        info = json.loads(cluster.run([*ctr, "containers", "info", cid]).stdout)
+        pod = info["Labels"].get("io.kubernetes.pod.name", "")
+        running = cluster.run([*ctr, "tasks", "ls"], check=False).stdout
+        if pod.startswith(pod_prefix) and re.search(rf"^{cid}\s+\d+\s+RUNNING", running, re.M):
+            return cid
+    raise AssertionError(f"no running jax container of a pod {pod_prefix}*: {listed}")
