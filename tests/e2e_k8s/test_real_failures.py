@@ -1,0 +1,123 @@
+"""Failures in real pods, handled by the job's own failure policy (rendered from trainer/exit_codes.py).
+
+- A worker deleted mid-training (`kubectl delete pod`, the default grace period): every process
+  checkpoints the same step on SIGTERM and exits 143; the Indexed Job does not count that against
+  its backoff limit (0 here), replaces the pods and the run resumes from exactly that step.
+- A configuration error (an impossible flag) fails the Job on the first pod failure, no retries.
+- A hang (a test-only flag stops one process's progress) is dumped (every thread's stack) by the
+  watchdog, which exits with the hang code, and the Job starts the rank again.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e_k8s.kube import SCRIPTS, assert_complete, finish, prepare, start_run, wait_until
+from tests.e2e_k8s.real import final_accuracy, host_volume
+from trainer import exit_codes
+
+
+def add_trainer_args(build: Path, name: str, *args: str) -> None:
+    """Append trainer flags to the rendered Job in `build` (what no variable can express: test hooks)."""
+    path = build / f"job-{name}.yaml"  # prepare.sh writes one file per object: <kind>-<name>.yaml
+    job = yaml.safe_load(path.read_text())
+    job["spec"]["template"]["spec"]["containers"][0]["args"] += list(args)
+    path.write_text(yaml.safe_dump(job))
+
+
+def pods_of(cluster, name: str) -> list[dict]:
+    return cluster.items("pods", f"batch.kubernetes.io/job-name={name}")
+
+
+def exit_code(pod: dict) -> int | None:
+    for status in pod["status"].get("containerStatuses", []):
+        if status["state"].get("terminated"):
+            return status["state"]["terminated"]["exitCode"]
+    return None
+
+
+def failed_condition(cluster, name: str):
+    job = cluster.get("job", name)
+    return next((c for c in job["status"].get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"),
+                None)
+
+
+@pytest.mark.timeout(1200)
+def test_deleted_worker_saves_and_resumes_without_counting(real, tmp_path):
+    cluster, sets = real
+    name = "real-preempt"
+    checkpoints = host_volume(cluster, f"{name}-checkpoints")
+    build = tmp_path / "build"
+    # No periodic checkpoint: the only one before the end is the one written on SIGTERM.
+    prepare(cluster, build, name, *sets, "backoff_limit=0", "checkpoint.every_steps=0",
+            f'checkpoint.volume={{"persistentVolumeClaim": {{"claimName": "{name}-checkpoints"}}}}',
+            base="cpu-local.json")
+    run = start_run(cluster, build, timeout=600)
+    try:
+        metrics = checkpoints / "metrics.jsonl"
+        wait_until("training past step 150", lambda: metrics.exists() and re.search(
+            r'"step": (1[5-9]\d|[2-9]\d\d)', metrics.read_text()), timeout=300, interval=0.5)
+        victim = next(p["metadata"]["name"] for p in pods_of(cluster, name)
+                      if p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == "1")
+        cluster.kubectl("delete", "pod", victim, "--wait=false")
+        code, output = finish(run, timeout=660)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert code == 0, output[-6000:]
+    saved = re.findall(r"every process stops after step (\d+)\n.*checkpoint saved at step \1:", output)
+    resumed = re.findall(r"resuming from the checkpoint of step (\d+)", output)
+    assert saved and resumed, output[-6000:]
+    assert resumed[0] == saved[0], (saved, resumed)  # exactly the step saved on SIGTERM
+    assert int(resumed[0]) < 468
+    job = cluster.get("job", name)
+    assert_complete(job)
+    assert job["status"].get("failed", 0) == 0, job["status"]  # the stop was not counted
+    assert final_accuracy(output) >= 0.97
+    cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
+
+
+@pytest.mark.timeout(600)
+def test_config_error_fails_the_job_at_once(real, tmp_path):
+    cluster, sets = real
+    name = "real-config-error"
+    build = tmp_path / "build"
+    prepare(cluster, build, name, *sets, "backoff_limit=3", base="cpu-local.json")
+    add_trainer_args(build, name, "--model-parallelism", "3")  # divides no device count here
+    code, output = finish(start_run(cluster, build, "--no-logs", timeout=300), timeout=360)
+    assert code == 1, output
+    condition = failed_condition(cluster, name)
+    assert condition and condition["reason"] == "PodFailurePolicy", cluster.get("job", name)["status"]
+    codes = [exit_code(p) for p in pods_of(cluster, name)]
+    assert exit_codes.CONFIG in codes, codes
+    assert len(codes) <= 2  # no pod was started again
+    cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
+
+
+@pytest.mark.timeout(900)
+def test_hang_is_dumped_and_restarted(real, tmp_path):
+    cluster, sets = real
+    name = "real-hang"
+    build = tmp_path / "build"
+    prepare(cluster, build, name, *sets, "backoff_limit=1", base="cpu-local.json")
+    add_trainer_args(build, name, "--hang-after-step", "150", "--hang-timeout", "20")
+    run = start_run(cluster, build, "--no-logs", timeout=600)
+    try:
+        def hung_pod():
+            return next((p for p in pods_of(cluster, name) if exit_code(p) == exit_codes.HANG), None)
+        pod = wait_until("a pod that exits with the hang code", hung_pod, timeout=400, interval=1)
+        log = cluster.kubectl("logs", pod["metadata"]["name"], "-c", "jax").stdout
+        assert "Thread 0x" in log or "Current thread" in log, log[-3000:]  # faulthandler's dump
+        index = pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]
+        wait_until(f"a new pod for index {index}", lambda: len(
+            [p for p in pods_of(cluster, name)
+             if p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == index]) >= 2,
+            timeout=120, interval=1)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
