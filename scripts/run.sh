@@ -117,6 +117,7 @@ stream_logs() {
     pod="$(rank0_pod)"
     if [ -n "$pod" ] && [ "$pod" != "$followed" ]; then
       followed="$pod"
+      echo "$pod" >"$tmp/followed"
       log "logs of rank 0 (pod $pod):"
       # kubectl itself in the background (not the kube function), so its pid is the one to stop
       kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs -f "pod/$pod" -c jax 2>"$tmp/logs.err" &
@@ -143,6 +144,12 @@ stop_logs() {  # let the stream flush for up to 3 s after the verdict, then end 
   kill "$streamer" 2>/dev/null || true
   wait "$streamer" 2>/dev/null || true
   streamer=""
+  # A job decided before its rank 0 was seen running (a fast one): its log, once.
+  local pod
+  if [ ! -s "$tmp/followed" ] && pod="$(rank0_pod)" && [ -n "$pod" ]; then
+    log "logs of rank 0 (pod $pod):"
+    kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs "pod/$pod" -c jax 2>/dev/null || true
+  fi
 }
 if $logs; then
   stream_logs &
