@@ -39,7 +39,7 @@ fi
 stop kubelet coredns
 
 # 2. Whatever containerd still holds (pods deleted behind the kubelet's back), then containerd.
-sock="$node/containerd/containerd.sock"
+sock="$CONTAINERD_SOCKET"
 if running containerd >/dev/null; then
   ctr_() { timeout 20 ctr --address "$sock" -n k8s.io "$@" 2>/dev/null; }
   for task in $(ctr_ tasks ls -q); do ctr_ tasks kill -s KILL "$task"; done
@@ -97,6 +97,6 @@ if ! pgrep -x containerd >/dev/null; then
   rm -rf /run/containerd
   rmdir /var/run/netns 2>/dev/null || true
 fi
-rm -rf /var/lib/cni/results/jax-training-* 2>/dev/null
+rm -rf /var/lib/cni/results/jax-training-* "$(dirname "$CONTAINERD_SOCKET")" 2>/dev/null
 rm -rf "$node"
 log "real node stopped and the host restored"

@@ -63,7 +63,8 @@ EOF
 
   # --- containerd: own root, state and socket; no OOM score changes (root lacks CAP_SYS_RESOURCE
   # on some hosts); the local sandbox image; runc with cgroupfs.
-  sock="$node/containerd/containerd.sock"
+  sock="$CONTAINERD_SOCKET"
+  mkdir -p "$(dirname "$sock")"
   cat >"$node/containerd/config.toml" <<EOF
 version = 2
 root = "$node/containerd/root"

@@ -34,10 +34,22 @@ def train(cluster, build: Path, timeout: int = 400, *extra) -> str:
     return output
 
 
+def node_setting(key: str) -> str:
+    """A value of scripts/cluster/node.env, the real node's fixed names and paths."""
+    for line in (SCRIPTS / "cluster" / "node.env").read_text().splitlines():
+        if line.startswith(f"{key}="):
+            return line.split("=", 1)[1]
+    raise KeyError(key)
+
+
+def containerd_cli() -> list[str]:
+    """ctr talking to the real node's containerd, in the Kubernetes namespace."""
+    return ["ctr", "--address", node_setting("CONTAINERD_SOCKET"), "-n", "k8s.io"]
+
+
 def containerd_task(cluster, pod_prefix: str) -> str:
     """The id of the running `jax` container of the pod whose name starts with pod_prefix."""
-    sock = cluster.state_dir / "node" / "containerd" / "containerd.sock"
-    ctr = ["ctr", "--address", str(sock), "-n", "k8s.io"]
+    ctr = containerd_cli()
     listed = cluster.run([*ctr, "containers", "ls", "-q",
                           'labels."io.kubernetes.container.name"==jax']).stdout.split()
     for cid in listed:

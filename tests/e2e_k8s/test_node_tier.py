@@ -29,6 +29,7 @@ def host_state() -> dict:
         "kubepods": sorted(str(p) for p in Path("/sys/fs/cgroup").glob("*/kubepods")),
         "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text(),
         "run_containerd": Path("/run/containerd").exists(),
+        "run_node": Path("/run/jax-training-node").exists(),
     }
 
 
@@ -43,7 +44,8 @@ def test_node_tier_starts_and_leaves_the_host_as_it_was(tmp_path):
                          "--state-dir", str(state), "--owner-pid", str(os.getpid())],
                         capture_output=True, text=True, timeout=1800)
     try:
-        assert up.returncode == 0, up.stderr[-4000:]
+        said = "\n".join(line for line in up.stderr.splitlines() if line.startswith("["))
+        assert up.returncode == 0, f"{said}\n{up.stderr[-3000:]}"
         env = dict(os.environ, KUBECONFIG=up.stdout.strip().splitlines()[-1])
         nodes = json.loads(subprocess.run(["kubectl", "get", "nodes", "-o", "json"], env=env, capture_output=True,
                                           text=True, timeout=30, check=True).stdout)["items"]

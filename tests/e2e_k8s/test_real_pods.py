@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e_k8s.kube import (SCRIPTS, assert_complete, finish, prepare, release_selector, start_run,
                                 wait_until)
-from tests.e2e_k8s.real import MIN_ACCURACY, containerd_task, final_accuracy, host_volume, train
+from tests.e2e_k8s.real import MIN_ACCURACY, containerd_cli, containerd_task, final_accuracy, host_volume, train
 from tests.e2e_k8s.test_helm import CHART, helm_cmd
 
 # Accuracies of uninterrupted runs, by configuration, for the fault test to compare with.
@@ -100,8 +100,7 @@ def test_killed_worker_resumes_from_the_last_checkpoint(real, tmp_path):
         wait_until("a checkpoint of step 200", lambda: any(checkpoints.glob("*200*")), timeout=300,
                    interval=0.5, diagnose=lambda: "\n".join(str(p) for p in checkpoints.iterdir()))
         task = containerd_task(cluster, f"{name}-1-")
-        cluster.run(["ctr", "--address", str(cluster.state_dir / "node" / "containerd" / "containerd.sock"),
-                     "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", task])
+        cluster.run([*containerd_cli(), "tasks", "kill", "--signal", "SIGKILL", task])
         code, output = finish(run, timeout=660)
     finally:
         if run.poll() is None:
