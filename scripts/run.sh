@@ -26,8 +26,9 @@ Options:
 $KUBE_OPTIONS_HELP
   -h, --help              show this help
 
-Exit codes: 0 the job succeeded; 1 it failed (the failed indexes are named) or was deleted;
-2 bad usage, or the job already finished (use --replace); 124 the timeout expired (the job is left running; the pods' state is printed).
+Exit codes: 0 the job succeeded; 1 it failed (the failed indexes are named), was deleted, or its
+image cannot be pulled; 2 bad usage, or the job already finished (use --replace); 124 the timeout
+expired (the job is left running; the pods' state is printed).
 EOF
 }
 
@@ -176,6 +177,14 @@ while :; do
     *" Failed "*) verdict=failed; break ;;
     *" $ok "*) verdict=succeeded; break ;;
   esac
+  # An image that cannot be pulled never starts: say so now rather than at the timeout.
+  unpullable="$(kube get pods -l "$pods" -o go-template="{{range .items}}$own{{range .status.containerStatuses}}{{with .state.waiting}}{{if or (eq .reason \"ErrImagePull\") (eq .reason \"ImagePullBackOff\") (eq .reason \"ErrImageNeverPull\") (eq .reason \"InvalidImageName\")}}{{.reason}}: {{.message}}{{\"\\n\"}}{{end}}{{end}}{{end}}{{end}}{{end}}" 2>/dev/null | head -n1)"
+  if [ -n "$unpullable" ]; then
+    stop_logs
+    log "$what cannot start: $unpullable"
+    log "build the image with scripts/image.sh and push it to a registry the nodes reach (image.repository, image.tag), or import it into the nodes and set image.pull_policy Never; the job is left in place (scripts/clean.sh deletes it)"
+    exit 1
+  fi
   if [ $SECONDS -ge $deadline ]; then verdict=timeout; break; fi
   sleep 2
 done

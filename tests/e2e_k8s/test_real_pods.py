@@ -117,3 +117,15 @@ def test_killed_worker_resumes_from_the_last_checkpoint(real, tmp_path):
         cluster.run([SCRIPTS / "clean.sh", tmp_path / "plain"], timeout=180)
     assert abs(accuracy - UNINTERRUPTED["1 epoch"]) <= 0.003, (accuracy, UNINTERRUPTED)
     cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
+
+
+@pytest.mark.timeout(300)
+def test_an_image_the_node_cannot_get_fails_run_at_once(real, tmp_path):
+    cluster, sets = real
+    name = "real-no-image"
+    build = tmp_path / "build"
+    prepare(cluster, build, name, *sets, "image.repository=localhost/jax-training/not-built", base="cpu-local.json")
+    code, output = finish(start_run(cluster, build, timeout=240), timeout=280)
+    assert code == 1, output
+    assert "cannot start: ErrImageNeverPull" in output and "scripts/image.sh" in output, output
+    cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
