@@ -74,6 +74,7 @@ class _Context:
             "--learning-rate": float(t["learning_rate"]), "--momentum": float(t["momentum"]),
             "--seed": int(t["seed"]),
             "--strategy": t["strategy"], "--model-parallelism": int(t["model_parallelism"]),
+            "--precision": t["precision"],
             "--local-device-count": int(v["local_device_count"]), "--platform": v["accelerator"],
             "--data-dir": v["data"]["dir"],
         }

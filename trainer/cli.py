@@ -10,6 +10,7 @@ import sys
 from trainer import data
 from trainer.cluster import resolve_cluster
 from trainer.errors import TrainerError
+from trainer.train import PRECISIONS
 
 DEFAULT_DATA_DIR = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "jax-training", "mnist")
 
@@ -64,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training steps run by one device dispatch (a device-side loop)")
     t.add_argument("--allreduce-dtype", choices=["float32", "bfloat16"], default="float32",
                    help="precision of the gradient all-reduce (strategy pmap); bfloat16 sends half the bytes")
+    t.add_argument("--precision", choices=PRECISIONS, default=PRECISIONS[0],
+                   help="matmuls and activations; parameters, loss and optimizer state stay float32")
     t.add_argument("--cpu-threads", type=int, default=0,
                    help="XLA CPU threads (0 = this process's share of the CPUs it shares with peers on this host)")
     t.add_argument("--compilation-cache", metavar="DIR",
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                 train_examples=args.train_examples, log_every=max(args.log_every, 1),
                 fault_after_step=args.fault_after_step, hang_after_step=args.hang_after_step,
                 hang_timeout=args.hang_timeout, steps_per_dispatch=args.steps_per_dispatch,
-                cpu_threads=args.cpu_threads, allreduce_dtype=args.allreduce_dtype,
+                cpu_threads=args.cpu_threads, allreduce_dtype=args.allreduce_dtype, precision=args.precision,
                 compilation_cache=args.compilation_cache,
             )
             return train(cfg, spec)

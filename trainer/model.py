@@ -39,16 +39,46 @@ def num_layers(params) -> int:
     return sum(1 for k in params if k.startswith("w"))
 
 
-def apply(params, x):
+@jax.custom_vjp
+def _bf16_matmul(x, w):
+    """x (bfloat16) @ w (float32, multiplied as bfloat16), accumulated in float32."""
+    return jnp.dot(x, w.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+
+
+def _bf16_matmul_fwd(x, w):
+    return _bf16_matmul(x, w), (x, w.astype(jnp.bfloat16))
+
+
+def _bf16_matmul_bwd(saved, g):
+    # Without this rule the float32 cotangent would turn both backward matmuls into float32 ones.
+    x, w = saved
+    g = g.astype(jnp.bfloat16)
+    dx = jnp.dot(g, w.T, preferred_element_type=jnp.float32).astype(jnp.bfloat16)
+    dw = jnp.dot(x.T, g, preferred_element_type=jnp.float32)  # float32, as the master weights
+    return dx, dw
+
+
+_bf16_matmul.defvjp(_bf16_matmul_fwd, _bf16_matmul_bwd)
+
+
+def apply(params, x, precision: str = "float32"):
+    """Logits (float32). In bfloat16 every matmul, forward and backward, multiplies bfloat16
+    operands and accumulates in float32; activations between layers are bfloat16, bias adds and
+    the weight gradients float32."""
     n = num_layers(params)
+    if precision == "float32":
+        for i in range(n - 1):
+            x = jax.nn.relu(x @ params[f"w{i}"] + params[f"b{i}"])
+        return x @ params[f"w{n - 1}"] + params[f"b{n - 1}"]
+    x = x.astype(jnp.bfloat16)
     for i in range(n - 1):
-        x = jax.nn.relu(x @ params[f"w{i}"] + params[f"b{i}"])
-    return x @ params[f"w{n - 1}"] + params[f"b{n - 1}"]
+        x = jax.nn.relu(_bf16_matmul(x, params[f"w{i}"]) + params[f"b{i}"]).astype(jnp.bfloat16)
+    return _bf16_matmul(x, params[f"w{n - 1}"]) + params[f"b{n - 1}"]
 
 
-def loss_and_correct(params, x, y):
-    """Mean cross-entropy over the batch and the number of correct predictions."""
-    logits = apply(params, x)
+def loss_and_correct(params, x, y, precision: str = "float32"):
+    """Mean cross-entropy over the batch (float32) and the number of correct predictions."""
+    logits = apply(params, x, precision)
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
     correct = jnp.sum(jnp.argmax(logits, -1) == y)
     return loss, correct

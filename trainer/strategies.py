@@ -67,8 +67,9 @@ class PmapStrategy:
     name = "pmap"
 
     def __init__(self, optimizer: optax.GradientTransformation, local_devices: int,
-                 allreduce_dtype: str = "float32"):
+                 allreduce_dtype: str = "float32", precision: str = "float32"):
         self.local_devices = local_devices
+        loss_fn = partial(loss_and_correct, precision=precision)
         reduced = jnp.dtype(allreduce_dtype)
 
         def mean_grads(grads):
@@ -82,7 +83,7 @@ class PmapStrategy:
 
         def local_step(state, x, y):  # this device's loss and correct count
             params, opt_state = state
-            (loss, correct), grads = jax.value_and_grad(loss_and_correct, has_aux=True)(params, x, y)
+            (loss, correct), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, x, y)
             return _update(optimizer, params, opt_state, mean_grads(grads)), loss, correct
 
         def global_metrics(state, loss, correct):
@@ -136,7 +137,8 @@ class ShardedStrategy:
 
     name = "sharded"
 
-    def __init__(self, optimizer: optax.GradientTransformation, model_parallelism: int, num_layers_: int):
+    def __init__(self, optimizer: optax.GradientTransformation, model_parallelism: int, num_layers_: int,
+                 precision: str = "float32"):
         devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
         mp = model_parallelism
         self.mesh = Mesh(np.array(devices).reshape(len(devices) // mp, mp), ("data", "model"))
@@ -150,6 +152,7 @@ class ShardedStrategy:
             self.param_specs[f"w{i}"] = P("model", None) if last else P(None, "model")
             self.param_specs[f"b{i}"] = P() if last else P("model")
         self.optimizer = optimizer
+        self.loss_fn = partial(loss_and_correct, precision=precision)
         self._jit_step = self._jit_run = None
 
     def _sharding_for(self, path) -> NamedSharding:
@@ -162,7 +165,7 @@ class ShardedStrategy:
 
     def _train_step(self, state, x, y):
         params, opt_state = state
-        (loss, correct), grads = jax.value_and_grad(loss_and_correct, has_aux=True)(params, x, y)
+        (loss, correct), grads = jax.value_and_grad(self.loss_fn, has_aux=True)(params, x, y)
         return _update(self.optimizer, params, opt_state, grads), loss, correct
 
     def put_state(self, host_state):
@@ -211,28 +214,30 @@ class ShardedStrategy:
 
 
 def make_strategy(name: str, optimizer, local_devices: int, model_parallelism: int, params_template,
-                  allreduce_dtype: str = "float32"):
+                  allreduce_dtype: str = "float32", precision: str = "float32"):
     if name == "pmap":
-        return PmapStrategy(optimizer, local_devices, allreduce_dtype)
+        return PmapStrategy(optimizer, local_devices, allreduce_dtype, precision)
     if name == "sharded":
         if allreduce_dtype != "float32":
             raise ValueError("a reduced-precision gradient all-reduce needs --strategy pmap")
-        return ShardedStrategy(optimizer, model_parallelism, num_layers(params_template))
+        return ShardedStrategy(optimizer, model_parallelism, num_layers(params_template), precision)
     raise ValueError(f"unknown strategy {name!r}")
 
 
-@jax.jit
-def _eval_correct(params, x, y):
-    return loss_and_correct(params, x, y)[1]
+@partial(jax.jit, static_argnames="precision")
+def _eval_correct(params, x, y, precision):
+    return loss_and_correct(params, x, y, precision)[1]
 
 
-def count_correct(params, images: np.ndarray, labels: np.ndarray, batch: int = 2000) -> int:
-    """Correct predictions of host params on host data, computed on this process's first device."""
+def count_correct(params, images: np.ndarray, labels: np.ndarray, batch: int = 2000,
+                  precision: str = "float32") -> int:
+    """Correct predictions of host params on host data, computed on this process's first device in
+    the training precision (the model as it was trained)."""
     device = jax.local_devices()[0]
     params = jax.device_put(params, device)
     total = 0
     for start in range(0, len(images), batch):
         x = jax.device_put(images[start:start + batch].astype(np.float32) / np.float32(255.0), device)
         y = jax.device_put(labels[start:start + batch], device)
-        total += int(_eval_correct(params, x, y))
+        total += int(_eval_correct(params, x, y, precision))
     return total

@@ -19,6 +19,11 @@ from trainer.preemption import StopRequest
 from trainer.watchdog import Watchdog
 
 
+# Precisions of the matmuls and activations; parameters (the master copy the optimizer updates),
+# logits, loss and optimizer state stay float32 in both.
+PRECISIONS = ("float32", "bfloat16")
+
+
 @dataclass
 class TrainConfig:
     epochs: int = 5
@@ -47,6 +52,7 @@ class TrainConfig:
     hang_timeout: float = 600  # seconds without a completed step before the watchdog exits (0 = off)
     steps_per_dispatch: int = 50  # training steps per device dispatch (a device-side loop)
     allreduce_dtype: str = "float32"  # gradient all-reduce precision (pmap); bfloat16 halves its bytes
+    precision: str = "float32"  # matmuls and activations (PRECISIONS)
     cpu_threads: int = 0  # XLA CPU threads; 0 = this process's share of the host's CPUs
     compilation_cache: str | None = None  # None: $JAX_COMPILATION_CACHE_DIR, else <checkpoint_dir>/xla-cache; "" = off
 
@@ -74,6 +80,7 @@ def check_config(cfg: TrainConfig) -> None:
         (cfg.model_parallelism >= 1, f"--model-parallelism {cfg.model_parallelism} must be >= 1"),
         (cfg.steps_per_dispatch >= 1, f"--steps-per-dispatch {cfg.steps_per_dispatch} must be >= 1"),
         (cfg.cpu_threads >= 0, f"--cpu-threads {cfg.cpu_threads} must be >= 0"),
+        (cfg.precision in PRECISIONS, f"--precision {cfg.precision} must be one of {', '.join(PRECISIONS)}"),
         (cfg.allreduce_dtype == "float32" or cfg.strategy == "pmap",
          f"--allreduce-dtype {cfg.allreduce_dtype} needs --strategy pmap"),
         (cfg.model_parallelism == 1 or cfg.strategy == "sharded", "--model-parallelism > 1 needs --strategy sharded"),
@@ -158,13 +165,13 @@ def _chunk_end(cfg: TrainConfig, s: int, spe: int, epoch_start: int, chunk: int)
     return end
 
 
-def _test_accuracy(jax, spec, params, dataset) -> float:
+def _test_accuracy(jax, spec, params, dataset, precision: str) -> float:
     """Each process scores a strided share of the test set; the counts are summed over processes."""
     from trainer.strategies import count_correct
 
     images = dataset.test_images[spec.process_id::spec.num_processes]
     labels = dataset.test_labels[spec.process_id::spec.num_processes]
-    correct = count_correct(params, images, labels)
+    correct = count_correct(params, images, labels, precision=precision)
     if spec.distributed:
         from jax.experimental import multihost_utils
 
@@ -225,7 +232,7 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     host_state = (params, model.init_opt_state(optimizer, params))
     step, host_state = _restore(cfg, spec, host_state, jax, log)
     strategy = make_strategy(cfg.strategy, optimizer, local_devices, cfg.model_parallelism, params,
-                             cfg.allreduce_dtype)
+                             cfg.allreduce_dtype, cfg.precision)
     state = strategy.put_state(host_state)
     train_data = strategy.put_data(dataset.train_images, dataset.train_labels)
 
@@ -233,7 +240,8 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     metrics_path = cfg.metrics_file or (os.path.join(cfg.checkpoint_dir, "metrics.jsonl") if cfg.checkpoint_dir else None)
     metrics = MetricsFile(metrics_path if rank0 else None)
     metrics.write({"event": "start", "step": step, "total_steps": total, "processes": spec.num_processes,
-                   "local_devices": local_devices, "strategy": cfg.strategy, "batch_size": cfg.batch_size})
+                   "local_devices": local_devices, "strategy": cfg.strategy, "batch_size": cfg.batch_size,
+                   "precision": cfg.precision})
 
     # Every chunk is waited for (its losses are read back): several local CPU devices deadlock the
     # all-reduce otherwise (jax 0.10), and a log line or checkpoint needs its step done anyway.
@@ -287,7 +295,7 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
         epoch_loss = float(np.mean(losses))
         train_acc = sum(corrects) / (len(corrects) * cfg.batch_size)
         params_host = strategy.get_state(state)[0]
-        test_acc = _test_accuracy(jax, spec, params_host, dataset)
+        test_acc = _test_accuracy(jax, spec, params_host, dataset, cfg.precision)
         watchdog.beat(step)
         log(f"epoch {epoch + 1}/{cfg.epochs}, average epoch loss={epoch_loss:.4f}")
         log(f"epoch {epoch + 1}/{cfg.epochs}, train accuracy={train_acc:.4f}, test accuracy={test_acc:.4f}, "

@@ -1,4 +1,4 @@
-"""The model's host-side initialisation (no XLA program is compiled for it)."""
+"""The model's host-side initialisation (no XLA program is compiled for it) and its precisions."""
 
 import jax
 import numpy as np
@@ -29,3 +29,47 @@ def test_zero_optimizer_state_equals_optax_init(name, schedule):
     for e, a in zip(jax.tree.leaves(expected), jax.tree.leaves(actual)):
         assert isinstance(a, np.ndarray) and a.dtype == e.dtype and a.shape == e.shape
         np.testing.assert_array_equal(a, np.asarray(e))
+
+
+def _batch(n=32, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.random((n, model.INPUTS), np.float32), rng.integers(0, model.CLASSES, n).astype(np.int32)
+
+
+def _equations(jaxpr):
+    """Every equation of a jaxpr and of the jaxprs nested in it (pjit, custom_jvp, ...)."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else [param]:
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    yield from _equations(inner)
+
+
+def test_bfloat16_multiplies_in_bfloat16_and_keeps_float32_parameters_loss_and_gradients():
+    params = model.init_params(0, (64, 32))
+    x, y = _batch()
+    loss_grads = jax.value_and_grad(model.loss_and_correct, has_aux=True)
+    jaxpr = jax.make_jaxpr(lambda p: loss_grads(p, x, y, "bfloat16"))(params).jaxpr
+    dots = [[str(v.aval.dtype) for v in eqn.invars] for eqn in _equations(jaxpr) if eqn.primitive.name == "dot_general"]
+    # 3 forward matmuls, 3 weight and 3 input gradients (XLA drops the images' unused one): all bfloat16
+    assert dots == [["bfloat16", "bfloat16"]] * 9
+    (loss16, _), grads16 = loss_grads(params, x, y, "bfloat16")
+    (loss32, _), grads32 = loss_grads(params, x, y, "float32")
+    assert loss16.dtype == np.float32 and {g.dtype for g in jax.tree.leaves(grads16)} == {np.dtype(np.float32)}
+    assert float(loss16) != float(loss32) and abs(float(loss16) - float(loss32)) < 0.02 * float(loss32)
+    for key in params:  # bfloat16 keeps 8 significant bits: gradients agree to a few percent
+        error = np.linalg.norm(grads16[key] - grads32[key]) / np.linalg.norm(grads32[key])
+        assert 0 < error < 0.05, (key, error)
+
+
+def test_float32_is_exactly_the_plain_mlp():
+    params = model.init_params(1, (64, 32))
+    x, _ = _batch()
+    h = np.maximum(x @ params["w0"] + params["b0"], 0)
+    h = np.maximum(h @ params["w1"] + params["b1"], 0)
+    expected = h @ params["w2"] + params["b2"]
+    logits = model.apply(params, x)
+    assert logits.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(logits), expected, rtol=1e-5, atol=1e-5)

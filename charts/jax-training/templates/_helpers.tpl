@@ -114,6 +114,7 @@ agrees with it except that it drops the ".0" of integral values. The schema boun
   "--seed" (int64 $t.seed | toString)
   "--strategy" $t.strategy
   "--model-parallelism" (int64 $t.model_parallelism | toString)
+  "--precision" $t.precision
   "--local-device-count" (int64 $v.local_device_count | toString)
   "--platform" $v.accelerator
   "--data-dir" $v.data.dir -}}
