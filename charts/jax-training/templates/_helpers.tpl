@@ -5,6 +5,20 @@ Values arrive as Helm parses them (every number is a float64): integers are prin
 Helpers that return structures print them as JSON; callers read them back with fromJson.
 */}}
 
+{{/*
+JSON of any value: the one way a value reaches a manifest (JSON is YAML). Characters YAML cannot carry
+raw even inside quotes are written as \u escapes, as in generator/yaml_text.py: C1 controls, NEL (Go's
+YAML reads it as a line break), the BOM and the non-characters U+FFFE and U+FFFF. toJson already
+escapes the rest (U+2028, U+2029, C0 controls).
+*/}}
+{{- define "jax-training.json" -}}
+{{- $json := toJson . -}}
+{{- range $code := concat (untilStep 127 160 1) (list 65279 65534 65535) -}}
+{{- $json = replace (printf "%c" $code) (printf "\\u%04x" $code) $json -}}
+{{- end -}}
+{{- $json -}}
+{{- end -}}
+
 {{/* Name of every object (validated by values.schema.json: a DNS-1035 label). */}}
 {{- define "jax-training.name" -}}
 {{- .Values.name -}}
@@ -17,7 +31,7 @@ Helpers that return structures print them as JSON; callers read them back with f
 
 {{/* Selector labels; call with (dict "root" $ "component" "worker"). */}}
 {{- define "jax-training.selectorLabels" -}}
-{{- toJson (dict
+{{- include "jax-training.json" (dict
   "app.kubernetes.io/name" .root.Chart.Name
   "app.kubernetes.io/instance" (include "jax-training.name" .root)
   "app.kubernetes.io/component" .component) -}}
@@ -40,17 +54,17 @@ queue adds the Kueue queue label (top-level workload objects), chart adds helm.s
 {{- if .chart -}}
 {{- $_ = set $labels "helm.sh/chart" (include "jax-training.chart" .root) -}}
 {{- end -}}
-{{- toJson $labels -}}
+{{- include "jax-training.json" $labels -}}
 {{- end -}}
 
 {{/* Object metadata (name, namespace, labels, annotations); call with (dict "root" $ "labels" DICT). */}}
 {{- define "jax-training.metadata" -}}
 metadata:
-  name: {{ include "jax-training.name" .root | toJson }}
-  namespace: {{ .root.Values.namespace | toJson }}
-  labels: {{ toJson .labels }}
+  name: {{ include "jax-training.name" .root | include "jax-training.json" }}
+  namespace: {{ .root.Values.namespace | include "jax-training.json" }}
+  labels: {{ include "jax-training.json" .labels }}
   {{- if .root.Values.annotations }}
-  annotations: {{ toJson .root.Values.annotations }}
+  annotations: {{ include "jax-training.json" .root.Values.annotations }}
   {{- end }}
 {{- end -}}
 
@@ -126,7 +140,7 @@ agrees with it except that it drops the ".0" of integral values. The schema boun
   "--init-timeout" (int64 $v.init_timeout_seconds | toString)
   "--heartbeat-timeout" (int64 $v.heartbeat_timeout_seconds | toString)
   "--hang-timeout" (int64 $v.hang_timeout_seconds | toString)) -}}
-{{- toJson $args -}}
+{{- include "jax-training.json" $args -}}
 {{- end -}}
 
 {{/*
@@ -134,7 +148,7 @@ JAX_* variables of the indexed-job and jobset targets (JSON list); the process i
 completion index. The JAXJob operator injects its own variables instead.
 */}}
 {{- define "jax-training.processEnv" -}}
-{{- toJson (list
+{{- include "jax-training.json" (list
   (dict "name" "JAX_COORDINATOR_ADDRESS"
         "value" (printf "%s:%d" (include "jax-training.coordinatorHost" .) (int64 .Values.coordinator_port)))
   (dict "name" "JAX_NUM_PROCESSES" "value" (int64 .Values.hosts_count | toString))
@@ -150,7 +164,7 @@ completion index. The JAXJob operator injects its own variables instead.
 {{- $_ := set $limits "nvidia.com/gpu" (int64 .Values.local_device_count) -}}
 {{- $_ = set $resources "limits" $limits -}}
 {{- end -}}
-{{- toJson $resources -}}
+{{- include "jax-training.json" $resources -}}
 {{- end -}}
 
 {{/* Tolerations (JSON list): the user's, plus the nvidia.com/gpu toleration on GPU pods. */}}
@@ -159,7 +173,7 @@ completion index. The JAXJob operator injects its own variables instead.
 {{- if eq .Values.accelerator "gpu" -}}
 {{- $tolerations = append $tolerations (dict "key" "nvidia.com/gpu" "operator" "Exists" "effect" "NoSchedule") -}}
 {{- end -}}
-{{- toJson $tolerations -}}
+{{- include "jax-training.json" $tolerations -}}
 {{- end -}}
 
 {{/* A pod volume (JSON) from a volume source; an empty source is an emptyDir. Call with (list NAME SOURCE). */}}
@@ -169,7 +183,7 @@ completion index. The JAXJob operator injects its own variables instead.
 {{- if not $source -}}
 {{- $source = dict "emptyDir" dict -}}
 {{- end -}}
-{{- toJson (mergeOverwrite (dict "name" $name) (deepCopy $source)) -}}
+{{- include "jax-training.json" (mergeOverwrite (dict "name" $name) (deepCopy $source)) -}}
 {{- end -}}
 
 {{/*
@@ -186,7 +200,7 @@ at once; disruptions and the "ignore" codes (stop signal, lost peer) do not coun
 {{- range $action := list "fail" "ignore" "retry" -}}
 {{- $_ := set $on $action (dict "containerName" "jax" "operator" "In" "values" (get $codes $action)) -}}
 {{- end -}}
-{{- toJson (dict "rules" (list
+{{- include "jax-training.json" (dict "rules" (list
   (dict "action" "FailJob" "onExitCodes" $on.fail)
   (dict "action" "Ignore" "onPodConditions" (list (dict "type" "DisruptionTarget" "status" "True")))
   (dict "action" "Ignore" "onExitCodes" $on.ignore)
@@ -199,12 +213,12 @@ at once; disruptions and the "ignore" codes (stop signal, lost peer) do not coun
 {{- if .Values.jobset.exclusive_topology -}}
 {{- $_ := set $annotations "alpha.jobset.sigs.k8s.io/exclusive-topology" .Values.jobset.exclusive_topology -}}
 {{- end -}}
-{{- toJson $annotations -}}
+{{- include "jax-training.json" $annotations -}}
 {{- end -}}
 
 {{/*
 The pod template shared by every target; call with (dict "root" $ "processEnv" LIST ["subdomain" NAME]).
-Every scalar goes through toJson.
+Every scalar goes through jax-training.json.
 */}}
 {{- define "jax-training.podTemplate" -}}
 {{- $root := .root -}}
@@ -215,21 +229,21 @@ Every scalar goes through toJson.
 metadata:
   labels: {{ include "jax-training.labels" (dict "root" $root "component" "worker") }}
   {{- if $v.annotations }}
-  annotations: {{ toJson $v.annotations }}
+  annotations: {{ include "jax-training.json" $v.annotations }}
   {{- end }}
 spec:
   restartPolicy: Never
   terminationGracePeriodSeconds: {{ int64 $v.termination_grace_period_seconds }}
   {{- if .subdomain }}
-  subdomain: {{ toJson .subdomain }}
+  subdomain: {{ include "jax-training.json" .subdomain }}
   {{- end }}
   automountServiceAccountToken: false
   enableServiceLinks: false
   {{- if $v.service_account_name }}
-  serviceAccountName: {{ toJson $v.service_account_name }}
+  serviceAccountName: {{ include "jax-training.json" $v.service_account_name }}
   {{- end }}
   {{- if $v.priority_class_name }}
-  priorityClassName: {{ toJson $v.priority_class_name }}
+  priorityClassName: {{ include "jax-training.json" $v.priority_class_name }}
   {{- end }}
   securityContext:
     runAsNonRoot: true
@@ -241,22 +255,22 @@ spec:
   {{- if $v.image.pull_secrets }}
   imagePullSecrets:
   {{- range $secret := $v.image.pull_secrets }}
-    - name: {{ toJson $secret }}
+    - name: {{ include "jax-training.json" $secret }}
   {{- end }}
   {{- end }}
   {{- if $v.node_selector }}
-  nodeSelector: {{ toJson $v.node_selector }}
+  nodeSelector: {{ include "jax-training.json" $v.node_selector }}
   {{- end }}
   {{- if $v.affinity }}
-  affinity: {{ toJson $v.affinity }}
+  affinity: {{ include "jax-training.json" $v.affinity }}
   {{- end }}
   {{- if $tolerations }}
-  tolerations: {{ toJson $tolerations }}
+  tolerations: {{ include "jax-training.json" $tolerations }}
   {{- end }}
   containers:
     - name: jax
-      image: {{ printf "%s:%s" $v.image.repository $v.image.tag | toJson }}
-      imagePullPolicy: {{ toJson $v.image.pull_policy }}
+      image: {{ printf "%s:%s" $v.image.repository $v.image.tag | include "jax-training.json" }}
+      imagePullPolicy: {{ include "jax-training.json" $v.image.pull_policy }}
       command: ["python", "-m", "trainer"]
       args: {{ include "jax-training.trainerArgs" $root }}
       {{- $unbuffered := ne $v.target "jaxjob" }}{{/* the training-operator sets it in JAXJob pods */}}
@@ -267,18 +281,18 @@ spec:
           value: "1"
         {{- end }}
         {{- range $item := .processEnv }}
-        - {{ toJson $item }}
+        - {{ include "jax-training.json" $item }}
         {{- end }}
         {{- range $item := $v.env }}
-        - {{ toJson $item }}
+        - {{ include "jax-training.json" $item }}
         {{- end }}
       {{- end }}
       ports:
-        - name: {{ include "jax-training.coordinatorPortName" $root | toJson }}
+        - name: {{ include "jax-training.coordinatorPortName" $root | include "jax-training.json" }}
           containerPort: {{ int64 $v.coordinator_port }}
           protocol: TCP
       {{- if $resources }}
-      resources: {{ toJson $resources }}
+      resources: {{ include "jax-training.json" $resources }}
       {{- end }}
       securityContext:
         allowPrivilegeEscalation: false
@@ -288,12 +302,12 @@ spec:
           drop: ["ALL"]
       volumeMounts:
         - name: data
-          mountPath: {{ toJson $v.data.dir }}
+          mountPath: {{ include "jax-training.json" $v.data.dir }}
           {{- if not $v.data.download }}
           readOnly: true
           {{- end }}
         - name: checkpoints
-          mountPath: {{ toJson $v.checkpoint.dir }}
+          mountPath: {{ include "jax-training.json" $v.checkpoint.dir }}
         - name: tmp
           mountPath: "/tmp"
         {{- if $gpu }}
@@ -309,6 +323,6 @@ spec:
     - name: dshm
       emptyDir:
         medium: Memory
-        sizeLimit: {{ toJson $v.shm_size }}
+        sizeLimit: {{ include "jax-training.json" $v.shm_size }}
     {{- end }}
 {{- end -}}
