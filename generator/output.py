@@ -8,15 +8,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import yaml
-
+from . import yaml_text
 from .errors import UserError
 
 MARKER = ".jaxgen-output"  # marks a directory as ours, so replacing it can never delete user files
 
 
 def dump_yaml(docs: list[dict]) -> str:
-    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096)
+    return yaml_text.dump_all(docs)
 
 
 def dump_json(doc: dict) -> str:

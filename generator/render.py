@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 from functools import lru_cache
 
 import jinja2
@@ -11,7 +10,7 @@ import yaml
 
 from trainer import exit_codes
 
-from . import __version__, names
+from . import __version__, names, yaml_text
 from .paths import TEMPLATES_DIR
 
 K8S_TARGETS = ("indexed-job", "jaxjob", "jobset")
@@ -25,11 +24,6 @@ class TemplateBug(RuntimeError):
     """A template produced text that does not parse: a bug of ours, never the user's input."""
 
 
-def _tojson(value) -> str:
-    # JSON is a subset of YAML: every scalar and pass-through object lands as one flow value.
-    return json.dumps(value, ensure_ascii=True)  # ASCII escapes: YAML cannot carry every code point raw
-
-
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -38,7 +32,7 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.filters["tojson"] = _tojson
+    env.filters["tojson"] = yaml_text.flow_value  # every scalar and pass-through object: one flow value
     return env
 
 
@@ -161,7 +155,7 @@ def render_documents(values: dict) -> list[dict]:
         raise ValueError(f"target {values['target']!r} renders a script, not manifests")
     text = render_text(values)
     try:
-        docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        docs = yaml_text.load_all(text)
     except yaml.YAMLError as exc:
         raise TemplateBug(f"template {values['target']} produced invalid YAML: {exc}\n{text}") from exc
     for doc in docs:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import sys
 from functools import lru_cache
 from typing import Any
 
 import yaml
 
+from . import yaml_text
 from .checks import validation_errors
 from .errors import UserError, ValidationFailed
 from .paths import VALUES_FILE
@@ -18,7 +18,7 @@ from .paths import VALUES_FILE
 
 @lru_cache(maxsize=1)
 def _defaults() -> dict:
-    return yaml.safe_load(VALUES_FILE.read_text())
+    return yaml_text.load(VALUES_FILE.read_text())
 
 
 def defaults() -> dict:
@@ -45,7 +45,7 @@ def read_document(path: str) -> dict:
         data = _NOT_JSON
     if data is _NOT_JSON:
         try:
-            data = yaml.load(text, Loader=_Loader)
+            data = yaml_text.load(text)
         except yaml.YAMLError as exc:
             raise UserError(f"{label}: not valid JSON/YAML{_where(exc)}") from None
     if not isinstance(data, dict):
@@ -54,17 +54,6 @@ def read_document(path: str) -> dict:
 
 
 _NOT_JSON = object()
-
-
-class _Loader(yaml.SafeLoader):
-    """Safe YAML with YAML 1.2 floats, so 1e-5 is a number as it is in JSON (YAML 1.1 wants 1.0e-5)."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),  # exponent forms only; YAML 1.1 already reads the rest
-)
 
 
 def _where(exc: yaml.YAMLError) -> str:
@@ -81,7 +70,7 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     if not sep or not key or any(not part for part in path):
         raise UserError(f"--set {assignment!r}: expected KEY.PATH=VALUE")
     try:
-        value = yaml.load(raw, Loader=_Loader) if raw.strip() else ""
+        value = yaml_text.load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw  # not YAML: keep it as the literal string the user typed
     return path, value

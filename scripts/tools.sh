@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the chart tooling, pinned and cached under $JAXT_CACHE (idempotent; a second run is a no-op):
-#   helm v4 (stamped), kubeconform, kube-linter — built from source through the Go module proxy
+#   helm v4 (stamped), kubeconform, kube-linter, yaml-decode — built from source through the Go module proxy
 #   (`go install`; kube-linter through a wrapper module, see below) — and the offline schemas kubeconform validates against (core kinds from the kubernetes-validate
 #   wheel, CRDs from ../shared/crds).
 set -euo pipefail
@@ -44,6 +44,24 @@ MOD
   ln -sf "$dir/kube-linter" "$JAXT_BIN/kube-linter"
 }
 build_kube_linter "$KUBE_LINTER_VERSION"
+
+# yaml-decode (scripts/yaml-decode): the tests read renders with it the way kubectl, Helm and the API
+# server's clients do. Built from its pinned go.mod/go.sum, again when its source changes.
+build_yaml_decode() {
+  local src="$JAXT_ROOT/scripts/yaml-decode" digest dir
+  digest="$(cat "$src/go.mod" "$src/go.sum" "$src"/*.go | sha256sum | cut -c1-12)"
+  dir="$JAXT_CACHE/tools/yaml-decode-$digest"
+  if [ ! -x "$dir/yaml-decode" ]; then
+    command -v go >/dev/null || die "go is required to build yaml-decode"
+    log "building yaml-decode (cached in $dir)"
+    mkdir -p "$dir.tmp"
+    (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir.tmp/yaml-decode" .) \
+      || die "building yaml-decode failed"
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  ln -sf "$dir/yaml-decode" "$JAXT_BIN/yaml-decode"
+}
+build_yaml_decode
 
 # Offline schemas for kubeconform, rebuilt only when their inputs change (a stamp of their digests).
 KUBERNETES_SCHEMA_VERSIONS=(1.30.0 1.37.0)

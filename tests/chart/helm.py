@@ -4,23 +4,19 @@ two front doors (`helm template` and jaxgen's render) reduced to comparable docu
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
+from generator import yaml_text
+from generator.output import dump_yaml
 from generator.render import render_documents
 from generator.values import load_values
-from tests.support.paths import REPO_ROOT
+from tests.support import kubernetes_yaml
+from tests.support.paths import CACHE, REPO_ROOT, tool
 
 CHART_DIR = REPO_ROOT / "charts" / "jax-training"
-CACHE = Path(os.environ.get("JAXT_CACHE", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-                            / "jax-training"))
-BIN = CACHE / "bin"
 SCHEMAS = CACHE / "kubeconform-schemas"
 # Versions the offline schemas are prepared for (KUBERNETES_SCHEMA_VERSIONS in scripts/tools.sh).
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
@@ -28,20 +24,11 @@ SCHEMA_LOCATIONS = (
     str(SCHEMAS / "{{.NormalizedKubernetesVersion}}-standalone{{.StrictSuffix}}/{{.ResourceKind}}{{.KindSuffix}}.json"),
     str(SCHEMAS / "crds/{{.Group}}/{{.ResourceKind}}_{{.ResourceAPIVersion}}.json"),
 )
-# Characters outside YAML's printable set (the set PyYAML's reader enforces).
-NON_PRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 TIMEOUT = 120  # seconds; any one tool run takes well under one
 
 # The only differences allowed between the two renders (documented in the chart's README).
 HELM_ONLY_LABELS = {"helm.sh/chart"}
 MANAGED_BY = "app.kubernetes.io/managed-by"
-
-
-def tool(name: str) -> str:
-    path = BIN / name
-    if not path.exists():
-        raise RuntimeError(f"{path} is missing: run scripts/tools.sh (make setup) first")
-    return str(path)
 
 
 @dataclass
@@ -51,11 +38,8 @@ class Run:
     stderr: str
 
     def documents(self) -> list[dict]:
-        # PyYAML refuses some code points (e.g. U+FFFE) even inside quoted scalars, where Go's YAML
-        # reader accepts them. Every user-supplied string reaches the manifests as a double-quoted JSON
-        # string (toJson), so spelling such a character as an escape keeps its value.
-        text = NON_PRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", self.stdout)
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        """The rendered documents as Kubernetes reads them."""
+        return kubernetes_yaml.decode(self.stdout)
 
 
 def run(*args: str, stdin: str | None = None, cwd: Path | None = None) -> Run:
@@ -90,7 +74,8 @@ def kubeconform(manifests: str, kubernetes_version: str) -> Run:
 
 
 def jaxgen_documents(*values_files: str | Path) -> list[dict]:
-    return render_documents(load_values([str(p) for p in values_files], []))
+    """jaxgen's render of the files, as Kubernetes reads the YAML it writes."""
+    return kubernetes_yaml.decode(dump_yaml(render_documents(load_values([str(p) for p in values_files], []))))
 
 
 def _strip_labels(node, engine: str) -> None:
@@ -120,7 +105,8 @@ def comparable(docs: list[dict], engine: str) -> list[dict]:
 
 def write_values(directory: Path, name: str, values: dict) -> Path:
     path = directory / f"{name}.json"
-    path.write_text(json.dumps(values, ensure_ascii=False, indent=1))
+    # As JSON both readers take: Helm's (Go's YAML) refuses raw control characters and surrogate pairs.
+    path.write_text(yaml_text.flow_value(values))
     return path
 
 

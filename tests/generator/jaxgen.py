@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import yaml
 from click.testing import CliRunner
 
 from generator.cli import cli
+from tests.support import kubernetes_yaml
 
 
 @dataclass
@@ -17,7 +17,8 @@ class Result:
     stderr: str
 
     def documents(self) -> list[dict]:
-        return [doc for doc in yaml.safe_load_all(self.stdout) if doc is not None]
+        """The rendered documents as Kubernetes reads them."""
+        return kubernetes_yaml.decode(self.stdout)
 
 
 def jaxgen(*args: str, stdin: str | None = None) -> Result:

@@ -1,10 +1,11 @@
-"""Property: any valid variables file renders documents that parse and pass strict validation."""
+"""Property: any valid variables file renders documents that Kubernetes reads back as written (its
+own YAML reader) and that pass strict validation."""
 
 import json
 
 from hypothesis import HealthCheck, given, settings
 
-from tests.support.manifests import KUBERNETES_VERSIONS, validation_problems
+from tests.support.manifests import KUBERNETES_VERSIONS, pod_templates, validation_problems
 from tests.support.strategies import variables
 
 from .jaxgen import jaxgen
@@ -15,10 +16,16 @@ from .jaxgen import jaxgen
 def test_valid_variables_render_valid_manifests(values):
     result = jaxgen("render", "-", stdin=json.dumps(values))
     assert result.exit_code == 0, result.stderr
-    docs = result.documents()
+    docs = result.documents()  # as Kubernetes reads them
     kinds = sorted(doc["kind"] for doc in docs)
     assert kinds == {"indexed-job": ["Job", "Service"], "jaxjob": ["JAXJob"], "jobset": ["JobSet"]}[values["target"]]
     for doc in docs:
         assert doc["metadata"]["name"] == values["name"]
         for version in KUBERNETES_VERSIONS:
             assert validation_problems(doc, version) == [], doc["kind"]
+        assert values.get("labels", {}).items() <= doc["metadata"]["labels"].items()
+        assert values.get("annotations", {}).items() <= doc["metadata"].get("annotations", {}).items()
+    (template,) = pod_templates(docs)
+    container = template["spec"]["containers"][0]
+    assert all(entry in container["env"] for entry in values.get("env", []))
+    assert all(isinstance(arg, str) for arg in container["args"])

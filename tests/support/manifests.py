@@ -61,3 +61,15 @@ def validation_problems(doc: dict, kubernetes_version: str = "1.37") -> list[str
     except kubernetes_validate.ValidationError as error:
         return [str(error)]
     return []
+
+
+def pod_templates(docs: list[dict]) -> list[dict]:
+    """The pod templates (metadata and spec) of every workload among `docs`, of any target."""
+    templates = []
+    for doc in docs:
+        spec = doc["spec"]
+        if "template" in spec:
+            templates.append(spec["template"])
+        templates += [r["template"] for r in spec.get("jaxReplicaSpecs", {}).values()]
+        templates += [j["template"]["spec"]["template"] for j in spec.get("replicatedJobs", [])]
+    return templates

@@ -1,5 +1,6 @@
 """Locations every tier uses."""
 
+import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -8,3 +9,14 @@ MNIST_DIR = SHARED_DIR / "data" / "mnist"
 CRDS_DIR = SHARED_DIR / "crds"
 EXAMPLES_DIR = REPO_ROOT / "variables" / "examples"
 BAD_INPUTS_DIR = REPO_ROOT / "tests" / "generator" / "bad_inputs"
+# The tools scripts/tools.sh installs.
+CACHE = Path(os.environ.get("JAXT_CACHE", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+                            / "jax-training"))
+BIN = CACHE / "bin"
+
+
+def tool(name: str) -> str:
+    path = BIN / name
+    if not path.exists():
+        raise RuntimeError(f"{path} is missing: run scripts/tools.sh (make setup) first")
+    return str(path)

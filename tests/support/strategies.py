@@ -5,7 +5,14 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 DNS_LABEL_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789-"
-SAFE_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=40)
+# Strings YAML readers disagree on when written bare (YAML 1.1, 1.2, go-yaml), or that need escapes.
+YAML_LOOKALIKES = ("3e-05", "1e3", "y", "n", "Y", "N", "yes", "No", "on", "OFF", "true", "False", "null", "~",
+                   "", "0o17", "0x1F", "0b101", "1_000", "012", "+1", "-1", "1.0", ".5", "1:20", "2001-12-14",
+                   ".inf", "-.inf", ".nan", "<<", "=", "---", "...", "- x", "a: b", "a:", "#x", "x #y", " x",
+                   "x ", "@x", "`x", "|", ">", "!x", "&x", "*x", "%x", "[x]", "{x}", "'x'", '"x"', "\\", "\n",
+                   "\t", "\x85", "\u2028", "\u2029", "\ufeff", "\x7f", "\x00", "\U0001F600", "a\U0001F600b")
+SAFE_TEXT = st.one_of(st.sampled_from(YAML_LOOKALIKES),
+                      st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40))
 
 
 @st.composite
@@ -14,8 +21,10 @@ def dns_name(draw, max_size: int = 30) -> str:
     return draw(st.sampled_from("abcxyz")) + body.strip("-") + draw(st.sampled_from("abc0"))
 
 
-label_value = st.from_regex(r"\A([A-Za-z0-9]([-A-Za-z0-9_.]{0,20}[A-Za-z0-9])?)?\Z")
-label_key = st.from_regex(r"\A([a-z0-9]{1,10}\.example/)?[a-z][a-z0-9]{0,15}\Z")
+label_value = st.one_of(st.sampled_from(("y", "n", "Y", "N", "on", "No", "1e3", "0o17", "0x1F", "012", "1.0")),
+                        st.from_regex(r"\A([A-Za-z0-9]([-A-Za-z0-9_.]{0,20}[A-Za-z0-9])?)?\Z"))
+label_key = st.one_of(st.sampled_from(("y", "n", "on", "off", "yes", "no", "true", "null")),
+                      st.from_regex(r"\A([a-z0-9]{1,10}\.example/)?[a-z][a-z0-9]{0,15}\Z"))
 
 
 @st.composite
@@ -40,9 +49,10 @@ def variables(draw, targets=("indexed-job", "jaxjob", "jobset")) -> dict:
             "strategy": strategy,
             "model_parallelism": model,
             "epochs": draw(st.integers(1, 100)),
-            "learning_rate": draw(st.sampled_from([0.1, 0.01, 0.001, 1e-05, 0.5, 2])),
+            "learning_rate": draw(st.sampled_from([0.1, 0.01, 0.001, 3e-05, 1e-05, 0.5, 2])),
             "optimizer": draw(st.sampled_from(["sgd", "adam", "adamw"])),
             "seed": draw(st.integers(0, 2**31 - 1)),
+            "precision": draw(st.sampled_from(["float32", "bfloat16"])),
         },
     }
     optional = {
@@ -65,7 +75,8 @@ def variables(draw, targets=("indexed-job", "jaxjob", "jobset")) -> dict:
         "priority_class_name": st.one_of(st.just(""), dns_name(max_size=20)),
         "shm_size": st.sampled_from(["1Gi", "512Mi", "16Gi"]),
         "image": st.fixed_dictionaries({
-            "tag": st.from_regex(r"\A[a-z0-9][a-z0-9._-]{0,10}\Z"),
+            "tag": st.one_of(st.sampled_from(("1e3", "3e-05", "y", "N", "0o17", "1_000", "1.0", "012")),
+                             st.from_regex(r"\A[a-z0-9][a-z0-9._-]{0,10}\Z")),
             "pull_policy": st.sampled_from(["Always", "IfNotPresent", "Never"]),
             "pull_secrets": st.lists(dns_name(max_size=15), max_size=2, unique=True)}),
         "data": st.fixed_dictionaries({"download": st.just(True),
