@@ -11,6 +11,7 @@ import json
 from functools import lru_cache
 
 import jsonschema
+import re2
 
 from .names import DNS_LABEL_MAX, longest_hostname
 from .paths import SCHEMA_FILE
@@ -25,9 +26,25 @@ def schema() -> dict:
     return json.loads(SCHEMA_FILE.read_text())
 
 
+@lru_cache(maxsize=None)
+def _regex(pattern: str) -> "re2._Regexp":
+    return re2.compile(pattern)
+
+
+def _go_pattern(validator, pattern: str, instance, _schema):
+    """`pattern` read as Helm and the API server read it, with Go's regexp (RE2): `$` is the end of the
+    text (Python's `$` also matches before a trailing newline, so "name\n" would pass), and matching
+    takes linear time whatever the input (a backtracking engine can be made to hang)."""
+    if validator.is_type(instance, "string") and _regex(pattern).search(instance) is None:
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Validator = jsonschema.validators.extend(jsonschema.Draft7Validator, {"pattern": _go_pattern})
+
+
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.Draft7Validator:
-    return jsonschema.Draft7Validator(schema())
+    return _Validator(schema())
 
 
 def json_path(parts) -> str:

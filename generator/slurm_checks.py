@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import re
 
-SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole name: fullmatch, never $
 # An #SBATCH line is split by sbatch itself, not by the shell: no quoting is possible there.
 DIRECTIVE_UNSAFE = re.compile(r"[\s'\"\\#]")
 # Set per task by SLURM / the trainer; one value for every task would break the ranks.
-RESERVED_ENV = re.compile(r"^(SLURM_\w*|JAX_COORDINATOR_ADDRESS|JAX_NUM_PROCESSES|JAX_PROCESS_ID|"
-                          r"CUDA_VISIBLE_DEVICES)$")
+RESERVED_ENV = re.compile(r"SLURM_\w*|JAX_COORDINATOR_ADDRESS|JAX_NUM_PROCESSES|JAX_PROCESS_ID|CUDA_VISIBLE_DEVICES")
 MAX_GPUS_PER_NODE = 16
 
 
@@ -42,10 +41,10 @@ def slurm_errors(values: dict) -> list[str]:
         name = entry.get("name") if isinstance(entry, dict) else None
         if not isinstance(name, str):
             continue  # the schema reports it
-        if not SHELL_NAME.match(name):
+        if not SHELL_NAME.fullmatch(name):
             errors.append(f"$.env[{i}].name: {name!r} is not a shell variable name (letters, digits, _), "
                           "which target slurm needs to export it")
-        elif RESERVED_ENV.match(name):
+        elif RESERVED_ENV.fullmatch(name):
             errors.append(f"$.env[{i}].name: {name} is set for each task by SLURM and the trainer; "
                           "one value for every task would break the ranks")
         if "valueFrom" in entry:

@@ -27,7 +27,7 @@ DIRS = st.sampled_from(["/data/mnist", "/d", "/mnt/a b/ü", "/x/", "/data/mnist/
 @st.composite
 def chart_variables(draw) -> dict:
     target = draw(st.sampled_from(["indexed-job", "jaxjob", "jobset"]))
-    hosts = draw(st.one_of(st.integers(1, 4), st.sampled_from([16, 100, 1024])))
+    hosts = draw(st.one_of(st.integers(1, 4), st.sampled_from([16, 100, 1024, 4096])))
     local = draw(st.sampled_from([1, 2, 4, 8, 16]))
     accelerator = draw(st.sampled_from(["cpu", "gpu"]))
     devices = hosts * local
@@ -48,6 +48,7 @@ def chart_variables(draw) -> dict:
             "momentum": draw(MOMENTA),
             "strategy": "sharded" if model > 1 else draw(st.sampled_from(["pmap", "sharded"])),
             "model_parallelism": model,
+            "precision": draw(st.sampled_from(["float32", "bfloat16"])),
         },
         "data": {"dir": data_dir, "volume": data_volume,
                  "download": draw(st.booleans()) if data_volume else True},

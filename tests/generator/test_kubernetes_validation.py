@@ -47,3 +47,17 @@ def test_validator_catches_a_bad_manifest():
     job["spec"]["completions"] = 2
     job["spec"]["template"]["spec"]["containerz"] = []
     assert validation_problems(job)
+
+
+@pytest.mark.parametrize("target", ["indexed-job", "jaxjob", "jobset"])
+def test_4096_hosts_validate_and_the_cap_is_the_indexed_job_parallelism_limit(target):
+    result = jaxgen("render", "--target", target, "--set", "hosts_count=4096", "--set", "training.batch_size=32768")
+    assert result.exit_code == 0, result.stderr
+    for doc in result.documents():
+        for version in KUBERNETES_VERSIONS:
+            assert validation_problems(doc, version) == []
+    # Kubernetes refuses an Indexed Job (JobSets run one) with a parallelism above 100000
+    over = jaxgen("render", "--target", target, "--set", "hosts_count=100001", "--set", "local_device_count=1")
+    assert over.exit_code == 2 and "$.hosts_count: 100001 is greater than the maximum of 100000" in over.stderr
+    at_cap = jaxgen("render", "--target", target, "--set", "hosts_count=100000", "--set", "local_device_count=1")
+    assert "$.hosts_count" not in at_cap.stderr
