@@ -98,9 +98,8 @@ def _child(dump_dir: Path, batch: int) -> int:
     for name in PROGRAMS:
         before = set(dump_dir.iterdir())
         if name == "baseline":
-            step = baseline.make_step(optimizer)
-            stacked = jax.tree.map(lambda a: np.stack([a, a]), host_state)
-            out = step(*stacked, x.reshape(2, batch // 2, -1), y.reshape(2, -1))
+            loop = baseline.AsyncLoop(optimizer)
+            out = loop.step(loop.put_state(host_state), x, y)
         else:
             strategy = make_strategy(name.split("_")[1], optimizer, 2, 1, params)
             out = strategy.step(strategy.put_state(host_state), x, y)

@@ -70,10 +70,12 @@ def build_report(mode: figures.Mode, log) -> dict:
             out.append(value)
         return out
 
-    t_ips, b_ips = col(one["runs"], "trainer", "images_per_second"), col(one["runs"], "baseline", "images_per_second")
+    ips = {name: col(one["runs"], name, "images_per_second") for name in figures.RUNS_1X1}
+    t_ips, b_ips = ips["trainer"], ips["baseline"]
     t_ep1, b_ep1 = col(one["runs"], "trainer", "epoch_seconds"), col(one["runs"], "baseline", "epoch_seconds")
     t_ep2, b_ep2 = col(two["runs"], "trainer", "epoch_seconds"), col(two["runs"], "baseline", "epoch_seconds")
-    t_acc, b_acc = col(one["runs"], "trainer", "to_accuracy"), col(one["runs"], "baseline", "to_accuracy")
+    acc = {name: col(one["runs"], name, "to_accuracy") for name in figures.RUNS_1X1}
+    t_acc, b_acc = acc["trainer"], acc["baseline"]
     t_first, b_first = col(first["runs"], "trainer", "seconds"), col(first["runs"], "baseline", "seconds")
     t_scale = [figures.ratio(a, b) for a, b in zip(t_ep2, t_ep1)]
     b_scale = [figures.ratio(a, b) for a, b in zip(b_ep2, b_ep1)]
@@ -83,13 +85,22 @@ def build_report(mode: figures.Mode, log) -> dict:
                 "reached": all(r["seconds"] is not None for r in rows),
                 "best_test_accuracy": median([r["best_test_accuracy"] for r in rows]), "samples": rows}
 
+    def fastest_over_fp32(t, t16):
+        """Per repeat: the faster precision's time to the goal ÷ float32's (None if float32 missed it)."""
+        times = [x for x in (t["seconds"], t16["seconds"]) if x is not None]
+        return figures.ratio(min(times), t["seconds"]) if times and t["seconds"] else None
+
     results = {
         "epoch_images_per_second": {
-            "trainer": median(t_ips), "baseline": median(b_ips), "vs_baseline": paired(list(zip(t_ips, b_ips))),
+            **{name: median(values) for name, values in ips.items()},
+            "vs_baseline": paired(list(zip(t_ips, b_ips))),
+            "bf16_vs_baseline": paired(list(zip(ips["trainer_bf16"], b_ips))),
+            "synced_vs_baseline": paired(list(zip(ips["baseline_synced"], b_ips))),
+            "vs_baseline_synced": paired(list(zip(t_ips, ips["baseline_synced"]))),
             "trainer_flops_per_second": figures.flop_rate_of_epochs(median(t_ips)),
             "trainer_over_roofline": figures.ratio(figures.flop_rate_of_epochs(median(t_ips)),
                                                    flops["roofline_flops_per_second"]),
-            "samples": {"trainer": t_ips, "baseline": b_ips}},
+            "samples": ips},
         "step_flops": flops,
         "first_step_wall_2proc": {
             "trainer": median(t_first), "baseline": median(b_first), "vs_baseline": paired(list(zip(t_first, b_first))),
@@ -98,8 +109,9 @@ def build_report(mode: figures.Mode, log) -> dict:
             "trainer_warm_compilation_cache": median(col(warm["runs"], "trainer", "seconds")) if warm else None,
             "samples": {"trainer": t_first, "baseline": b_first}},
         "accuracy_98_wall_1proc": {
-            "trainer": accuracy(t_acc), "baseline": accuracy(b_acc),
-            "vs_baseline": paired([(t["seconds"], b["seconds"]) for t, b in zip(t_acc, b_acc)])},
+            **{name: accuracy(rows) for name, rows in acc.items()},
+            "vs_baseline": paired([(t["seconds"], b["seconds"]) for t, b in zip(t_acc, b_acc)]),
+            "fastest_over_fp32": median([fastest_over_fp32(t, t16) for t, t16 in zip(t_acc, acc["trainer_bf16"])])},
         "scaling_2x1_over_1x1": {
             "trainer": median(t_scale), "baseline": median(b_scale), "vs_baseline": paired(list(zip(t_scale, b_scale))),
             "epoch_seconds": {"trainer_1x1": median(t_ep1), "trainer_2x1": median(t_ep2),

@@ -1,8 +1,9 @@
-"""Each figure of the report: run the trainer and the baseline back to back, repeat, take medians.
+"""Each figure of the report: run the trainer and the baselines back to back, repeat, take medians.
 
-A "vs_baseline" value is trainer ÷ baseline for the same figure (higher is better for rates, lower
-is better for times); it is the median over repeats of the ratio of the two runs of a repeat, which
-ran one right after the other and so shared the machine's momentary load.
+"baseline" is the honest baseline (benchmarks.baseline --loop async), "baseline_synced" the loop that
+waits for every step. A "vs_baseline" value is trainer ÷ baseline for the same figure (higher is
+better for rates, lower is better for times); it is the median over repeats of the ratio of the runs
+of a repeat, which ran one right after the other and so shared the machine's momentary load.
 """
 
 from __future__ import annotations
@@ -75,16 +76,25 @@ def _to_accuracy(run: procs.Run) -> dict:
             "best_test_accuracy": max((e["test_accuracy"] for e in epochs), default=None)}
 
 
+# The 1 x 1 runs of each repeat, in order: label -> (program, extra arguments).
+RUNS_1X1 = {
+    "trainer": ("trainer", []),
+    "trainer_bf16": ("trainer", ["--precision", "bfloat16"]),
+    "baseline": ("baseline", []),
+    "baseline_synced": ("baseline_synced", []),
+}
+
+
 def single_process(mode: Mode, log) -> dict:
-    """1 process × 1 device, batch 128, the trainer's defaults but learning rate 0.2, epochs_1x1 epochs:
-    images/s of the epochs after the first (which includes compilation) and process start → the
-    first epoch whose test accuracy is >= 98.0 %."""
+    """1 process × 1 device, batch 128, the trainer's defaults but learning rate 0.2, epochs_1x1 epochs,
+    for each of RUNS_1X1: images/s of the epochs after the first (which includes compilation) and
+    process start → the first epoch whose test accuracy is >= 98.0 %."""
     args = ["--epochs", str(mode.epochs_1x1), "--learning-rate", LEARNING_RATE_1X1, *_example_args(mode)]
     rows = []
     for r in range(mode.repeats):
         row = {}
-        for program in ("trainer", "baseline"):
-            run = procs.run(program, args, 1, mode.timeout)
+        for program, (name, extra) in RUNS_1X1.items():
+            run = procs.run(name, [*args, *extra], 1, mode.timeout)
             after = _after_compile(run)
             row[program] = {
                 "images_per_second": median([e["examples_per_second"] for e in after]),
@@ -148,17 +158,27 @@ def step_flops(mode: Mode, log) -> dict:
     out = procs.run_json("benchmarks.flops", ["--repeats", str(mode.flops_repeats),
                                               "--block-seconds", str(mode.flops_block_seconds)], mode.timeout)
     loops = out["loops"]
-    matmuls = [name for name in loops if name.startswith("matmul_") and name[7:].isdigit()]
-    # the roofline of each repeat: the best matmul size in that repeat
-    roof = [max(loops[m]["flops_per_second_samples"][i] for m in matmuls) for i in range(out["repeats"])]
 
-    def over_roof(name):
+    def matmuls(prefix):
+        return [name for name in loops if name.startswith(prefix) and name[len(prefix):].isdigit()]
+
+    def roofline(prefix):  # of each repeat: the best matmul size in that repeat
+        return [max(loops[m]["flops_per_second_samples"][i] for m in matmuls(prefix)) for i in range(out["repeats"])]
+
+    roof, roof_bf16 = roofline("matmul_"), roofline("matmul_bf16_")
+
+    def over_roof(name, roof=roof):
         return median([a / b for a, b in zip(loops[name]["flops_per_second_samples"], roof)])
 
     result = {
         "roofline_flops_per_second": median(roof),
-        "roofline_by_size": {m: loops[m]["flops_per_second"] for m in matmuls},
+        "roofline_bf16_flops_per_second": median(roof_bf16),
+        "roofline_by_size": {m: loops[m]["flops_per_second"] for m in matmuls("matmul_") + matmuls("matmul_bf16_")},
         "trainer_flops_per_second": loops["trainer"]["flops_per_second"],
+        "trainer_bf16_flops_per_second": loops["trainer_bf16"]["flops_per_second"],
+        "trainer_bf16_over_roofline_bf16": over_roof("trainer_bf16", roof_bf16),
+        "trainer_bf16_over_roofline_fp32": over_roof("trainer_bf16"),
+        "baseline_synced_over_roofline": over_roof("baseline_synced"),
         "device_only_flops_per_second": loops["device_only"]["flops_per_second"],
         "step_matmuls_flops_per_second": loops["step_matmuls"]["flops_per_second"],
         "baseline_flops_per_second": loops["baseline"]["flops_per_second"],
@@ -176,10 +196,14 @@ def step_flops(mode: Mode, log) -> dict:
         "step_flops_xla": out["step_flops_xla"],
         "step_bytes_accessed_xla": out["step_bytes_accessed_xla"],
         "seconds_per_step": {name: loops[name]["seconds_per_call"] for name in loops if not name.startswith("matmul_")},
+        "vs_baseline_bf16": median([t / b for t, b in zip(loops["trainer_bf16"]["flops_per_second_samples"],
+                                                          loops["baseline"]["flops_per_second_samples"])]),
         "repeats": out["repeats"],
     }
     log(f"step FLOP/s: trainer {result['trainer_flops_per_second'] / 1e9:.1f} G, roofline "
-        f"{result['roofline_flops_per_second'] / 1e9:.1f} G, ratio {result['trainer_over_roofline']:.2f}")
+        f"{result['roofline_flops_per_second'] / 1e9:.1f} G, ratio {result['trainer_over_roofline']:.2f}; bfloat16 "
+        f"{result['trainer_bf16_flops_per_second'] / 1e9:.1f} G, roofline "
+        f"{result['roofline_bf16_flops_per_second'] / 1e9:.1f} G, ratio {result['trainer_bf16_over_roofline_bf16']:.2f}")
     return result
 
 
@@ -193,19 +217,33 @@ def allreduce_bytes(mode: Mode, log) -> dict:
     return out
 
 
+# The big renders: hosts_count at a scale large jobs run (the seed example otherwise).
+LARGE_HOSTS = 4096
+LARGE_TARGETS = ("indexed-job", "jobset", "jaxjob", "slurm")
+
+
 def jaxgen_render(mode: Mode, log) -> dict:
-    """Wall of `jaxgen render variables/examples/seed.json` (a new process each time, output discarded)."""
+    """Wall of `jaxgen render variables/examples/seed.json` (a new process each time, output discarded),
+    and of the same with hosts_count 4096 for every target (repeats interleaved)."""
     script = Path(sys.executable).with_name("jaxgen")
     argv = [str(script)] if script.exists() else [sys.executable, "-m", "generator"]
     argv += ["render", str(procs.REPO_ROOT / "variables" / "examples" / "seed.json")]
-    samples = []
+    commands = {"seed": argv}
+    for target in LARGE_TARGETS:
+        commands[target] = [*argv, "--set", f"hosts_count={LARGE_HOSTS}", "--set", "local_device_count=1",
+                            "--set", f"training.batch_size={LARGE_HOSTS * 8}", "--set", f"target={target}"]
+    samples = {name: [] for name in commands}
     for _ in range(mode.jaxgen_repeats):
-        started = time.perf_counter()
-        subprocess.run(argv, cwd=procs.REPO_ROOT, stdout=subprocess.DEVNULL, check=True, timeout=60)
-        samples.append(time.perf_counter() - started)
-    log(f"jaxgen render: {median(samples):.3f} s")
+        for name, command in commands.items():
+            started = time.perf_counter()
+            subprocess.run(command, cwd=procs.REPO_ROOT, stdout=subprocess.DEVNULL, check=True, timeout=60)
+            samples[name].append(time.perf_counter() - started)
+    large = {target: median(samples[target]) for target in LARGE_TARGETS}
+    log(f"jaxgen render: {median(samples['seed']):.3f} s; {LARGE_HOSTS} hosts: "
+        + ", ".join(f"{t} {v:.3f} s" for t, v in large.items()))
     return {"command": " ".join(Path(a).name if i == 0 else a for i, a in enumerate(argv)),
-            "seconds": median(samples), "samples": [round(s, 4) for s in samples]}
+            "seconds": median(samples["seed"]), "samples": [round(s, 4) for s in samples["seed"]],
+            "large_hosts": LARGE_HOSTS, "large_seconds": large, "large_seconds_max": max(large.values())}
 
 
 def flop_rate_of_epochs(images_per_second: float | None, batch: int = 128) -> float | None:

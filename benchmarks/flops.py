@@ -1,23 +1,30 @@
-"""Achieved FLOP/s of the training step against this machine's fp32 matmul FLOP/s, in one process.
+"""Achieved FLOP/s of the training step against this machine's matmul FLOP/s of the same precision,
+in one process.
 
     python -m benchmarks.flops [--repeats R] [--block-seconds S] [--batch-size B]
 
 1 process, 1 CPU device (XLA's intra-op threads use every core). Each repeat times, back to back
 so that they share the machine's momentary load:
-  matmul_<n>     jit(a @ b) on n×n fp32 matrices already on the device (the roofline)
+  matmul_<n>     jit(a @ b) on n×n fp32 matrices already on the device (the fp32 roofline)
+  matmul_bf16_<n>  the same on bfloat16 matrices accumulated in float32, as the model's bfloat16
+                 matmuls are (the bfloat16 roofline)
   step_matmuls   only the 8 matmuls of one step (forward, weight and input gradients) at their
                  batch-128 shapes: the best the step's own shapes get from XLA's matmul
   trainer        the trainer's training path (trainer.strategies, pmap strategy, the trainer's
                  optimizer) as trainer/train.py drives it: `strategy.run` over chunks of its default
                  steps per dispatch on the device-resident training set when the strategy has it,
                  else `strategy.step` on one host batch per step, dispatched without waiting
+  trainer_bf16   the same with --precision bfloat16
   device_only    the same step on a batch already on the device: the compute-only bound
   grads_only     forward and backward on that batch without the optimizer update (its share of
                  the step is the update's cost)
   device_data    the same step fed from the training set kept on the device (uint8): per step only
                  the batch's indices are sent and the batch is gathered and scaled there (what
                  trainer/train.py could do instead of building each batch on the host)
-  baseline       benchmarks.baseline's loop: one host batch per step, wait after each step
+  baseline       benchmarks.baseline's honest loop: jit with donated state, each host batch put on
+                 the device, dispatched without waiting
+  baseline_synced  benchmarks.baseline's synced loop: one host batch per step through pmap, wait
+                 after each step
 Prints one JSON object (FLOP/s are the analytic counts of benchmarks.flopcount ÷ measured time).
 """
 
@@ -34,6 +41,7 @@ from benchmarks import flopcount
 from benchmarks.procs import MNIST_DIR
 
 MATMUL_SIZES = (1024, 2048)
+ROOFLINES = {"float32": "matmul_", "bfloat16": "matmul_bf16_"}  # precision: loop name prefix
 
 
 def _steps_per_dispatch() -> int:
@@ -82,22 +90,23 @@ def main(argv=None) -> int:
     def host_batch(i: int):
         return data.local_batch(images, labels, perm, i % steps_per_epoch, batch, 0, 1)
 
-    # -- the roofline: square fp32 matmuls
+    # -- the rooflines: square fp32 and bfloat16 matmuls
     matmuls = {}
     rng = np.random.default_rng(0)
-    for n in MATMUL_SIZES:
-        a = jax.device_put(rng.standard_normal((n, n), np.float32))
-        b = jax.device_put(rng.standard_normal((n, n), np.float32))
-        f = jax.jit(lambda a, b: a @ b)
+    for precision, prefix in ROOFLINES.items():
+        for n in MATMUL_SIZES:
+            a = jax.device_put(rng.standard_normal((n, n), np.float32).astype(precision))
+            b = jax.device_put(rng.standard_normal((n, n), np.float32).astype(precision))
+            f = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32))
 
-        def run_matmul(count, f=f, a=a, b=b):
-            out = None
-            for _ in range(count):
-                out = f(a, b)
-            out.block_until_ready()
+            def run_matmul(count, f=f, a=a, b=b):
+                out = None
+                for _ in range(count):
+                    out = f(a, b)
+                out.block_until_ready()
 
-        run_matmul(1)
-        matmuls[n] = run_matmul
+            run_matmul(1)
+            matmuls[f"{prefix}{n}"] = run_matmul
 
     # -- the step's matmuls alone (their FLOPs are exactly the analytic step count)
     sizes = flopcount.layer_sizes((1024, 1024))
@@ -119,27 +128,22 @@ def main(argv=None) -> int:
     host_state = (params, jax.tree.map(np.asarray, optimizer.init(params)))
     strategy = make_strategy("pmap", optimizer, 1, 1, params)
     trainer_state = [strategy.put_state(host_state)]
+    train_data = strategy.put_data(images, labels)
+    chunk = _steps_per_dispatch()
 
-    if hasattr(strategy, "run"):  # the trainer's loop: device-resident data, chunks of steps per dispatch
-        train_data = strategy.put_data(images, labels)
-        chunk = _steps_per_dispatch()
-
-        def run_trainer(count):
-            state = trainer_state[0]
+    def trainer_loop(strategy, state):
+        """The trainer's loop: device-resident data, chunks of steps per dispatch."""
+        def run(count):
             for first in range(0, count, chunk):
                 n = min(chunk, count - first)
                 idx = np.stack([data.local_indices(perm, (first + i) % steps_per_epoch, batch, 0, 1)
                                 for i in range(chunk)]).astype(np.int32)
-                state, _, _ = strategy.run(state, train_data, idx, n)  # returns host losses: waits
-            trainer_state[0] = state
-    else:  # a trainer that feeds one host batch per step without waiting
-        def run_trainer(count):
-            state = trainer_state[0]
-            for i in range(count):
-                x, y = host_batch(i)
-                state, loss, _ = strategy.step(state, x, y)
-            jax.block_until_ready((state, loss))
-            trainer_state[0] = state
+                state[0], _, _ = strategy.run(state[0], train_data, idx, n)  # returns host losses: waits
+        return run
+
+    run_trainer = trainer_loop(strategy, trainer_state)
+    strategy_bf16 = make_strategy("pmap", optimizer, 1, 1, params, precision="bfloat16")
+    run_trainer_bf16 = trainer_loop(strategy_bf16, [strategy_bf16.put_state(host_state)])
 
     x0, y0 = host_batch(0)
     x_dev, y_dev = jax.device_put(x0), jax.device_put(y0)
@@ -173,16 +177,19 @@ def main(argv=None) -> int:
             out = grads(device_params, x_dev, y_dev)
         jax.block_until_ready(out)
 
-    # -- the baseline's loop
-    step_fn = baseline.make_step(optimizer)
-    base_state = [baseline.add_device_axis(host_state)]
+    # -- the baselines' loops
+    def baseline_loop(loop):
+        state = [loop.put_state(host_state)]
 
-    def run_baseline(count):
-        p_, o_ = base_state[0]
-        for i in range(count):
-            x, y = host_batch(i)
-            p_, o_, _ = baseline.plain_step(step_fn, p_, o_, x, y)
-        base_state[0] = (p_, o_)
+        def run(count):
+            for i in range(count):
+                x, y = host_batch(i)
+                state[0], loss = loop.step(state[0], x, y)
+            jax.block_until_ready((state[0], loss))
+        return run
+
+    run_baseline = baseline_loop(baseline.AsyncLoop(optimizer))
+    run_baseline_synced = baseline_loop(baseline.SyncedLoop(optimizer))
 
     # XLA's own FLOP count of the compiled step (includes the element-wise work the analytic count omits)
     def plain(state, x, y):
@@ -198,9 +205,10 @@ def main(argv=None) -> int:
     except Exception:  # cost analysis is best effort across jax versions
         xla_flops = xla_bytes = None
 
-    loops = {f"matmul_{n}": f for n, f in matmuls.items()}
-    loops.update(step_matmuls=run_step_matmuls, trainer=run_trainer, device_only=run_device_only,
-                 grads_only=run_grads_only, device_data=run_device_data, baseline=run_baseline)
+    loops = dict(matmuls)
+    loops.update(step_matmuls=run_step_matmuls, trainer=run_trainer, trainer_bf16=run_trainer_bf16,
+                 device_only=run_device_only, grads_only=run_grads_only, device_data=run_device_data,
+                 baseline=run_baseline, baseline_synced=run_baseline_synced)
     for fn in loops.values():  # compile and warm up
         fn(2)
     counts = {name: _calibrate(fn, args.block_seconds) for name, fn in loops.items()}
@@ -210,7 +218,7 @@ def main(argv=None) -> int:
             seconds[name].append(_timed(fn, counts[name]))
 
     step_flops = flopcount.step_flops(batch)
-    flops_of = {f"matmul_{n}": 2 * n**3 for n in MATMUL_SIZES}
+    flops_of = {f"{prefix}{n}": 2 * n**3 for prefix in ROOFLINES.values() for n in MATMUL_SIZES}
     result = {"batch_size": batch, "repeats": args.repeats, "step_flops_analytic": step_flops,
               "step_flops_xla": xla_flops, "step_bytes_accessed_xla": xla_bytes, "calls_per_block": counts, "loops": {}}
     for name, samples in seconds.items():
@@ -219,8 +227,6 @@ def main(argv=None) -> int:
         result["loops"][name] = {"seconds_per_call": statistics.median(samples),
                                  "flops_per_second": statistics.median(rates),
                                  "flops_per_second_samples": rates}
-    roofline_name = max(flops_of, key=lambda k: result["loops"][k]["flops_per_second"])
-    result["roofline"] = {"name": roofline_name, "flops_per_second": result["loops"][roofline_name]["flops_per_second"]}
     print(json.dumps(result))
     return 0
 

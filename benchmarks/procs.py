@@ -1,4 +1,4 @@
-"""Launch the trainer or the baseline as N local processes, wall-clocked from process start.
+"""Launch the trainer or a baseline as N local processes, wall-clocked from process start.
 
 Each process gets its own process group and a hard deadline (SIGKILL of the group: a distributed
 JAX process that lost a peer may ignore SIGTERM). Every output line is timestamped as it arrives,
@@ -64,8 +64,9 @@ def argv_for(program: str, args: list[str], processes: int, rank: int, port: int
         return [sys.executable, "-m", "trainer", "train", "--data-dir", str(MNIST_DIR), "--no-download",
                 "--metrics-file", str(metrics), "--local-device-count", "1", "--init-timeout", "60",
                 *cluster, *args]
-    if program == "baseline":
-        return [sys.executable, "-m", "benchmarks.baseline", "--data-dir", str(MNIST_DIR),
+    if program in ("baseline", "baseline_synced"):
+        loop = "synced" if program == "baseline_synced" else "async"
+        return [sys.executable, "-m", "benchmarks.baseline", "--loop", loop, "--data-dir", str(MNIST_DIR),
                 "--metrics-file", str(metrics), *cluster, *args]
     raise ValueError(f"unknown program {program!r}")
 
@@ -78,7 +79,7 @@ def _pump(stream, sink: list, keep: bool) -> None:
 
 
 def run(program: str, args: list[str], processes: int = 1, timeout: float = 600, env: dict | None = None) -> Run:
-    """Start `processes` local processes of `program` (trainer|baseline); wait for all of them."""
+    """Start `processes` local processes of `program` (trainer|baseline|baseline_synced); wait for all."""
     port = free_port()
     full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1", **(env or {})}
     with tempfile.TemporaryDirectory(prefix="jaxt-bench-") as tmp:
