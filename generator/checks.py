@@ -16,6 +16,7 @@ import re2
 from .names import DNS_LABEL_MAX, longest_hostname
 from .paths import SCHEMA_FILE
 from .slurm_checks import slurm_errors
+from .targets import target
 
 HIDDEN_WIDTH = 1024  # hidden layer width of the trainer's MLP; the model axis must divide it
 MAX_GPUS_PER_HOST = 16
@@ -118,7 +119,7 @@ def semantic_errors(values: dict) -> list[str]:
     for field, path in (("data.dir", data["dir"]), ("checkpoint.dir", checkpoint["dir"])):
         if path.rstrip("/") in ("", "/dev/shm", "/dev", "/proc", "/sys", "/etc", "/tmp"):
             errors.append(f"$.{field}: {path!r} is a system directory; choose a directory of its own")
-    if values["target"] != "slurm" and not data["download"] and not data["volume"]:
+    if target(values).kubernetes and not data["download"] and not data["volume"]:
         errors.append("$.data.volume: with data.download false the data must come from a volume "
                       "(set data.volume, or data.download true)")
     for field in ("data.volume", "checkpoint.volume"):

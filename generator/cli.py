@@ -9,9 +9,9 @@ import click
 
 from . import __version__
 from .errors import UserError, ValidationFailed
+from .targets import NAMES as TARGETS
 
 EXIT_INVALID = 2
-TARGETS = ["indexed-job", "jaxjob", "jobset", "slurm"]
 
 
 def fail(error: UserError) -> None:
@@ -63,11 +63,12 @@ def render(file, extra_files, sets, target, output_dir, fmt):
     """
     from .output import dump_json, dump_json_list, dump_yaml, file_name, write_directory
     from .render import render_documents, render_text
+    from .targets import target as target_of
     from .values import load_values
 
     files = ([file] if file else []) + list(extra_files)
     values = load_values(files, sets, target)
-    if values["target"] == "slurm":
+    if not target_of(values).kubernetes:
         script = render_text(values)
         if output_dir:
             write_directory(Path(output_dir), {f"{values['name']}.sbatch": script})

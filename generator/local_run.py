@@ -29,8 +29,8 @@ from trainer import exit_codes
 
 from .errors import UserError
 from .names import hostname
+from .targets import LOCAL as LOCAL_TARGETS, restart_budget, target as target_of
 
-LOCAL_TARGETS = ("indexed-job", "jaxjob", "jobset")
 COMPLETION_INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 # Variables of the surrounding shell that would change how the trainer resolves its ClusterSpec.
 CLUSTER_VARIABLES = ("JAX_COORDINATOR_ADDRESS", "JAX_COORDINATOR_PORT", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
@@ -48,16 +48,13 @@ def free_port() -> int:
 
 def pod_spec(docs: list[dict], target: str) -> dict:
     """The worker pod spec of the rendered manifests of `target`."""
-    kinds = {"indexed-job": "Job", "jaxjob": "JAXJob", "jobset": "JobSet"}
-    doc = next((d for d in docs if d.get("kind") == kinds[target]), None)
-    if doc is None:
-        raise UserError(f"the {target} render holds no {kinds[target]}")
-    spec = doc["spec"]
-    if target == "indexed-job":
-        return spec["template"]["spec"]
-    if target == "jaxjob":
-        return spec["jaxReplicaSpecs"]["Worker"]["template"]["spec"]
-    return spec["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    t = target_of(target)
+    node = next((d for d in docs if d.get("kind") == t.kind), None)
+    if node is None:
+        raise UserError(f"the {target} render holds no {t.kind}")
+    for key in t.pod_spec_path:
+        node = node[key]
+    return node
 
 
 @dataclass
@@ -274,10 +271,6 @@ def _signal_group(child: subprocess.Popen, sig: int) -> None:
         os.killpg(child.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def restart_budget(values: dict) -> int:
-    return values["jobset"]["max_restarts"] if values["target"] == "jobset" else values["backoff_limit"]
 
 
 @click.command("run")

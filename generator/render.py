@@ -10,10 +10,9 @@ import yaml
 
 from trainer import exit_codes
 
-from . import __version__, names, yaml_text
+from . import __version__, names, targets, yaml_text
 from .paths import TEMPLATES_DIR
 
-K8S_TARGETS = ("indexed-job", "jaxjob", "jobset")
 MANAGED_BY = "jaxgen"
 COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -85,7 +84,10 @@ class _Context:
         return flat
 
     def process_env(self) -> list[dict]:
-        """JAX_* variables of our own targets; the process id comes from the Job's completion index."""
+        """JAX_* variables of our own targets; the process id comes from the Job's completion index.
+        None where the engine sets them itself (a TrainJob's runtime)."""
+        if not targets.target(self.v).process_env:
+            return []
         return [
             {"name": "JAX_COORDINATOR_ADDRESS",
              "value": f"{names.coordinator_host(self.v)}:{int(self.v['coordinator_port'])}"},
@@ -96,7 +98,50 @@ class _Context:
     def coordinator_port_name(self) -> str:
         """The container port's name; the training-operator takes a JAXJob's coordinator port
         (COORDINATOR_PORT) from the port named jaxjob-port and would otherwise inject 6666."""
-        return "jaxjob-port" if self.v["target"] == "jaxjob" else "coordinator"
+        return targets.target(self.v).port_name
+
+    def target(self) -> targets.Target:
+        return targets.target(self.v)
+
+    def container_command(self) -> list[str]:
+        """The user's program (program.command), or the built-in trainer."""
+        return list(self.v["program"]["command"]) or ["python", "-m", "trainer"]
+
+    def container_args(self) -> list[str]:
+        return list(self.v["program"]["args"]) if self.v["program"]["command"] else self.trainer_args()
+
+    def unbuffered(self) -> bool:
+        """Whether we set PYTHONUNBUFFERED (the training-operator sets it in JAXJob pods itself)."""
+        return targets.target(self.v).unbuffered
+
+    def pod_security_context(self) -> dict:
+        return {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                "seccompProfile": {"type": "RuntimeDefault"}}
+
+    def container_security_context(self) -> dict:
+        return {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+                "capabilities": {"drop": ["ALL"]}}
+
+    def pull_secrets(self) -> list[dict]:
+        return [{"name": secret} for secret in self.v["image"]["pull_secrets"]]
+
+    def volume_mounts(self) -> list[dict]:
+        data = {"name": "data", "mountPath": self.v["data"]["dir"]}
+        if not self.v["data"]["download"]:
+            data["readOnly"] = True
+        mounts = [data, {"name": "checkpoints", "mountPath": self.v["checkpoint"]["dir"]},
+                  {"name": "tmp", "mountPath": "/tmp"}]
+        if self.v["accelerator"] == "gpu":
+            mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+        return mounts
+
+    def volumes(self) -> list[dict]:
+        volumes = [self.volume("data", self.v["data"]["volume"]),
+                   self.volume("checkpoints", self.v["checkpoint"]["volume"]),
+                   {"name": "tmp", "emptyDir": {}}]
+        if self.v["accelerator"] == "gpu":
+            volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": self.v["shm_size"]}})
+        return volumes
 
     def container_resources(self) -> dict:
         resources = copy.deepcopy(self.v["resources"])
@@ -136,22 +181,24 @@ class _Context:
     def globals(self) -> dict:
         return {name: getattr(self, name) for name in (
             "selector_labels", "labels", "trainer_args", "process_env", "coordinator_port_name", "container_resources",
-            "tolerations", "volume", "jobset_annotations", "pod_failure_policy")}
+            "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "container_command", "container_args",
+            "unbuffered", "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
+            "volumes", "target")}
 
 
 def render_text(values: dict) -> str:
     """The target's output as text: a multi-document YAML stream, or a script for slurm."""
-    target = values["target"]
-    if target == "slurm":
+    target = targets.target(values)
+    if not target.kubernetes:
         from .slurm import render_sbatch
         return render_sbatch(values)
-    template = _environment().get_template(f"{target}.yaml.j2")
+    template = _environment().get_template(target.template)
     return template.render(values=values, version=__version__, **_Context(values).globals())
 
 
 def render_documents(values: dict) -> list[dict]:
     """The parsed manifests of a Kubernetes target; a template bug fails here, not in the cluster."""
-    if values["target"] not in K8S_TARGETS:
+    if not targets.target(values).kubernetes:
         raise ValueError(f"target {values['target']!r} renders a script, not manifests")
     text = render_text(values)
     try:

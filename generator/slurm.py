@@ -19,8 +19,9 @@ from trainer import exit_codes
 
 from .paths import TEMPLATES_DIR
 from .render import TemplateBug, _Context
+from .targets import TARGETS
 
-TEMPLATE_NAME = "slurm.sbatch.j2"
+TEMPLATE_NAME = TARGETS["slurm"].template
 
 
 def scalar(value: Any) -> str:
@@ -34,9 +35,12 @@ def shell_quote(value: Any) -> str:
     return shlex.quote(scalar(value))
 
 
-def trainer_args(values: dict) -> list[str]:
-    """`train ...` arguments of the trainer: the very list the pods' containers get."""
-    return _Context(values).trainer_args()
+def program(values: dict) -> tuple[list[str], list[str]]:
+    """(command, args) each task runs: the user's program, or `slurm.python -m trainer train ...` with
+    the very arguments the pods' containers get."""
+    context = _Context(values)
+    command = values["program"]["command"] or [values["slurm"]["python"], "-m", "trainer"]
+    return list(command), context.container_args()
 
 
 def arg_lines(args: list[str]) -> list[list[str]]:
@@ -97,7 +101,8 @@ def render_sbatch(values: dict) -> str:
         v=values,
         slurm=slurm,
         layout=layout(values),
-        arg_lines=arg_lines(trainer_args(values)),
+        command=program(values)[0],
+        arg_lines=arg_lines(program(values)[1]),
         env=[(e["name"], e.get("value", "")) for e in values.get("env") or []],
         container=container,
         extra_directives=slurm["extra_directives"],

@@ -54,6 +54,7 @@ for f in "$out"/*.yaml "$out"/*.json "$out"/*.sbatch; do [ -f "$f" ] && rendered
 PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$python" - "$out" "$file" "${jaxgen_args[@]}" <<'EOF'
 import json, shlex, sys
 from pathlib import Path
+from generator.targets import target as target_of
 from generator.values import load_values
 
 out, files, sets, target = Path(sys.argv[1]), [sys.argv[2]], [], None
@@ -70,7 +71,7 @@ values = load_values(files, sets, target)
 (out / "release").mkdir(exist_ok=True)
 (out / "release" / "values.json").write_text(json.dumps(values, indent=2) + "\n")
 release = {"NAME": values["name"], "NAMESPACE": values["namespace"], "TARGET": values["target"],
-           "HOSTS_COUNT": values["hosts_count"]}
+           "HOSTS_COUNT": values["hosts_count"], **target_of(values).facts(values["name"])}
 (out / "release" / "release.env").write_text("".join(f"{k}={shlex.quote(str(v))}\n" for k, v in release.items()))
 EOF
 log "valid; rendered $rendered file(s) into $out"

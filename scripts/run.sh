@@ -61,16 +61,9 @@ if $local_run; then
 fi
 
 load_release "$build"
-case "$TARGET" in
-  indexed-job) kind=job.batch pods="batch.kubernetes.io/job-name=$NAME"
-               index_label=batch.kubernetes.io/job-completion-index ok=Complete ;;
-  jobset) kind=jobset.jobset.x-k8s.io pods="jobset.sigs.k8s.io/jobset-name=$NAME"
-          index_label=batch.kubernetes.io/job-completion-index ok=Completed ;;
-  jaxjob) kind=jaxjob.kubeflow.org pods="training.kubeflow.org/job-name=$NAME"
-          index_label=training.kubeflow.org/replica-index ok=Succeeded ;;
-  slurm) die "$build holds a SLURM script: submit it with sbatch (run.sh drives Kubernetes targets)" ;;
-  *) die "$build: unknown target '$TARGET'" ;;
-esac
+# The target's facts (generator/targets.py), written by prepare.sh.
+[ -n "$KIND" ] || die "$build: target $TARGET has no Kubernetes job for run.sh to drive (submit a SLURM script with sbatch; a build folder from an older version: run prepare.sh again)"
+kind="$KIND" pods="$POD_SELECTOR" index_label="$INDEX_LABEL" ok="$SUCCEEDED"
 what="$kind/$NAME in namespace $NAMESPACE"
 
 conditions() {  # the types of the job's True conditions, space separated ("" while undecided)
@@ -101,10 +94,13 @@ fi
 uid="$(kube get "$kind" "$NAME" -o jsonpath='{.metadata.uid}')" || die "$what not found after apply"
 # Pods of this object only (not of an earlier run under the same name): a Job's and a JAXJob's
 # pods are owned by it; a JobSet's by its child Jobs, which label them with the JobSet's uid.
-case "$TARGET" in
-  jobset) pods+=",jobset.sigs.k8s.io/jobset-uid=$uid" own='{{if true}}' ;;
-  *) own="{{if and .metadata.ownerReferences (eq (index .metadata.ownerReferences 0).uid \"$uid\")}}" ;;
-esac
+if [ -n "$OWNER_LABEL" ]; then
+  pods+=",$OWNER_LABEL=$uid" own='{{if true}}'
+elif [ "$OWNS_PODS" = true ]; then
+  own="{{if and .metadata.ownerReferences (eq (index .metadata.ownerReferences 0).uid \"$uid\")}}"
+else  # a runtime's pods (TrainJob): owned by objects it made, found by name only
+  own='{{if true}}'
+fi
 
 # --- rank 0's logs, in the background, until the job is decided
 rank0_pod() {  # name of the newest started rank-0 pod, if any

@@ -3,7 +3,7 @@ and every optional block switched on (the base cases leave each one off, at its 
 
 from __future__ import annotations
 
-TARGETS = ("indexed-job", "jaxjob", "jobset")
+from generator.targets import KUBERNETES as TARGETS
 
 TRICKY_TEXT = 'quote " back\\slash {{ .Values.name }} $(HOME) #not-a-comment: - [x] ü 日本 \ttab\nnewline'
 
@@ -90,6 +90,7 @@ LONGEST_NAMES = {
     "indexed-job": 63 - len("-9"),
     "jaxjob": 63 - len("-worker-9"),
     "jobset": 63 - len("-worker-0-9"),
+    "trainjob": 63 - len("-node-0-9"),
 }
 
 

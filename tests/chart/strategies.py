@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from generator.targets import KUBERNETES, target as target_of
 from tests.support.strategies import dns_name, label_key
 
 # Printable text PyYAML accepts in a stream (its reader refuses other code points, whichever engine
@@ -26,14 +27,13 @@ DIRS = st.sampled_from(["/data/mnist", "/d", "/mnt/a b/ü", "/x/", "/data/mnist/
 
 @st.composite
 def chart_variables(draw) -> dict:
-    target = draw(st.sampled_from(["indexed-job", "jaxjob", "jobset"]))
+    target = draw(st.sampled_from(KUBERNETES))
     hosts = draw(st.one_of(st.integers(1, 4), st.sampled_from([16, 100, 1024, 4096])))
     local = draw(st.sampled_from([1, 2, 4, 8, 16]))
     accelerator = draw(st.sampled_from(["cpu", "gpu"]))
     devices = hosts * local
     model = draw(st.sampled_from([m for m in (1, 2, 4, 8) if devices % m == 0]))
-    suffix = {"indexed-job": f"-{hosts - 1}", "jaxjob": f"-worker-{hosts - 1}",
-              "jobset": f"-worker-0-{hosts - 1}"}[target]
+    suffix = target_of(target).pod_hostname("", hosts - 1)
     data_dir, checkpoint_dir = draw(st.lists(DIRS, min_size=2, max_size=2, unique_by=lambda d: d.rstrip("/")))
     data_volume = draw(VOLUMES)
     values = {
@@ -64,6 +64,12 @@ def chart_variables(draw) -> dict:
     if accelerator == "gpu" and local <= 16 and draw(st.booleans()):
         section = draw(st.sampled_from(["limits", "requests"]))
         values["resources"] = {section: {"nvidia.com/gpu": draw(st.sampled_from([local, str(local)]))}}
+    if draw(st.booleans()):
+        values["trainjob"] = {"runtime": draw(st.sampled_from(["jax-distributed", "my.runtime"])),
+                              "runtime_kind": draw(st.sampled_from(["ClusterTrainingRuntime", "TrainingRuntime"]))}
+    if draw(st.booleans()):
+        values["program"] = {"command": draw(st.sampled_from([[], ["python", "/app/my train.py"], ["./run"]])),
+                             "args": draw(st.lists(st.sampled_from(["--x", "1e3", "y", "a b", "#c"]), max_size=3))}
     if draw(st.booleans()):
         values["jobset"] = {"max_restarts": draw(st.integers(0, 100)),
                             "exclusive_topology": draw(st.sampled_from(["", "kubernetes.io/hostname"]))}

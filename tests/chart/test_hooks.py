@@ -9,15 +9,23 @@ import sys
 
 import pytest
 
+from generator.targets import KUBERNETES, target as target_of
+
 from .helm import CHART_DIR, helm, helm_template, write_values
 
+# What NOTES.txt follows for rank 0, and the coordinator (the chart's lookup must agree with
+# generator/targets.py).
 TARGETS = {
     "indexed-job": ("-l 'batch.kubernetes.io/job-name=nt,batch.kubernetes.io/job-completion-index=0'",
                     "nt-0.nt"),
     "jaxjob": ("nt-worker-0", "nt-worker-0"),
     "jobset": ("-l 'jobset.sigs.k8s.io/jobset-name=nt,batch.kubernetes.io/job-completion-index=0'",
                "nt-worker-0-0.nt"),
+    "trainjob": ("-l 'jobset.sigs.k8s.io/jobset-name=nt,batch.kubernetes.io/job-completion-index=0'",
+                 "nt-node-0-0.nt"),
 }
+assert {name: c for name, (_, c) in TARGETS.items()} == {
+    name: target_of(name).coordinator_host("nt") for name in KUBERNETES}
 
 
 def _hook(values_file) -> dict:
@@ -36,6 +44,7 @@ def test_notes_follow_rank_zero(target, tmp_path):
     selector, coordinator = TARGETS[target]
     assert f"kubectl logs -n ml -f {selector}" in notes
     assert f"coordinator {coordinator}:1234" in notes
+    assert f"kubectl get {target_of(target).resource} nt -n ml" in notes
     assert "helm test nt" in notes
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from generator.targets import KUBERNETES
 from tests.support.paths import EXAMPLES_DIR
 
 from .cases import BASE_KEYS, CASES
@@ -81,7 +82,7 @@ def test_kubeconform_every_render(all_renders, values_files, version):
     documents = [d for d in yaml.safe_load_all(all_renders) if d]
     assert summary == {"valid": len(documents), "invalid": 0, "errors": 0, "skipped": 0}
     kinds = {d["kind"] for d in documents}
-    assert kinds == {"Service", "Job", "JAXJob", "JobSet", "Pod"}  # core kinds, both CRDs, the test hook
+    assert kinds == {"Service", "Job", "JAXJob", "JobSet", "TrainJob", "Pod"}  # core kinds, the CRDs, the test hook
     assert len(values_files) >= 30
 
 
@@ -116,7 +117,7 @@ def test_kube_linter_every_target(values_files, tmp_path):
     flag the user's own choices by design, e.g. an env var read from a Secret, a service account or
     a priority class defined elsewhere, ttl_seconds_after_finished null.)"""
     base = {name for name, case in CASES.items() if set(case) == set(BASE_KEYS)}
-    assert len(base) == 12
+    assert len(base) == 4 * len(KUBERNETES)
     chunks = []
     for path in values_files:
         if path in K8S_EXAMPLES or path.stem in base:

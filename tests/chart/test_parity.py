@@ -14,6 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from generator.targets import KUBERNETES
 from tests.support.paths import EXAMPLES_DIR
 from tests.support.strategies import variables
 
@@ -67,7 +68,7 @@ def test_example(path):
 def test_matrix_is_large_and_covers_every_target():
     assert len(CASES) >= 30
     targets = {case.get("target") for case in CASES.values()}
-    assert targets == {"indexed-job", "jaxjob", "jobset"}
+    assert targets == set(KUBERNETES)
     assert {case.get("accelerator", "cpu") for case in CASES.values()} == {"cpu", "gpu"}
     assert {case.get("hosts_count", 2) == 1 for case in CASES.values()} == {True, False}
 
@@ -78,7 +79,8 @@ def test_matrix(case, tmp_path):
     path = write_values(tmp_path, case, values)
     docs = assert_parity(path, values["name"])
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == {"indexed-job": ["Job", "Service"], "jaxjob": ["JAXJob"], "jobset": ["JobSet"]}[values["target"]]
+    assert kinds == {"indexed-job": ["Job", "Service"], "jaxjob": ["JAXJob"], "jobset": ["JobSet"],
+                     "trainjob": ["TrainJob"]}[values["target"]]
 
 
 def test_yaml_values_file(tmp_path):

@@ -1,10 +1,11 @@
 """Every render of every example is a valid object: core kinds in strict mode for Kubernetes 1.30
-and 1.37 (kubernetes-validate), JAXJob and JobSet against their CRDs' openAPIV3Schema."""
+and 1.37 (kubernetes-validate), JAXJob, JobSet and TrainJob against their CRDs' openAPIV3Schema."""
 
 import json
 
 import pytest
 
+from generator.targets import KUBERNETES
 from tests.support.manifests import KUBERNETES_VERSIONS, validation_problems
 from tests.support.paths import EXAMPLES_DIR
 
@@ -25,7 +26,7 @@ def test_example_validates(example, version):
         assert validation_problems(doc, version) == [], f"{example}: {doc['kind']}"
 
 
-@pytest.mark.parametrize("target", ["indexed-job", "jaxjob", "jobset"])
+@pytest.mark.parametrize("target", KUBERNETES)
 @pytest.mark.parametrize("accelerator", ["cpu", "gpu"])
 def test_each_target_validates(target, accelerator):
     result = jaxgen("render", "--target", target, "--set", f"accelerator={accelerator}")
@@ -49,7 +50,7 @@ def test_validator_catches_a_bad_manifest():
     assert validation_problems(job)
 
 
-@pytest.mark.parametrize("target", ["indexed-job", "jaxjob", "jobset"])
+@pytest.mark.parametrize("target", KUBERNETES)
 def test_4096_hosts_validate_and_the_cap_is_the_indexed_job_parallelism_limit(target):
     result = jaxgen("render", "--target", target, "--set", "hosts_count=4096", "--set", "training.batch_size=32768")
     assert result.exit_code == 0, result.stderr

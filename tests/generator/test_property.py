@@ -18,7 +18,8 @@ def test_valid_variables_render_valid_manifests(values):
     assert result.exit_code == 0, result.stderr
     docs = result.documents()  # as Kubernetes reads them
     kinds = sorted(doc["kind"] for doc in docs)
-    assert kinds == {"indexed-job": ["Job", "Service"], "jaxjob": ["JAXJob"], "jobset": ["JobSet"]}[values["target"]]
+    assert kinds == {"indexed-job": ["Job", "Service"], "jaxjob": ["JAXJob"], "jobset": ["JobSet"],
+                     "trainjob": ["TrainJob"]}[values["target"]]
     for doc in docs:
         assert doc["metadata"]["name"] == values["name"]
         for version in KUBERNETES_VERSIONS:

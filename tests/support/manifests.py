@@ -16,6 +16,7 @@ KUBERNETES_VERSIONS = ("1.30", "1.37")
 CRD_FILES = {
     ("kubeflow.org", "JAXJob"): "kubeflow.org_jaxjobs.yaml",
     ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io_jobsets.yaml",
+    ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org_trainjobs.yaml",
 }
 
 
@@ -72,4 +73,20 @@ def pod_templates(docs: list[dict]) -> list[dict]:
             templates.append(spec["template"])
         templates += [r["template"] for r in spec.get("jaxReplicaSpecs", {}).values()]
         templates += [j["template"]["spec"]["template"] for j in spec.get("replicatedJobs", [])]
+        if doc["kind"] == "TrainJob":
+            templates.append(trainjob_pod_template(doc))
     return templates
+
+
+def trainjob_pod_template(trainjob: dict) -> dict:
+    """The trainer pod a TrainJob asks its runtime for: the pod patch, its container patch merged
+    with spec.trainer's image, command, args, env and resources (the runtime adds the rest)."""
+    (patch,) = trainjob["spec"]["runtimePatches"]
+    (job,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    template = copy.deepcopy(job["template"]["spec"]["template"])
+    trainer = trainjob["spec"]["trainer"]
+    container = template["spec"]["containers"][0]
+    container.update({k: copy.deepcopy(trainer[k]) for k in ("image", "command", "args", "env") if k in trainer})
+    if "resourcesPerNode" in trainer:
+        container["resources"] = copy.deepcopy(trainer["resourcesPerNode"])
+    return template

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from generator.targets import KUBERNETES
+
 DNS_LABEL_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789-"
 # Strings YAML readers disagree on when written bare (YAML 1.1, 1.2, go-yaml), or that need escapes.
 YAML_LOOKALIKES = ("3e-05", "1e3", "y", "n", "Y", "N", "yes", "No", "on", "OFF", "true", "False", "null", "~",
@@ -28,7 +30,7 @@ label_key = st.one_of(st.sampled_from(("y", "n", "on", "off", "yes", "no", "true
 
 
 @st.composite
-def variables(draw, targets=("indexed-job", "jaxjob", "jobset")) -> dict:
+def variables(draw, targets=KUBERNETES) -> dict:
     """A valid variables file: only some keys set, the rest left to the defaults."""
     hosts = draw(st.integers(1, 8))
     local = draw(st.integers(1, 4))

@@ -68,37 +68,47 @@ metadata:
   {{- end }}
 {{- end -}}
 
+{{/*
+The facts of the Kubernetes targets the templates read (JSON): the chart's copy of the rows of
+generator/targets.py. hostname and coordinator are printf formats of (name, index) and (name).
+processEnv: whether the pods get our JAX_* variables; unbuffered: whether we set PYTHONUNBUFFERED;
+resource: kubectl's name of the job's kind; rank0: what `kubectl logs` follows for rank 0 (format of name).
+*/}}
+{{- define "jax-training.targets" -}}
+{{- include "jax-training.json" (dict
+  "indexed-job" (dict "hostname" "%[1]s-%[2]d" "coordinator" "%[1]s-0.%[1]s" "portName" "coordinator" "processEnv" true "unbuffered" true
+    "resource" "jobs.batch" "rank0" "-l 'batch.kubernetes.io/job-name=%[1]s,batch.kubernetes.io/job-completion-index=0'")
+  "jaxjob" (dict "hostname" "%[1]s-worker-%[2]d" "coordinator" "%[1]s-worker-0" "portName" "jaxjob-port" "processEnv" false "unbuffered" false
+    "resource" "jaxjobs.kubeflow.org" "rank0" "%[1]s-worker-0")
+  "jobset" (dict "hostname" "%[1]s-worker-0-%[2]d" "coordinator" "%[1]s-worker-0-0.%[1]s" "portName" "coordinator" "processEnv" true "unbuffered" true
+    "resource" "jobsets.jobset.x-k8s.io" "rank0" "-l 'jobset.sigs.k8s.io/jobset-name=%[1]s,batch.kubernetes.io/job-completion-index=0'")
+  "trainjob" (dict "hostname" "%[1]s-node-0-%[2]d" "coordinator" "%[1]s-node-0-0.%[1]s" "portName" "coordinator" "processEnv" false "unbuffered" true "runtimeJob" "node" "runtimeContainer" "node"
+    "resource" "trainjobs.trainer.kubeflow.org" "rank0" "-l 'jobset.sigs.k8s.io/jobset-name=%[1]s,batch.kubernetes.io/job-completion-index=0'")) -}}
+{{- end -}}
+
+{{/* This release's row of jax-training.targets (a dict); fails for a target without one (slurm). */}}
+{{- define "jax-training.target" -}}
+{{- $row := get (include "jax-training.targets" . | fromJson) .Values.target -}}
+{{- if not $row -}}
+{{- fail (printf "target %s renders no Kubernetes objects" .Values.target) -}}
+{{- end -}}
+{{- include "jax-training.json" $row -}}
+{{- end -}}
+
 {{/* The container port's name: the training-operator takes a JAXJob's coordinator port from the
 port named jaxjob-port (and would otherwise inject 6666). */}}
 {{- define "jax-training.coordinatorPortName" -}}
-{{- if eq .Values.target "jaxjob" }}jaxjob-port{{ else }}coordinator{{ end -}}
+{{- (include "jax-training.target" . | fromJson).portName -}}
 {{- end -}}
 
 {{/* DNS name of process 0 as the other pods resolve it (pod hostname . Service subdomain). */}}
 {{- define "jax-training.coordinatorHost" -}}
-{{- $name := include "jax-training.name" . -}}
-{{- if eq .Values.target "indexed-job" -}}
-{{- printf "%s-0.%s" $name $name -}}
-{{- else if eq .Values.target "jobset" -}}
-{{- printf "%s-worker-0-0.%s" $name $name -}}
-{{- else if eq .Values.target "jaxjob" -}}
-{{- printf "%s-worker-0" $name -}}
-{{- else -}}
-{{- fail (printf "no coordinator host for target %s" .Values.target) -}}
-{{- end -}}
+{{- printf (include "jax-training.target" . | fromJson).coordinator (include "jax-training.name" .) -}}
 {{- end -}}
 
 {{/* The longest pod hostname (a DNS-1123 label, at most 63 characters) the target creates. */}}
 {{- define "jax-training.longestHostname" -}}
-{{- $name := include "jax-training.name" . -}}
-{{- $last := sub (int64 .Values.hosts_count) 1 -}}
-{{- if eq .Values.target "indexed-job" -}}
-{{- printf "%s-%d" $name $last -}}
-{{- else if eq .Values.target "jaxjob" -}}
-{{- printf "%s-worker-%d" $name $last -}}
-{{- else if eq .Values.target "jobset" -}}
-{{- printf "%s-worker-0-%d" $name $last -}}
-{{- end -}}
+{{- printf (include "jax-training.target" . | fromJson).hostname (include "jax-training.name" .) (sub (int64 .Values.hosts_count) 1) -}}
 {{- end -}}
 
 {{/*
@@ -144,16 +154,20 @@ agrees with it except that it drops the ".0" of integral values. The schema boun
 {{- end -}}
 
 {{/*
-JAX_* variables of the indexed-job and jobset targets (JSON list); the process id is the Job's
-completion index. The JAXJob operator injects its own variables instead.
+JAX_* variables of the targets whose row says processEnv (JSON list); the process id is the Job's
+completion index. The JAXJob operator and a TrainJob's runtime inject their own variables instead.
 */}}
 {{- define "jax-training.processEnv" -}}
+{{- if not (include "jax-training.target" . | fromJson).processEnv -}}
+[]
+{{- else -}}
 {{- include "jax-training.json" (list
   (dict "name" "JAX_COORDINATOR_ADDRESS"
         "value" (printf "%s:%d" (include "jax-training.coordinatorHost" .) (int64 .Values.coordinator_port)))
   (dict "name" "JAX_NUM_PROCESSES" "value" (int64 .Values.hosts_count | toString))
   (dict "name" "JAX_PROCESS_ID"
         "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.annotations['batch.kubernetes.io/job-completion-index']")))) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Container resources (JSON): the user's, plus nvidia.com/gpu limits on GPU pods. */}}
@@ -216,6 +230,61 @@ at once; disruptions and the "ignore" codes (stop signal, lost peer) do not coun
 {{- include "jax-training.json" $annotations -}}
 {{- end -}}
 
+{{/* The pod's and the container's security context (JSON): PodSecurity restricted, uid 1000. */}}
+{{- define "jax-training.podSecurityContext" -}}
+{{- include "jax-training.json" (dict "runAsNonRoot" true "runAsUser" 1000 "runAsGroup" 1000 "fsGroup" 1000
+  "seccompProfile" (dict "type" "RuntimeDefault")) -}}
+{{- end -}}
+{{- define "jax-training.containerSecurityContext" -}}
+{{- include "jax-training.json" (dict "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true
+  "runAsNonRoot" true "capabilities" (dict "drop" (list "ALL"))) -}}
+{{- end -}}
+
+{{/* imagePullSecrets (JSON list). */}}
+{{- define "jax-training.pullSecrets" -}}
+{{- $secrets := list -}}
+{{- range $secret := .Values.image.pull_secrets -}}
+{{- $secrets = append $secrets (dict "name" $secret) -}}
+{{- end -}}
+{{- include "jax-training.json" $secrets -}}
+{{- end -}}
+
+{{/* The container's volume mounts and the pod's volumes (JSON lists): data, checkpoints, /tmp, GPU /dev/shm. */}}
+{{- define "jax-training.volumeMounts" -}}
+{{- $v := .Values -}}
+{{- $data := dict "name" "data" "mountPath" $v.data.dir -}}
+{{- if not $v.data.download -}}
+{{- $_ := set $data "readOnly" true -}}
+{{- end -}}
+{{- $mounts := list $data (dict "name" "checkpoints" "mountPath" $v.checkpoint.dir) (dict "name" "tmp" "mountPath" "/tmp") -}}
+{{- if eq $v.accelerator "gpu" -}}
+{{- $mounts = append $mounts (dict "name" "dshm" "mountPath" "/dev/shm") -}}
+{{- end -}}
+{{- include "jax-training.json" $mounts -}}
+{{- end -}}
+{{- define "jax-training.volumes" -}}
+{{- $v := .Values -}}
+{{- $volumes := list (include "jax-training.volume" (list "data" $v.data.volume) | fromJson)
+  (include "jax-training.volume" (list "checkpoints" $v.checkpoint.volume) | fromJson)
+  (dict "name" "tmp" "emptyDir" dict) -}}
+{{- if eq $v.accelerator "gpu" -}}
+{{- $volumes = append $volumes (dict "name" "dshm" "emptyDir" (dict "medium" "Memory" "sizeLimit" $v.shm_size)) -}}
+{{- end -}}
+{{- include "jax-training.json" $volumes -}}
+{{- end -}}
+
+{{/* The container's command and args (JSON lists): the user's program, or the built-in trainer. */}}
+{{- define "jax-training.command" -}}
+{{- include "jax-training.json" (.Values.program.command | default (list "python" "-m" "trainer")) -}}
+{{- end -}}
+{{- define "jax-training.args" -}}
+{{- if .Values.program.command -}}
+{{- include "jax-training.json" (.Values.program.args | default list) -}}
+{{- else -}}
+{{- include "jax-training.trainerArgs" . -}}
+{{- end -}}
+{{- end -}}
+
 {{/*
 The pod template shared by every target; call with (dict "root" $ "processEnv" LIST ["subdomain" NAME]).
 Every scalar goes through jax-training.json.
@@ -223,7 +292,6 @@ Every scalar goes through jax-training.json.
 {{- define "jax-training.podTemplate" -}}
 {{- $root := .root -}}
 {{- $v := $root.Values -}}
-{{- $gpu := eq $v.accelerator "gpu" -}}
 {{- $resources := include "jax-training.containerResources" $root | fromJson -}}
 {{- $tolerations := include "jax-training.tolerations" $root | fromJsonArray -}}
 metadata:
@@ -245,18 +313,9 @@ spec:
   {{- if $v.priority_class_name }}
   priorityClassName: {{ include "jax-training.json" $v.priority_class_name }}
   {{- end }}
-  securityContext:
-    runAsNonRoot: true
-    runAsUser: 1000
-    runAsGroup: 1000
-    fsGroup: 1000
-    seccompProfile:
-      type: RuntimeDefault
+  securityContext: {{ include "jax-training.podSecurityContext" $root }}
   {{- if $v.image.pull_secrets }}
-  imagePullSecrets:
-  {{- range $secret := $v.image.pull_secrets }}
-    - name: {{ include "jax-training.json" $secret }}
-  {{- end }}
+  imagePullSecrets: {{ include "jax-training.pullSecrets" $root }}
   {{- end }}
   {{- if $v.node_selector }}
   nodeSelector: {{ include "jax-training.json" $v.node_selector }}
@@ -271,9 +330,9 @@ spec:
     - name: jax
       image: {{ printf "%s:%s" $v.image.repository $v.image.tag | include "jax-training.json" }}
       imagePullPolicy: {{ include "jax-training.json" $v.image.pull_policy }}
-      command: ["python", "-m", "trainer"]
-      args: {{ include "jax-training.trainerArgs" $root }}
-      {{- $unbuffered := ne $v.target "jaxjob" }}{{/* the training-operator sets it in JAXJob pods */}}
+      command: {{ include "jax-training.command" $root }}
+      args: {{ include "jax-training.args" $root }}
+      {{- $unbuffered := (include "jax-training.target" $root | fromJson).unbuffered }}
       {{- if or $unbuffered .processEnv $v.env }}
       env:
         {{- if $unbuffered }}
@@ -294,35 +353,7 @@ spec:
       {{- if $resources }}
       resources: {{ include "jax-training.json" $resources }}
       {{- end }}
-      securityContext:
-        allowPrivilegeEscalation: false
-        readOnlyRootFilesystem: true
-        runAsNonRoot: true
-        capabilities:
-          drop: ["ALL"]
-      volumeMounts:
-        - name: data
-          mountPath: {{ include "jax-training.json" $v.data.dir }}
-          {{- if not $v.data.download }}
-          readOnly: true
-          {{- end }}
-        - name: checkpoints
-          mountPath: {{ include "jax-training.json" $v.checkpoint.dir }}
-        - name: tmp
-          mountPath: "/tmp"
-        {{- if $gpu }}
-        - name: dshm
-          mountPath: "/dev/shm"
-        {{- end }}
-  volumes:
-    - {{ include "jax-training.volume" (list "data" $v.data.volume) }}
-    - {{ include "jax-training.volume" (list "checkpoints" $v.checkpoint.volume) }}
-    - name: tmp
-      emptyDir: {}
-    {{- if $gpu }}
-    - name: dshm
-      emptyDir:
-        medium: Memory
-        sizeLimit: {{ include "jax-training.json" $v.shm_size }}
-    {{- end }}
+      securityContext: {{ include "jax-training.containerSecurityContext" $root }}
+      volumeMounts: {{ include "jax-training.volumeMounts" $root }}
+  volumes: {{ include "jax-training.volumes" $root }}
 {{- end -}}

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from generator.slurm import render_sbatch, trainer_args
+from generator.slurm import program, render_sbatch
 from generator.values import load_values
 
 # Text without NUL or line breaks (the schema rejects those in paths and URLs).
@@ -68,7 +68,18 @@ def test_hostile_values_arrive_verbatim(shims, tmp_path_factory, data_name, ckpt
     values["env"] = [{"name": "USER_VALUE", "value": env_value}]
 
     record = run_script(render_sbatch(values), shims, work)
-    assert record["argv"] == ["-m", "trainer", *trainer_args(values)]
+    assert record["argv"] == ["-m", "trainer", *program(values)[1]]
     assert record["env"]["USER_VALUE"] == env_value
     assert os.path.isdir(values["data"]["dir"]) and os.path.isdir(values["checkpoint"]["dir"])
     assert not list(work.rglob("pwned")), "a value was executed by the shell"
+
+
+def test_a_users_program_arrives_verbatim(shims, tmp_path_factory):
+    """program.command replaces `python -m trainer`: srun runs it with its args, each word intact."""
+    work = tmp_path_factory.mktemp("run")
+    values = load_values([], ["target=slurm", "slurm.nodes=1"])
+    values["program"] = {"command": [str(shims / "record-python"), "my train.py"], "args": ["--x", "$(touch pwned)"]}
+    values["data"]["dir"], values["checkpoint"]["dir"] = f"{work}/data", f"{work}/ckpt"
+    record = run_script(render_sbatch(values), shims, work)
+    assert record["argv"] == ["my train.py", "--x", "$(touch pwned)"]
+    assert not list(work.rglob("pwned"))

@@ -1,0 +1,105 @@
+"""Every engine jaxgen renders for, in one table: what it creates and how it is driven.
+
+Everything that differs between targets is read from here: the renderers (which template, which
+pod hostnames, whether JAX_* comes from us or from the engine), the semantic checks (name lengths),
+`jaxgen run` (where the pod spec sits) and the lifecycle scripts (prepare.sh writes a target's facts
+into the build folder, run.sh and clean.sh read them). The Helm chart keeps the one matching lookup
+in _helpers.tpl ("jax-training.target"). Adding a target is one entry here, one template per
+renderer and its name in the schema's `target` enum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    template: str  # file under generator/templates/
+    kind: str = ""  # kind of the object that is the job ("" for slurm)
+    resource: str = ""  # kubectl's plural.group for it
+    # Where the worker pod spec sits inside that object; () where the engine assembles it (`jaxgen run`
+    # runs the targets that have one).
+    pod_spec_path: tuple = ()
+    hostname: str = ""  # pod hostname of process i: format of name and index (DNS-1123 label)
+    coordinator: str = ""  # DNS name of process 0, as the other pods resolve it (format of name)
+    # Whether the pods get our JAX_* variables; False where the engine injects its own.
+    process_env: bool = True
+    unbuffered: bool = True  # whether we set PYTHONUNBUFFERED (the training-operator does in JAXJob pods)
+    port_name: str = "coordinator"  # the container port's name (a JAXJob's operator reads jaxjob-port)
+    restart_budget: tuple = ("backoff_limit",)  # values path of the number of restarts allowed
+    pod_selector: str = ""  # label selector of its pods (format of name)
+    index_label: str = "batch.kubernetes.io/job-completion-index"  # pod label holding the process id
+    owner_label: str = ""  # pod label holding the job's uid, where the pods are not owned by it directly
+    owns_pods: bool = True  # whether the pods' owner reference is the job (else only the label, if any)
+    succeeded: str = ""  # the job's condition type that means it succeeded ("Failed" means failed)
+    # A runtime's replicated Job and container that run the trainer (where a runtime owns the pods).
+    runtime_job: str = ""
+    runtime_container: str = ""
+
+    @property
+    def kubernetes(self) -> bool:
+        return bool(self.kind)
+
+    def pod_hostname(self, name: str, index: int) -> str:
+        return self.hostname.format(name=name, index=index)
+
+    def coordinator_host(self, name: str) -> str:
+        return self.coordinator.format(name=name)
+
+    def facts(self, name: str) -> dict:
+        """What the lifecycle scripts need (prepare.sh writes them to the build folder's release.env)."""
+        return {"KIND": self.resource, "POD_SELECTOR": self.pod_selector.format(name=name),
+                "INDEX_LABEL": self.index_label, "OWNER_LABEL": self.owner_label,
+                "OWNS_PODS": str(self.owns_pods).lower(), "SUCCEEDED": self.succeeded}
+
+
+_JOBSET_POD_SPEC = ("spec", "replicatedJobs", 0, "template", "spec", "template", "spec")
+
+TARGETS = {t.name: t for t in (
+    Target("indexed-job", "indexed-job.yaml.j2", kind="Job", resource="jobs.batch",
+           pod_spec_path=("spec", "template", "spec"),
+           hostname="{name}-{index}", coordinator="{name}-0.{name}",
+           pod_selector="batch.kubernetes.io/job-name={name}", succeeded="Complete"),
+    Target("jaxjob", "jaxjob.yaml.j2", kind="JAXJob", resource="jaxjobs.kubeflow.org",
+           pod_spec_path=("spec", "jaxReplicaSpecs", "Worker", "template", "spec"),
+           hostname="{name}-worker-{index}", coordinator="{name}-worker-0", process_env=False, port_name="jaxjob-port",
+           unbuffered=False,
+           pod_selector="training.kubeflow.org/job-name={name}", index_label="training.kubeflow.org/replica-index",
+           succeeded="Succeeded"),
+    Target("jobset", "jobset.yaml.j2", kind="JobSet", resource="jobsets.jobset.x-k8s.io",
+           pod_spec_path=_JOBSET_POD_SPEC,
+           hostname="{name}-worker-0-{index}", coordinator="{name}-worker-0-0.{name}",
+           restart_budget=("jobset", "max_restarts"),
+           pod_selector="jobset.sigs.k8s.io/jobset-name={name}", owner_label="jobset.sigs.k8s.io/jobset-uid",
+           succeeded="Completed"),
+    # Kubeflow Trainer v2: the TrainJob's runtime (jax-distributed) makes a JobSet with one replicated
+    # Job "node" and its JAX plugin sets JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID.
+    Target("trainjob", "trainjob.yaml.j2", kind="TrainJob", resource="trainjobs.trainer.kubeflow.org",
+           hostname="{name}-node-0-{index}", coordinator="{name}-node-0-0.{name}", process_env=False,
+           runtime_job="node", runtime_container="node", owns_pods=False,
+           pod_selector="jobset.sigs.k8s.io/jobset-name={name}", succeeded="Complete"),
+    Target("slurm", "slurm.sbatch.j2"),
+)}
+
+NAMES = tuple(TARGETS)
+KUBERNETES = tuple(name for name, t in TARGETS.items() if t.kubernetes)
+LOCAL = tuple(name for name, t in TARGETS.items() if t.pod_spec_path)
+
+
+def target(values_or_name) -> Target:
+    name = values_or_name if isinstance(values_or_name, str) else values_or_name["target"]
+    return TARGETS[name]
+
+
+def cleanup_resources() -> list[str]:
+    """What clean.sh deletes, owners first so their controllers do not recreate what it deletes."""
+    return [TARGETS[name].resource for name in ("trainjob", "jaxjob", "jobset", "indexed-job")] + ["services", "pods"]
+
+
+def restart_budget(values: dict) -> int:
+    node = values
+    for key in target(values).restart_budget:
+        node = node[key]
+    return node
