@@ -18,6 +18,9 @@ RUNTIME = "jax-distributed"
 # injects into the trainer container: the contract trainer/cluster.py reads.
 JAX_PORT = 29500
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+# The JobSet webhook refuses a JobSet whose longest pod name, <name>-node-0-<nodes-1>-abcde, passes
+# 63 characters; the TrainJob itself is admitted and then never runs. With 2 nodes: 48.
+MAX_NAME_2_NODES = 63 - len("-node-0-1-abcde")
 
 
 def trainjob(name: str, namespace: str, nodes: int, runtime: str = RUNTIME) -> dict:
@@ -78,7 +81,8 @@ def test_runtime_installed_and_webhook_live(cluster):
 
 @pytest.mark.timeout(300)
 def test_trainjob_runs_as_a_jobset_with_the_jax_env(cluster):
-    name, nodes = "e2e-trainjob", 2
+    nodes = 2
+    name = "e2e-trainjob-".ljust(MAX_NAME_2_NODES, "x")  # the longest that runs: pod names of 63
     apply(cluster, trainjob(name, cluster.namespace, nodes))
     try:
         jobset = wait_until("the controller's JobSet", lambda: json.loads(cluster.kubectl(
@@ -116,7 +120,25 @@ def test_trainjob_runs_as_a_jobset_with_the_jax_env(cluster):
         assert condition(cluster.get("jobsets.jobset.x-k8s.io", name), "Completed")
     finally:
         cluster.kubectl("delete", "trainjob", name, "--ignore-not-found", "--wait", timeout=120)
+    assert max(len(p["metadata"]["name"]) for p in pods) == 63
     # the JobSet goes with its TrainJob (garbage collector, owner reference)
     wait_until("the JobSet to be deleted",
                lambda: not cluster.kubectl("get", "jobsets.jobset.x-k8s.io", name, "--ignore-not-found",
                                            "-o", "name").stdout.strip(), timeout=60)
+
+
+def test_one_character_more_gets_no_jobset(cluster):
+    """The name limit is the JobSet webhook's, met only once the controller creates the JobSet:
+    the TrainJob is admitted and stays without JobSet or status (a renderer must refuse it)."""
+    name = "e2e-trainjob-".ljust(MAX_NAME_2_NODES + 1, "x")
+    apply(cluster, trainjob(name, cluster.namespace, 2))
+    log = cluster.state_dir / "logs" / "trainer-controller-manager.log"
+    try:
+        wait_until("the controller to report the refused JobSet", lambda: any(
+            name in line and "pod names generated for this JobSet will exceed 63 characters" in line
+            for line in log.read_text().splitlines()), timeout=60)
+        assert cluster.kubectl("get", "jobsets.jobset.x-k8s.io", name, "--ignore-not-found",
+                               "-o", "name").stdout == ""
+        assert "conditions" not in cluster.get("trainjob", name).get("status", {})
+    finally:
+        cluster.kubectl("delete", "trainjob", name, "--ignore-not-found", "--wait", timeout=120)
