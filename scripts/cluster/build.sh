@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds (once, cached by version under $JAXT_CACHE/tools) every binary of the test control plane:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet, kwok, CoreDNS, the pod
-# sandbox (pause) binary, and the JobSet controller and Kubeflow training-operator. Idempotent: a second run only refreshes the links in $JAXT_BIN.
+# sandbox (pause) binary, the JobSet controller, the Kubeflow training-operator (JAXJob) and the
+# Kubeflow Trainer v2 controller manager (TrainJob) with its TrainingRuntime CRD. Idempotent: a
+# second run only refreshes the links in $JAXT_BIN.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
@@ -14,7 +16,7 @@ Builds the binaries of the local test control plane from the Go module proxy int
 $JAXT_CACHE/tools/<name>-<version>/ and links them into $JAXT_BIN.
 
   --core   build only etcd, the Kubernetes control plane, the kubelet and kwok (skip CoreDNS,
-           pause, the JobSet controller and the Kubeflow training-operator)
+           pause, the JobSet controller, the Kubeflow training-operator and Trainer v2)
 EOF
 }
 
@@ -95,5 +97,14 @@ if ! $core_only; then
     jobset-controller=sigs.k8s.io/jobset
   go_wrapper training-operator "$cluster_dir/training-operator" "$TRAINING_OPERATOR_VERSION" "" \
     training-operator=github.com/kubeflow/training-operator/cmd/training-operator.v1
+  go_wrapper trainer "$cluster_dir/trainer" "$TRAINER_VERSION" "" \
+    trainer-controller-manager=github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+  # The controller watches TrainingRuntimes too, a CRD ../shared/crds lacks: take the release's own.
+  trainer_crd="$JAXT_CACHE/tools/trainer-$TRAINER_VERSION/trainer.kubeflow.org_trainingruntimes.yaml"
+  if [ ! -f "$trainer_crd" ]; then
+    trainer_src="$(cd "$cluster_dir/trainer" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2)"
+    cp "$trainer_src/manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml" "$trainer_crd.tmp"
+    mv "$trainer_crd.tmp" "$trainer_crd"
+  fi
 fi
 log "binaries ready in $JAXT_BIN"

@@ -34,7 +34,7 @@ if [ -d "$state/node" ]; then
 fi
 
 # Reverse start order: controllers first, etcd last.
-order=(training-operator jobset-controller kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
+order=(trainer-controller-manager training-operator jobset-controller kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
 pids=()
 for name in "${order[@]}"; do
   f="$state/pids/$name.pid"

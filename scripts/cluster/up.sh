@@ -2,9 +2,10 @@
 # Starts a local Kubernetes control plane for end-to-end tests: etcd, kube-apiserver (PodSecurity
 # admission on), kube-controller-manager, kube-scheduler and either kwok (fake CPU and GPU nodes
 # that drive pods through their lifecycle) or, with --real-node, one real node (node.sh:
-# containerd, runc, bridge CNI, CoreDNS and a kubelet running real containers), installs the CRDs of ../shared/crds and, unless
-# --no-controllers, the JobSet controller and the Kubeflow training-operator (JAXJob). Prints the
-# KUBECONFIG path on stdout. Stop it with scripts/cluster/down.sh STATE_DIR.
+# containerd, runc, bridge CNI, CoreDNS and a kubelet running real containers), installs the CRDs of
+# ../shared/crds and, unless --no-controllers, the JobSet controller, the Kubeflow training-operator
+# (JAXJob) and the Kubeflow Trainer v2 controller (TrainJob, with the jax-distributed
+# ClusterTrainingRuntime of ../shared/crds). Prints the KUBECONFIG path on stdout. Stop it with scripts/cluster/down.sh STATE_DIR.
 set -Eeuo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../lib/common.sh"
@@ -22,7 +23,7 @@ lines, stops what it started and exits non-zero.
 
   --state-dir DIR         where state, certificates, logs and pid files go (created)
   --namespace NS          namespace created with PodSecurity enforce=restricted (default: jax-e2e)
-  --no-controllers        do not start the JobSet controller and the training-operator
+  --no-controllers        do not start the JobSet controller, the training-operator and Trainer v2
   --real-node             one real node (root; scripts/setup.sh node) instead of kwok's fake ones
   --owner-pid PID         stop the cluster as soon as process PID exits (e.g. the test runner)
   --max-lifetime SECONDS  stop the cluster after this long whatever happens (default: 3600)
@@ -73,9 +74,9 @@ trap on_error ERR
 
 # --- ports: ask the kernel for free ones, all at once so they are distinct.
 read -r etcd_port etcd_peer_port api_port kwok_port jobset_webhook_port jobset_health_port \
-  to_webhook_port to_health_port < <(python3 -c '
+  to_webhook_port to_health_port trainer_webhook_port trainer_health_port < <(python3 -c '
 import socket
-socks = [socket.socket() for _ in range(8)]
+socks = [socket.socket() for _ in range(10)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in socks])
 for s in socks: s.close()')
@@ -258,6 +259,40 @@ EOF
     --webhook-server-port "$to_webhook_port" --metrics-bind-address 0 \
     --health-probe-bind-address "127.0.0.1:$to_health_port" --zap-devel=false
   wait_for "training-operator" curl -fsS "http://127.0.0.1:$to_health_port/readyz"
+
+  # Kubeflow Trainer v2 (TrainJob, run as a JobSet). No cert rotation: it serves our webhook cert
+  # from <TMPDIR>/k8s-webhook-server/serving-certs (controller-runtime's default), so a TMPDIR of
+  # its own keeps clusters apart. It also watches TrainingRuntimes (CRD from build.sh).
+  kubectl apply --server-side \
+    -f "$JAXT_CACHE/tools/trainer-$TRAINER_VERSION/trainer.kubeflow.org_trainingruntimes.yaml" >/dev/null
+  wait_for "CRDs" kubectl wait --for condition=Established crd --all --timeout 5s
+  trainer_certs="$state/trainer-tmp/k8s-webhook-server/serving-certs"
+  mkdir -p "$trainer_certs"
+  cp "$pki/webhook.crt" "$trainer_certs/tls.crt"
+  cp "$pki/webhook.key" "$trainer_certs/tls.key"
+  cat >"$state/trainer-config.yaml" <<EOF
+apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+leaderElection:
+  leaderElect: false
+certManagement:
+  enable: false
+webhook:
+  host: 127.0.0.1
+  port: $trainer_webhook_port
+metrics:
+  bindAddress: "0"
+health:
+  healthProbeBindAddress: 127.0.0.1:$trainer_health_port
+EOF
+  TMPDIR="$state/trainer-tmp" start trainer-controller-manager "$JAXT_BIN/trainer-controller-manager" \
+    --config "$state/trainer-config.yaml" --zap-devel=false
+  sed -e "s#@URL@#https://127.0.0.1:$trainer_webhook_port#" -e "s#@CA_BUNDLE@#$(base64 -w0 "$pki/ca.crt")#" \
+    "$here/controllers/trainer-webhooks.yaml" | kubectl apply --server-side -f - >&2
+  wait_for "trainer-controller-manager" curl -fsS "http://127.0.0.1:$trainer_health_port/readyz"
+  # Its validating webhook admits runtimes, so they go in once it serves.
+  wait_for "ClusterTrainingRuntime jax-distributed" \
+    kubectl apply --server-side -f "$crds_dir/trainer_runtime_jax_distributed.yaml"
 fi
 
 trap - ERR

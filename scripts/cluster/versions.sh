@@ -9,5 +9,6 @@ KWOK_VERSION=v0.8.0
 COREDNS_VERSION=v1.15.0
 JOBSET_VERSION="$(_modversion "$_cluster_dir/jobset/go.mod" sigs.k8s.io/jobset)"
 TRAINING_OPERATOR_VERSION="$(_modversion "$_cluster_dir/training-operator/go.mod" github.com/kubeflow/training-operator)"
+TRAINER_VERSION="$(_modversion "$_cluster_dir/trainer/go.mod" github.com/kubeflow/trainer/v2)"
 # Where the training-operator reads its webhook serving certs (hard-coded upstream).
 TRAINING_OPERATOR_CERT_DIR=/tmp/k8s-webhook-server/serving-certs

@@ -1,0 +1,144 @@
+"""A TrainJob (Kubeflow Trainer v2) on the jax-distributed ClusterTrainingRuntime, run by the real
+Trainer v2 controller (scripts/cluster/up.sh) through the JobSet controller to kwok's pods.
+
+The manifest is written here for now; it is the shape a `--target trainjob` render must have.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.e2e_k8s.kube import READY_DELAY, check_pods_while_not_ready, wait_until
+
+RUNTIME = "jax-distributed"
+# What the runtime's JAX plugin (pkg/runtime/framework/plugins/jax in kubeflow/trainer v2.3.0)
+# injects into the trainer container: the contract trainer/cluster.py reads.
+JAX_PORT = 29500
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+# The JobSet webhook refuses a JobSet whose longest pod name, <name>-node-0-<nodes-1>-abcde, passes
+# 63 characters; the TrainJob itself is admitted and then never runs. With 2 nodes: 48.
+MAX_NAME_2_NODES = 63 - len("-node-0-1-abcde")
+
+
+def trainjob(name: str, namespace: str, nodes: int, runtime: str = RUNTIME) -> dict:
+    """A minimal TrainJob; the runtime patch adds what PodSecurity "restricted" requires (the
+    upstream runtime's pod template has no security context) and kwok's readiness delay."""
+    pod_spec = {
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{"name": "node", "securityContext": {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],
+    }
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "runtimeRef": {"name": runtime},
+            "trainer": {
+                "numNodes": nodes,
+                "image": "localhost/jax-training/trainer:0.1.0-cpu",
+                "command": ["python", "-m", "trainer"],
+                "resourcesPerNode": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+            },
+            "runtimePatches": [{
+                "manager": "jax-training.io/e2e",
+                "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{
+                    "name": "node",
+                    "template": {"spec": {"template": {
+                        "metadata": {"annotations": {READY_DELAY: "8s"}},
+                        "spec": pod_spec,
+                    }}},
+                }]}}},
+            }],
+        },
+    }
+
+
+def apply(cluster, doc: dict, check: bool = True):
+    return cluster.run(["kubectl", "--namespace", cluster.namespace, "apply", "--server-side", "-f", "-"],
+                       input=yaml.safe_dump(doc), check=check)
+
+
+def condition(obj: dict, kind: str) -> bool:
+    return any(c["type"] == kind and c["status"] == "True" for c in obj.get("status", {}).get("conditions", []))
+
+
+def test_runtime_installed_and_webhook_live(cluster):
+    """up.sh installed the jax-distributed runtime of ../shared/crds, and the controller's
+    validating webhook admits TrainJobs: one naming no existing runtime is refused."""
+    runtime = cluster.get("clustertrainingruntime", RUNTIME)
+    assert runtime["spec"]["mlPolicy"]["jax"] == {}
+    proc = apply(cluster, trainjob("e2e-trainjob-bad", cluster.namespace, 2, runtime="no-such-runtime"),
+                 check=False)
+    assert proc.returncode != 0
+    assert "validator.trainjob.trainer.kubeflow.org" in proc.stderr, proc.stderr
+    assert "no-such-runtime" in proc.stderr, proc.stderr
+
+
+@pytest.mark.timeout(300)
+def test_trainjob_runs_as_a_jobset_with_the_jax_env(cluster):
+    nodes = 2
+    name = "e2e-trainjob-".ljust(MAX_NAME_2_NODES, "x")  # the longest that runs: pod names of 63
+    apply(cluster, trainjob(name, cluster.namespace, nodes))
+    try:
+        jobset = wait_until("the controller's JobSet", lambda: json.loads(cluster.kubectl(
+            "get", "jobsets.jobset.x-k8s.io", name, "--ignore-not-found", "-o", "json").stdout or "null"),
+            timeout=60, diagnose=lambda: cluster.kubectl("get", "trainjob,jobset,events", check=False).stdout)
+        # one JobSet named after the TrainJob, owned by it; its headless Service is the subdomain
+        assert [o["kind"] for o in jobset["metadata"]["ownerReferences"]] == ["TrainJob"]
+        [replicated] = jobset["spec"]["replicatedJobs"]
+        assert replicated["name"] == "node"
+        assert replicated["template"]["spec"]["parallelism"] == nodes
+
+        # pods <name>-node-0-<i>-<suffix>, hostname <name>-node-0-<i> under subdomain <name>
+        pods = check_pods_while_not_ready(cluster, f"jobset.sigs.k8s.io/jobset-name={name}", nodes,
+                                          lambda i: f"{name}-node-0-{i}", subdomain=name, gpu=False)
+        for pod in pods:
+            [container] = pod["spec"]["containers"]
+            assert container["name"] == "node"
+            env = {e["name"]: e for e in container["env"]}
+            assert len(env) == len(container["env"]), f"a variable set twice: {container['env']}"
+            # the JAX plugin's three, and the Job controller's index (Indexed Job)
+            assert set(env) == {"JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS",
+                                "JOB_COMPLETION_INDEX"}
+            assert env["JAX_NUM_PROCESSES"]["value"] == str(nodes)
+            assert env["JAX_PROCESS_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == COMPLETION_INDEX
+            assert env["JAX_COORDINATOR_ADDRESS"]["value"] == f"{name}-node-0-0.{name}:{JAX_PORT}"
+            assert {"containerPort": JAX_PORT, "protocol": "TCP"} in container["ports"]
+            print(json.dumps({pod["metadata"]["name"]: container["env"]}))
+
+        def complete():
+            job = cluster.get("trainjob", name)
+            assert not condition(job, "Failed"), job["status"]
+            return condition(job, "Complete") and job
+        wait_until("the TrainJob to complete", complete, timeout=120,
+                   diagnose=lambda: cluster.kubectl("get", "trainjob,jobset,jobs,pods,events", check=False).stdout)
+        assert condition(cluster.get("jobsets.jobset.x-k8s.io", name), "Completed")
+    finally:
+        cluster.kubectl("delete", "trainjob", name, "--ignore-not-found", "--wait", timeout=120)
+    assert max(len(p["metadata"]["name"]) for p in pods) == 63
+    # the JobSet goes with its TrainJob (garbage collector, owner reference)
+    wait_until("the JobSet to be deleted",
+               lambda: not cluster.kubectl("get", "jobsets.jobset.x-k8s.io", name, "--ignore-not-found",
+                                           "-o", "name").stdout.strip(), timeout=60)
+
+
+def test_one_character_more_gets_no_jobset(cluster):
+    """The name limit is the JobSet webhook's, met only once the controller creates the JobSet:
+    the TrainJob is admitted and stays without JobSet or status (a renderer must refuse it)."""
+    name = "e2e-trainjob-".ljust(MAX_NAME_2_NODES + 1, "x")
+    apply(cluster, trainjob(name, cluster.namespace, 2))
+    log = cluster.state_dir / "logs" / "trainer-controller-manager.log"
+    try:
+        wait_until("the controller to report the refused JobSet", lambda: any(
+            name in line and "pod names generated for this JobSet will exceed 63 characters" in line
+            for line in log.read_text().splitlines()), timeout=60)
+        assert cluster.kubectl("get", "jobsets.jobset.x-k8s.io", name, "--ignore-not-found",
+                               "-o", "name").stdout == ""
+        assert "conditions" not in cluster.get("trainjob", name).get("status", {})
+    finally:
+        cluster.kubectl("delete", "trainjob", name, "--ignore-not-found", "--wait", timeout=120)
