@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from trainer import data
 from trainer.cluster import resolve_cluster
-from trainer.errors import TrainerError
+from trainer.errors import TrainerError, report
+from trainer.runtime import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_INIT_TIMEOUT
 from trainer.train import PRECISIONS
 
 DEFAULT_DATA_DIR = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "jax-training", "mnist")
@@ -33,8 +33,10 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--process-id", type=int)
     g.add_argument("--local-device-count", type=int, help="devices per process (CPU: forced devices)")
     g.add_argument("--platform", choices=["cpu", "gpu"], default="cpu")
-    g.add_argument("--init-timeout", type=float, default=300, help="seconds to wait for every peer")
-    g.add_argument("--heartbeat-timeout", type=int, default=100, help="seconds before a silent peer is dead")
+    g.add_argument("--init-timeout", type=float, default=DEFAULT_INIT_TIMEOUT,
+                   help="seconds to wait for every peer")
+    g.add_argument("--heartbeat-timeout", type=int, default=DEFAULT_HEARTBEAT_TIMEOUT,
+                   help="seconds before a silent peer is dead")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    spec = None
     try:
         spec = resolve_cluster(
             os.environ,
@@ -118,15 +121,4 @@ def main(argv: list[str] | None = None) -> int:
 
         return query(spec, args.platform, args.init_timeout, args.heartbeat_timeout, args.command == "allreduce")
     except TrainerError as e:
-        rank = os.environ.get("JAX_PROCESS_ID") or "?"
-        try:
-            rank = str(spec.process_id)
-        except NameError:
-            pass
-        print(f"Rank {rank}: error: {e}", file=sys.stderr, flush=True)
-        if "jax" in sys.modules:
-            # JAX's exit handlers would wait in its distributed shutdown for peers that are gone.
-            from trainer.preemption import flush_and_exit
-
-            flush_and_exit(e.exit_code)
-        return e.exit_code
+        return report(e, spec)

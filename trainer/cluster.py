@@ -7,16 +7,22 @@ provides it, in this order:
 2. JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID (our Indexed Job and JobSet,
    Kubeflow Trainer v2, XPK)
 3. Kubeflow JAXJob v1: COORDINATOR_ADDRESS + COORDINATOR_PORT, NUM_PROCESSES, PROCESS_ID
-4. Kubernetes Indexed Job: JOB_COMPLETION_INDEX (process id only)
+4. Kubernetes Indexed Job: JOB_COMPLETION_INDEX; without a coordinator address, pod 0 of the Job
+   behind the same headless Service: this pod's FQDN with its first label's ``-<index>`` made ``-0``
+   (``job-3.svc.ns.svc.cluster.local`` -> ``job-0.svc.ns.svc.cluster.local``; needs a subdomain)
 5. SLURM step: SLURM_PROCID, SLURM_NTASKS, first host of SLURM_STEP_NODELIST and port
    SLURM_JOB_ID % 4096 + 61440 (unless a port is given)
 6. a single process
+
+The devices each process expects (checked once JAX is up) come from --local-device-count, else
+JAX_LOCAL_DEVICE_COUNT, else whatever JAX finds.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+import socket
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -130,6 +136,29 @@ def _check_address(address: str, name: str) -> str:
     return address
 
 
+def pod_fqdn() -> str:
+    """This host's canonical name, as `hostname -f` finds it: in a pod with a subdomain the kubelet's
+    /etc/hosts line ``<ip> <hostname>.<subdomain>.<namespace>.svc.<domain> <hostname>``."""
+    name = socket.gethostname()
+    try:
+        return socket.getaddrinfo(name, None, flags=socket.AI_CANONNAME)[0][3] or name
+    except OSError:
+        return name
+
+
+def indexed_job_coordinator(index: int, fqdn: str) -> str:
+    """Pod 0's name under the headless Service (the pod's subdomain) of an Indexed Job, from this
+    pod's FQDN: Kubernetes names the pods ``<job>-<index>`` (a JobSet's ``<jobset>-<job>-<j>-<index>``)."""
+    label, dot, domain = fqdn.partition(".")
+    suffix = f"-{index}"
+    if not dot or not label.endswith(suffix):
+        raise ConfigError(
+            f"JOB_COMPLETION_INDEX={index} but this pod's name {fqdn!r} is not <job>-{index}.<headless service>: "
+            "set JAX_COORDINATOR_ADDRESS (or give the pods a subdomain)"
+        )
+    return f"{label[: -len(suffix)]}-0.{domain}"
+
+
 def resolve_cluster(
     env: Mapping[str, str],
     coordinator_address: str | None = None,
@@ -137,8 +166,10 @@ def resolve_cluster(
     process_id: int | None = None,
     local_device_count: int | None = None,
     coordinator_port: int | None = None,
+    fqdn=pod_fqdn,
 ) -> ClusterSpec:
-    """Resolve the ClusterSpec from flags (arguments) and environment `env` (see module doc)."""
+    """Resolve the ClusterSpec from flags (arguments) and environment `env` (see module doc).
+    `fqdn` returns this host's fully qualified name (read only for an Indexed Job's coordinator)."""
     sources: dict[str, str] = {}
     given_port = coordinator_port
     port_name = "--coordinator-port"
@@ -199,6 +230,9 @@ def resolve_cluster(
         else:
             raise ConfigError("SLURM_JOB_ID is not set: pass --coordinator-port")
         coord, sources["coordinator_address"] = f"{hosts[0]}:{port}", nodelist_name
+    elif sources.get("process_id") == "JOB_COMPLETION_INDEX" and (nproc or 1) > 1:
+        coord = indexed_job_coordinator(pid, fqdn())
+        sources["coordinator_address"] = "JOB_COMPLETION_INDEX/hostname"
 
     if coord is not None:
         name = sources["coordinator_address"].split("/")[0]
@@ -227,4 +261,8 @@ def resolve_cluster(
         )
     if local_device_count is not None:
         local_device_count = _int(local_device_count, "--local-device-count", 1)
+        sources["local_device_count"] = "--local-device-count"
+    elif env.get("JAX_LOCAL_DEVICE_COUNT", "") != "":
+        local_device_count = _int(env["JAX_LOCAL_DEVICE_COUNT"], "JAX_LOCAL_DEVICE_COUNT", 1)
+        sources["local_device_count"] = "JAX_LOCAL_DEVICE_COUNT"
     return ClusterSpec(coord, nproc, pid, local_device_count, sources)

@@ -1,6 +1,9 @@
 """Errors the trainer reports as one clear line and a distinct exit code (no traceback).
 The codes and what each target's failure policy does with them: trainer/exit_codes.py."""
 
+import os
+import sys
+
 from trainer import exit_codes
 
 
@@ -44,3 +47,16 @@ class PeerLostError(TrainerError):
     """A collective or the coordination service failed mid-run: a peer process died."""
 
     exit_code = exit_codes.PEER_LOST
+
+
+def report(error: TrainerError, spec=None) -> int:
+    """Print `error` as one line, ``Rank <i>: error: ...``, on stderr and return its exit code; once
+    jax is loaded, exit with it at once instead: JAX's exit handlers would wait in its distributed
+    shutdown for peers that are gone. `spec`: the ClusterSpec, when it was resolved."""
+    rank = spec.process_id if spec is not None else os.environ.get("JAX_PROCESS_ID") or "?"
+    print(f"Rank {rank}: error: {error}", file=sys.stderr, flush=True)
+    if "jax" in sys.modules:
+        from trainer.preemption import flush_and_exit
+
+        flush_and_exit(error.exit_code)
+    return error.exit_code

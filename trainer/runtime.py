@@ -12,11 +12,20 @@ import time
 from trainer.cluster import ClusterSpec
 from trainer.errors import ConfigError, CoordinatorError, DeviceCountError
 
+# Seconds to wait for every peer to join, and before a silent peer counts as dead.
+DEFAULT_INIT_TIMEOUT = 300
+DEFAULT_HEARTBEAT_TIMEOUT = 100
 
-def configure_platform(platform: str, local_device_count: int | None):
+
+def configure_platform(platform: str | None, local_device_count: int | None):
+    """platform None: JAX picks (JAX_PLATFORMS, else the best it finds); a CPU backend still gets
+    `local_device_count` devices when that is given."""
     import jax
 
-    if platform == "cpu":
+    if platform is None:
+        if local_device_count:
+            jax.config.update("jax_num_cpu_devices", local_device_count)
+    elif platform == "cpu":
         jax.config.update("jax_platforms", "cpu")
         # Must happen before the CPU backend is created: the manifests rely on N forced devices.
         jax.config.update("jax_num_cpu_devices", local_device_count or 1)
@@ -135,7 +144,7 @@ def _join_deadline(spec: ClusterSpec, timeout: float, log) -> threading.Timer:
     return timer
 
 
-def initialize(spec: ClusterSpec, platform: str, init_timeout: float, heartbeat_timeout: int, log,
+def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, heartbeat_timeout: int, log,
                cpu_threads: int = 0, compilation_cache: str | None = None):
     """Configure and initialise JAX for `spec`; return the jax module."""
     jax = configure_platform(platform, spec.local_device_count)
@@ -162,7 +171,7 @@ def initialize(spec: ClusterSpec, platform: str, init_timeout: float, heartbeat_
             heartbeat_timeout_seconds=int(heartbeat_timeout),
         )
         deadline.cancel()
-    if platform == "cpu":
+    if platform == "cpu":  # (platform None leaves XLA's threads to JAX and the user)
         size_cpu_threads(spec, cpu_threads, init_timeout, log)
     check_devices(jax, spec)  # creates the backend
     return jax
@@ -171,7 +180,8 @@ def initialize(spec: ClusterSpec, platform: str, init_timeout: float, heartbeat_
 def check_devices(jax, spec: ClusterSpec) -> None:
     local = jax.local_device_count()
     if spec.local_device_count and local != spec.local_device_count:
-        raise DeviceCountError(f"{local} local devices, --local-device-count asks for {spec.local_device_count}")
+        source = spec.sources.get("local_device_count", "--local-device-count")
+        raise DeviceCountError(f"{local} local devices, {source} asks for {spec.local_device_count}")
     expected = spec.num_processes * local
     if jax.device_count() != expected:
         raise DeviceCountError(

@@ -14,6 +14,7 @@ from trainer import checkpoint, data
 from trainer.cluster import ClusterSpec
 from trainer.errors import ConfigError, PeerLostError
 from trainer.exit_codes import PREEMPTED
+from trainer.runtime import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_INIT_TIMEOUT
 from trainer.metrics import Logger, MetricsFile, progress
 from trainer.preemption import StopRequest
 from trainer.watchdog import Watchdog
@@ -42,8 +43,8 @@ class TrainConfig:
     checkpoint_dir: str | None = None
     checkpoint_every: int = 0
     metrics_file: str | None = None
-    init_timeout: float = 300
-    heartbeat_timeout: int = 100
+    init_timeout: float = DEFAULT_INIT_TIMEOUT
+    heartbeat_timeout: int = DEFAULT_HEARTBEAT_TIMEOUT
     hidden: tuple[int, ...] = (1024, 1024)
     train_examples: int = 0  # 0 = the whole training set
     log_every: int = 100

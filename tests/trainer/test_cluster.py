@@ -145,3 +145,30 @@ def test_expand_hostlist_matches_a_direct_enumeration(prefix, ranges, suffix, pl
     expected = [f"{prefix}{i:0{w}d}{suffix}" for lo, n, w in ranges for i in range(lo, lo + n + 1)]
     spec = ",".join([f"{prefix}[{body}]{suffix}", *plain])
     assert expand_hostlist(spec) == expected + plain
+
+
+def test_indexed_job_without_an_address_finds_pod_0_under_its_headless_service():
+    env = {"JOB_COMPLETION_INDEX": "3", "JAX_NUM_PROCESSES": "4", "JAX_COORDINATOR_PORT": "4321"}
+    spec = resolve_cluster(env, fqdn=lambda: "train-3.train.team-a.svc.cluster.local")
+    assert spec_tuple(spec) == ("train-0.train.team-a.svc.cluster.local:4321", 4, 3)
+    assert spec.sources["coordinator_address"] == "JOB_COMPLETION_INDEX/hostname"
+    # A JobSet pod: <jobset>-<replicated job>-<job index>-<pod index>.<jobset>
+    spec = resolve_cluster({"JOB_COMPLETION_INDEX": "1", "NUM_PROCESSES": "2"}, fqdn=lambda: "js-workers-0-1.js")
+    assert spec.coordinator_address == "js-workers-0-0.js:1234"
+    # An address given wins; a single process needs none.
+    assert resolve_cluster({**env, "JAX_COORDINATOR_ADDRESS": "c:1"}, fqdn=lambda: "x").coordinator_address == "c:1"
+    assert resolve_cluster({"JOB_COMPLETION_INDEX": "0", "JAX_NUM_PROCESSES": "1"}, fqdn=lambda: "x").distributed is False
+
+
+@pytest.mark.parametrize("fqdn", ["train-3", "train-13.train", "other.train"])
+def test_indexed_job_pod_name_that_is_not_job_index_under_a_subdomain_is_refused(fqdn):
+    with pytest.raises(ConfigError, match=r"JOB_COMPLETION_INDEX=3 but this pod's name .* set JAX_COORDINATOR_ADDRESS"):
+        resolve_cluster({"JOB_COMPLETION_INDEX": "3", "JAX_NUM_PROCESSES": "4"}, fqdn=lambda: fqdn)
+
+
+def test_local_device_count_from_flag_then_environment():
+    assert resolve_cluster({"JAX_LOCAL_DEVICE_COUNT": "4"}).local_device_count == 4
+    spec = resolve_cluster({"JAX_LOCAL_DEVICE_COUNT": "4"}, local_device_count=2)
+    assert (spec.local_device_count, spec.sources["local_device_count"]) == (2, "--local-device-count")
+    with pytest.raises(ConfigError, match="JAX_LOCAL_DEVICE_COUNT='two' is not an integer"):
+        resolve_cluster({"JAX_LOCAL_DEVICE_COUNT": "two"})

@@ -24,6 +24,8 @@ def test_matching_device_counts_pass():
     (fake_jax(2, 2, 1), ClusterSpec("h:1", 2, 0, 2), "2 global devices, expected 2 processes x 2 local = 4"),
     (fake_jax(1, 2, 2), ClusterSpec("h:1", 2, 0, 2), "1 local devices, --local-device-count asks for 2"),
     (fake_jax(1, 2, 2, index=1), ClusterSpec("h:1", 2, 0, 1), "JAX reports process 1/2, expected 0/2"),
+    (fake_jax(1, 2, 2), ClusterSpec("h:1", 2, 0, 2, {"local_device_count": "JAX_LOCAL_DEVICE_COUNT"}),
+     "1 local devices, JAX_LOCAL_DEVICE_COUNT asks for 2"),
 ])
 def test_wrong_device_counts_are_refused(jax, spec, message):
     with pytest.raises(DeviceCountError, match=message):
