@@ -27,6 +27,9 @@ class Target:
     # Whether the pods get our JAX_* variables; False where the engine injects its own.
     process_env: bool = True
     unbuffered: bool = True  # whether we set PYTHONUNBUFFERED (the training-operator does in JAXJob pods)
+    # The coordinator's port where the engine picks it (a TrainJob's JAX plugin: 29500); 0 = the
+    # coordinator_port variable.
+    engine_port: int = 0
     port_name: str = "coordinator"  # the container port's name (a JAXJob's operator reads jaxjob-port)
     restart_budget: tuple = ("backoff_limit",)  # values path of the number of restarts allowed
     pod_selector: str = ""  # label selector of its pods (format of name)
@@ -37,6 +40,7 @@ class Target:
     # A runtime's replicated Job and container that run the trainer (where a runtime owns the pods).
     runtime_job: str = ""
     runtime_container: str = ""
+    patch_manager: str = ""  # owner of our runtime patch (the Trainer webhook wants a domain-prefixed path)
 
     @property
     def kubernetes(self) -> bool:
@@ -78,7 +82,8 @@ TARGETS = {t.name: t for t in (
     # Job "node" and its JAX plugin sets JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID.
     Target("trainjob", "trainjob.yaml.j2", kind="TrainJob", resource="trainjobs.trainer.kubeflow.org",
            hostname="{name}-node-0-{index}", coordinator="{name}-node-0-0.{name}", process_env=False,
-           runtime_job="node", runtime_container="node", owns_pods=False,
+           runtime_job="node", runtime_container="node", owns_pods=False, engine_port=29500,
+           patch_manager="jax-training.dev/pod-template",
            pod_selector="jobset.sigs.k8s.io/jobset-name={name}", succeeded="Complete"),
     Target("slurm", "slurm.sbatch.j2"),
 )}

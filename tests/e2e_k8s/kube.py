@@ -51,7 +51,7 @@ class Cluster:
     def release_objects(self, name: str) -> list[str]:
         """Every object of release `name` still present (what clean.sh must leave empty)."""
         kinds = "jobs.batch,services,pods"
-        kinds += ",jobsets.jobset.x-k8s.io,jaxjobs.kubeflow.org"
+        kinds += ",jobsets.jobset.x-k8s.io,jaxjobs.kubeflow.org,trainjobs.trainer.kubeflow.org"
         out = self.kubectl("get", kinds, "-l", release_selector(name), "-o", "name").stdout
         return out.split()
 

@@ -28,3 +28,23 @@ def test_run_local_trains_the_prepared_variables(tmp_path):
     assert proc.returncode == 0, output[-4000:]
     for rank in (0, 1):  # hosts_count 2 from seed.json: two processes, each finished training
         assert f"Rank {rank}: training completed." in output
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("target", ["indexed-job", "jaxjob", "jobset"])
+def test_run_local_runs_your_own_program(tmp_path, target):
+    """program.command in place of the trainer: the example program finds its cluster from each
+    target's variables with trainer.distributed.initialize and all-reduces across 2 processes."""
+    build = tmp_path / "build"
+    prepare = subprocess.run(
+        [str(SCRIPTS / "prepare.sh"), str(EXAMPLES_DIR / "seed.json"), "-o", str(build), "--target", target,
+         "--set", "name=e2e-byo", "--set", "local_device_count=1",
+         "--set", "program.command=[python, -m, trainer.examples.allreduce]"],
+        capture_output=True, text=True, timeout=60)
+    assert prepare.returncode == 0, prepare.stderr
+    proc = subprocess.run([str(SCRIPTS / "run.sh"), "--local", str(build)], capture_output=True,
+                          text=True, timeout=240, env=dict(os.environ, JAX_PLATFORMS="cpu"), start_new_session=True)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    for rank in (0, 1):
+        assert f"process {rank}/2: 1 local of 2 devices, psum of process ids = 1 (expected 1)" in output

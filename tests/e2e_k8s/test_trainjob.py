@@ -1,7 +1,7 @@
 """A TrainJob (Kubeflow Trainer v2) on the jax-distributed ClusterTrainingRuntime, run by the real
-Trainer v2 controller (scripts/cluster/up.sh) through the JobSet controller to kwok's pods.
-
-The manifest is written here for now; it is the shape a `--target trainjob` render must have.
+Trainer v2 controller (scripts/cluster/up.sh) through the JobSet controller to kwok's pods: what the
+runtime does with a minimal TrainJob (the contract the `trainjob` target relies on), then the
+`trainjob` render itself through prepare.sh, run.sh and clean.sh.
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ import json
 import pytest
 import yaml
 
-from tests.e2e_k8s.kube import READY_DELAY, check_pods_while_not_ready, wait_until
+from generator.targets import TARGETS
+from tests.e2e_k8s.kube import (READY_DELAY, SCRIPTS, check_pods_while_not_ready, finish, prepare, start_run,
+                                wait_until)
 
 RUNTIME = "jax-distributed"
 # What the runtime's JAX plugin (pkg/runtime/framework/plugins/jax in kubeflow/trainer v2.3.0)
 # injects into the trainer container: the contract trainer/cluster.py reads.
-JAX_PORT = 29500
+JAX_PORT = TARGETS["trainjob"].engine_port
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 # The JobSet webhook refuses a JobSet whose longest pod name, <name>-node-0-<nodes-1>-abcde, passes
 # 63 characters; the TrainJob itself is admitted and then never runs. With 2 nodes: 48.
@@ -142,3 +144,31 @@ def test_one_character_more_gets_no_jobset(cluster):
         assert "conditions" not in cluster.get("trainjob", name).get("status", {})
     finally:
         cluster.kubectl("delete", "trainjob", name, "--ignore-not-found", "--wait", timeout=120)
+
+
+@pytest.mark.timeout(300)
+def test_the_trainjob_render_runs_through_the_lifecycle_scripts(cluster, build_dir):
+    """jaxgen's TrainJob is admitted under PodSecurity "restricted" (its runtime patch carries our pod
+    hygiene), its pods get the plugin's JAX_* and ours, run.sh reads its success, clean.sh removes it."""
+    name, nodes, target = "e2e-trainjob-render", 2, TARGETS["trainjob"]
+    prepare(cluster, build_dir, name, f"hosts_count={nodes}", f"annotations={json.dumps({READY_DELAY: '8s'})}",
+            target="trainjob")
+    run = start_run(cluster, build_dir)
+    try:
+        pods = check_pods_while_not_ready(cluster, target.pod_selector.format(name=name), nodes,
+                                          lambda i: target.pod_hostname(name, i), subdomain=name, gpu=False)
+        for pod in pods:
+            [container] = pod["spec"]["containers"]
+            env = {e["name"]: e.get("value") for e in container["env"]}
+            assert env["JAX_COORDINATOR_ADDRESS"] == f"{target.coordinator_host(name)}:{JAX_PORT}"
+            assert env["PYTHONUNBUFFERED"] == "1"
+            assert container["command"] == ["python", "-m", "trainer"] and container["args"][0] == "train"
+            assert container["securityContext"]["readOnlyRootFilesystem"] is True
+            assert pod["spec"]["securityContext"]["runAsUser"] == 1000
+            assert {v["name"] for v in pod["spec"]["volumes"]} >= {"data", "checkpoints", "tmp"}
+        code, output = finish(run)
+        assert code == 0, output
+        assert "succeeded" in output, output
+    finally:
+        cluster.run([SCRIPTS / "clean.sh", build_dir], timeout=120)
+    assert cluster.release_objects(name) == []

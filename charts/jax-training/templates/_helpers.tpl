@@ -72,6 +72,7 @@ metadata:
 The facts of the Kubernetes targets the templates read (JSON): the chart's copy of the rows of
 generator/targets.py. hostname and coordinator are printf formats of (name, index) and (name).
 processEnv: whether the pods get our JAX_* variables; unbuffered: whether we set PYTHONUNBUFFERED;
+enginePort: the coordinator's port where the engine picks it;
 resource: kubectl's name of the job's kind; rank0: what `kubectl logs` follows for rank 0 (format of name).
 */}}
 {{- define "jax-training.targets" -}}
@@ -82,8 +83,8 @@ resource: kubectl's name of the job's kind; rank0: what `kubectl logs` follows f
     "resource" "jaxjobs.kubeflow.org" "rank0" "%[1]s-worker-0")
   "jobset" (dict "hostname" "%[1]s-worker-0-%[2]d" "coordinator" "%[1]s-worker-0-0.%[1]s" "portName" "coordinator" "processEnv" true "unbuffered" true
     "resource" "jobsets.jobset.x-k8s.io" "rank0" "-l 'jobset.sigs.k8s.io/jobset-name=%[1]s,batch.kubernetes.io/job-completion-index=0'")
-  "trainjob" (dict "hostname" "%[1]s-node-0-%[2]d" "coordinator" "%[1]s-node-0-0.%[1]s" "portName" "coordinator" "processEnv" false "unbuffered" true "runtimeJob" "node" "runtimeContainer" "node"
-    "resource" "trainjobs.trainer.kubeflow.org" "rank0" "-l 'jobset.sigs.k8s.io/jobset-name=%[1]s,batch.kubernetes.io/job-completion-index=0'")) -}}
+  "trainjob" (dict "hostname" "%[1]s-node-0-%[2]d" "coordinator" "%[1]s-node-0-0.%[1]s" "portName" "coordinator" "processEnv" false "unbuffered" true "runtimeJob" "node" "runtimeContainer" "node" "patchManager" "jax-training.dev/pod-template"
+    "enginePort" 29500 "resource" "trainjobs.trainer.kubeflow.org" "rank0" "-l 'jobset.sigs.k8s.io/jobset-name=%[1]s,batch.kubernetes.io/job-completion-index=0'")) -}}
 {{- end -}}
 
 {{/* This release's row of jax-training.targets (a dict); fails for a target without one (slurm). */}}
@@ -99,6 +100,11 @@ resource: kubectl's name of the job's kind; rank0: what `kubectl logs` follows f
 port named jaxjob-port (and would otherwise inject 6666). */}}
 {{- define "jax-training.coordinatorPortName" -}}
 {{- (include "jax-training.target" . | fromJson).portName -}}
+{{- end -}}
+
+{{/* The coordinator's port: the engine's where it picks one, else coordinator_port. */}}
+{{- define "jax-training.coordinatorPort" -}}
+{{- (include "jax-training.target" . | fromJson).enginePort | default .Values.coordinator_port | int64 -}}
 {{- end -}}
 
 {{/* DNS name of process 0 as the other pods resolve it (pod hostname . Service subdomain). */}}
