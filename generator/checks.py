@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import posixpath
 from functools import lru_cache
 
 import jsonschema
@@ -17,6 +18,7 @@ from .names import DNS_LABEL_MAX, longest_hostname
 from .paths import SCHEMA_FILE
 from .slurm_checks import slurm_errors
 from .targets import target
+from trainer.cluster import PROCESS_ENV  # the variables the trainer reads its rank from (no jax import)
 
 HIDDEN_WIDTH = 1024  # hidden layer width of the trainer's MLP; the model axis must divide it
 MAX_GPUS_PER_HOST = 16
@@ -91,9 +93,9 @@ def semantic_errors(values: dict) -> list[str]:
     if model > 1:
         if training["strategy"] != "sharded":
             errors.append("$.training.model_parallelism: a model axis needs training.strategy 'sharded'")
-        if devices % model or HIDDEN_WIDTH % model:
-            errors.append(f"$.training.model_parallelism: {model} must divide the global device count {devices} "
-                          f"and the hidden width {HIDDEN_WIDTH}")
+        if local % model or HIDDEN_WIDTH % model:
+            errors.append(f"$.training.model_parallelism: {model} must divide the local device count {local} "
+                          f"(a model axis stays within one host) and the hidden width {HIDDEN_WIDTH}")
         elif training["batch_size"] % (devices // model):
             errors.append(f"$.training.batch_size: {training['batch_size']} is not divisible by the data-parallel "
                           f"size {devices // model}")
@@ -114,10 +116,10 @@ def semantic_errors(values: dict) -> list[str]:
         errors.append("$.resources.limits.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'")
 
     data, checkpoint = values["data"], values["checkpoint"]
-    if data["dir"].rstrip("/") == checkpoint["dir"].rstrip("/"):
+    if _clean(data["dir"]) == _clean(checkpoint["dir"]):
         errors.append("$.checkpoint.dir: must differ from data.dir")
     for field, path in (("data.dir", data["dir"]), ("checkpoint.dir", checkpoint["dir"])):
-        if path.rstrip("/") in ("", "/dev/shm", "/dev", "/proc", "/sys", "/etc", "/tmp"):
+        if _clean(path) in ("/", "/dev/shm", "/dev", "/proc", "/sys", "/etc", "/tmp"):
             errors.append(f"$.{field}: {path!r} is a system directory; choose a directory of its own")
     if target(values).kubernetes and not data["download"] and not data["volume"]:
         errors.append("$.data.volume: with data.download false the data must come from a volume "
@@ -126,10 +128,20 @@ def semantic_errors(values: dict) -> list[str]:
         volume = values[field.split(".")[0]]["volume"]
         if len(volume) > 1:
             errors.append(f"$.{field}: give exactly one volume source, got {', '.join(sorted(volume))}")
+    if values["target"] != "slurm":
+        for i, entry in enumerate(values.get("env") or []):
+            if entry.get("name") in PROCESS_ENV:
+                errors.append(f"$.env[{i}].name: {entry['name']} is set for each process by the job; "
+                              "one value for every pod would break the ranks")
     if values["slurm"]["nodes"] > hosts:
         errors.append(f"$.slurm.nodes: {values['slurm']['nodes']} nodes for {hosts} tasks leaves nodes idle")
     errors += slurm_errors(values)
     return errors
+
+
+def _clean(path: str) -> str:
+    """Go's path.Clean, as the chart's `clean` applies it (POSIX normpath keeps a leading "//")."""
+    return "/" + posixpath.normpath(path).lstrip("/") if path.startswith("/") else posixpath.normpath(path)
 
 
 def _gpu_resource(resources: dict):

@@ -21,6 +21,7 @@ JAX_LOCAL_DEVICE_COUNT, else whatever JAX finds.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import socket
 from dataclasses import dataclass, field
@@ -295,3 +296,13 @@ def resolve_cluster(
         local_device_count = _int(env["JAX_LOCAL_DEVICE_COUNT"], "JAX_LOCAL_DEVICE_COUNT", 1)
         sources["local_device_count"] = "JAX_LOCAL_DEVICE_COUNT"
     return ClusterSpec(coord, nproc, pid, local_device_count, sources)
+
+
+def process_env_json() -> str:
+    """PROCESS_ENV as charts/jax-training/files/process-env.json holds it (the chart refuses env entries
+    with these names, as jaxgen does)."""
+    return json.dumps(list(PROCESS_ENV)) + "\n"
+
+
+if __name__ == "__main__":
+    print(process_env_json(), end="")

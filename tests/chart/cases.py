@@ -77,7 +77,7 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
     "adam-integral-floats": {"training": {"optimizer": "adamw", "learning_rate": 1.0, "momentum": 0.0}},
     "integer-learning-rate": {"training": {"learning_rate": 2, "momentum": 0}},
     "tiny-learning-rate": {"training": {"learning_rate": 1.5e-05, "momentum": 0.999999}},
-    "big-integers": {"training": {"seed": 2147483647, "epochs": 10000, "batch_size": 65536},
+    "big-integers": {"training": {"seed": 2147483647, "epochs": 10000, "batch_size": 60000},
                      "checkpoint": {"every_steps": 100000000}},
     "ports-timeouts": {"coordinator_port": 65535, "init_timeout_seconds": 86400, "heartbeat_timeout_seconds": 5},
     "namespace-mirror": {"namespace": "ml-team-1", "data": {"mirror": "file:///srv/mirror/mnist/"}},

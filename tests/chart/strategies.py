@@ -43,7 +43,7 @@ def chart_variables(draw) -> dict:
         "local_device_count": local,
         "accelerator": accelerator,
         "training": {
-            "batch_size": devices * draw(st.integers(1, max(1, min(64, 65536 // devices)))),
+            "batch_size": devices * draw(st.integers(1, max(1, min(64, 60000 // devices)))),
             "learning_rate": draw(LEARNING_RATES),
             "momentum": draw(MOMENTA),
             "strategy": "sharded" if model > 1 else draw(st.sampled_from(["pmap", "sharded"])),

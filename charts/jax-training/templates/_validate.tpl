@@ -19,8 +19,8 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- if ne $v.training.strategy "sharded" -}}
 {{- $errors = append $errors "$.training.model_parallelism: a model axis needs training.strategy 'sharded'" -}}
 {{- end -}}
-{{- if or (mod $devices $model) (mod $hiddenWidth $model) -}}
-{{- $errors = append $errors (printf "$.training.model_parallelism: %d must divide the global device count %d and the hidden width %d" $model $devices $hiddenWidth) -}}
+{{- if or (mod $local $model) (mod $hiddenWidth $model) -}}
+{{- $errors = append $errors (printf "$.training.model_parallelism: %d must divide the local device count %d (a model axis stays within one host) and the hidden width %d" $model $local $hiddenWidth) -}}
 {{- else if mod $batch (div $devices $model) -}}
 {{- $errors = append $errors (printf "$.training.batch_size: %d is not divisible by the data-parallel size %d" $batch (div $devices $model)) -}}
 {{- end -}}
@@ -43,13 +43,12 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- else if $gpuFound -}}
 {{- $errors = append $errors "$.resources.limits.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'" -}}
 {{- end -}}
-{{- $dataDir := regexReplaceAll "/+$" $v.data.dir "" -}}
-{{- if eq $dataDir (regexReplaceAll "/+$" $v.checkpoint.dir "") -}}
+{{- if eq (clean $v.data.dir) (clean $v.checkpoint.dir) -}}
 {{- $errors = append $errors "$.checkpoint.dir: must differ from data.dir" -}}
 {{- end -}}
 {{- range $field := list "data" "checkpoint" -}}
 {{- $dir := (index $v $field).dir -}}
-{{- if has (regexReplaceAll "/+$" $dir "") (list "" "/dev/shm" "/dev" "/proc" "/sys" "/etc" "/tmp") -}}
+{{- if has (clean $dir) (list "/" "/dev/shm" "/dev" "/proc" "/sys" "/etc" "/tmp") -}}
 {{- $errors = append $errors (printf "$.%s.dir: '%s' is a system directory; choose a directory of its own" $field $dir) -}}
 {{- end -}}
 {{- end -}}
@@ -60,6 +59,14 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $volume := (index $v $field).volume | default dict -}}
 {{- if gt (len $volume) 1 -}}
 {{- $errors = append $errors (printf "$.%s.volume: give exactly one volume source, got %s" $field (keys $volume | sortAlpha | join ", ")) -}}
+{{- end -}}
+{{- end -}}
+{{- if ne $v.target "slurm" -}}
+{{- $processEnv := .Files.Get "files/process-env.json" | fromJsonArray -}}
+{{- range $i, $entry := $v.env | default list -}}
+{{- if has $entry.name $processEnv -}}
+{{- $errors = append $errors (printf "$.env[%d].name: %s is set for each process by the job; one value for every pod would break the ranks" $i $entry.name) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- if gt (int $v.slurm.nodes) $hosts -}}
