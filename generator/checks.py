@@ -128,7 +128,7 @@ def semantic_errors(values: dict) -> list[str]:
         volume = values[field.split(".")[0]]["volume"]
         if len(volume) > 1:
             errors.append(f"$.{field}: give exactly one volume source, got {', '.join(sorted(volume))}")
-    if values["target"] != "slurm":
+    if target(values).kubernetes:
         for i, entry in enumerate(values.get("env") or []):
             if entry.get("name") in PROCESS_ENV:
                 errors.append(f"$.env[{i}].name: {entry['name']} is set for each process by the job; "

@@ -72,7 +72,7 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
     "backoff": {"backoff_limit": 3},
     "jobset-placement": {"target": "jobset", "jobset": {"max_restarts": 4,
                                                         "exclusive_topology": "cloud.google.com/gke-nodepool"}},
-    "sharded-model-axis": {"hosts_count": 2, "local_device_count": 2,
+    "sharded-model-axis": {"hosts_count": 2, "local_device_count": 4,
                            "training": {"strategy": "sharded", "model_parallelism": 4, "batch_size": 64}},
     "adam-integral-floats": {"training": {"optimizer": "adamw", "learning_rate": 1.0, "momentum": 0.0}},
     "integer-learning-rate": {"training": {"learning_rate": 2, "momentum": 0}},
