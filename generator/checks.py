@@ -20,6 +20,9 @@ from .slurm_checks import slurm_errors
 from .targets import target
 from trainer.cluster import PROCESS_ENV  # the variables the trainer reads its rank from (no jax import)
 
+# A Kubernetes object name (DNS-1123 subdomain), as a PersistentVolumeClaim's claimName must be.
+DNS_SUBDOMAIN = re2.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_SUBDOMAIN_MAX = 253
 HIDDEN_WIDTH = 1024  # hidden layer width of the trainer's MLP; the model axis must divide it
 MAX_GPUS_PER_HOST = 16
 
@@ -128,6 +131,7 @@ def semantic_errors(values: dict) -> list[str]:
         volume = values[field.split(".")[0]]["volume"]
         if len(volume) > 1:
             errors.append(f"$.{field}: give exactly one volume source, got {', '.join(sorted(volume))}")
+        errors += _volume_source_errors(f"$.{field}", volume)
     if target(values).kubernetes:
         for i, entry in enumerate(values.get("env") or []):
             if entry.get("name") in PROCESS_ENV:
@@ -136,6 +140,24 @@ def semantic_errors(values: dict) -> list[str]:
     if values["slurm"]["nodes"] > hosts:
         errors.append(f"$.slurm.nodes: {values['slurm']['nodes']} nodes for {hosts} tasks leaves nodes idle")
     errors += slurm_errors(values)
+    return errors
+
+
+def _volume_source_errors(where: str, volume: dict) -> list[str]:
+    """The sources jaxgen itself reads (run --local maps them to directories): well formed, and a
+    claimName that is an object name, never a path."""
+    errors = []
+    if "persistentVolumeClaim" in volume:
+        claim = volume["persistentVolumeClaim"]
+        name = claim.get("claimName") if isinstance(claim, dict) else None
+        if not isinstance(name, str) or len(name) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.search(name):
+            errors.append(f"{where}.persistentVolumeClaim.claimName: must be a PersistentVolumeClaim name "
+                          f"(lower-case DNS subdomain, at most {DNS_SUBDOMAIN_MAX} characters)")
+    if "hostPath" in volume:
+        host = volume["hostPath"]
+        path = host.get("path") if isinstance(host, dict) else None
+        if not isinstance(path, str) or not path.startswith("/"):
+            errors.append(f"{where}.hostPath.path: must be an absolute path")
     return errors
 
 

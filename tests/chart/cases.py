@@ -72,6 +72,7 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
     "backoff": {"backoff_limit": 3},
     "jobset-placement": {"target": "jobset", "jobset": {"max_restarts": 4,
                                                         "exclusive_topology": "cloud.google.com/gke-nodepool"}},
+    "long-image-tag": {"image": {"tag": "_v1." + "a1-" * 40 + "x."}},  # the version label is cut and trimmed
     "sharded-model-axis": {"hosts_count": 2, "local_device_count": 4,
                            "training": {"strategy": "sharded", "model_parallelism": 4, "batch_size": 64}},
     "adam-integral-floats": {"training": {"optimizer": "adamw", "learning_rate": 1.0, "momentum": 0.0}},

@@ -60,6 +60,20 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- if gt (len $volume) 1 -}}
 {{- $errors = append $errors (printf "$.%s.volume: give exactly one volume source, got %s" $field (keys $volume | sortAlpha | join ", ")) -}}
 {{- end -}}
+{{- if hasKey $volume "persistentVolumeClaim" -}}
+{{- $claim := $volume.persistentVolumeClaim -}}
+{{- $name := and (kindIs "map" $claim) $claim.claimName -}}
+{{- if or (not (kindIs "string" $name)) (gt (len (toString $name)) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" (toString $name))) -}}
+{{- $errors = append $errors (printf "$.%s.volume.persistentVolumeClaim.claimName: must be a PersistentVolumeClaim name (lower-case DNS subdomain, at most 253 characters)" $field) -}}
+{{- end -}}
+{{- end -}}
+{{- if hasKey $volume "hostPath" -}}
+{{- $host := $volume.hostPath -}}
+{{- $path := and (kindIs "map" $host) $host.path -}}
+{{- if or (not (kindIs "string" $path)) (not (hasPrefix "/" (toString $path))) -}}
+{{- $errors = append $errors (printf "$.%s.volume.hostPath.path: must be an absolute path" $field) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if ne $v.target "slurm" -}}
 {{- $processEnv := .Files.Get "files/process-env.json" | fromJsonArray -}}
