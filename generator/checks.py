@@ -108,15 +108,17 @@ def semantic_errors(values: dict) -> list[str]:
         errors.append(f"$.name: pod hostname {hostname!r} would be {len(hostname)} characters "
                       f"(limit {DNS_LABEL_MAX}); shorten name by {len(hostname) - DNS_LABEL_MAX}")
 
-    gpu_limit = _gpu_resource(values["resources"])
+    gpu = _gpu_resources(values["resources"])
     if values["accelerator"] == "gpu":
         if local > MAX_GPUS_PER_HOST:
             errors.append(f"$.local_device_count: {local} GPUs per host exceeds {MAX_GPUS_PER_HOST}")
-        if gpu_limit is not None and str(gpu_limit) != str(local):
-            errors.append(f"$.resources.limits.nvidia.com/gpu: {gpu_limit} contradicts local_device_count {local} "
-                          "(leave it out: it is set from local_device_count)")
-    elif gpu_limit is not None:
-        errors.append("$.resources.limits.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'")
+        # The limit is set from local_device_count; an extended resource's request must equal its limit.
+        for kind, count in gpu:
+            if str(count) != str(local):
+                errors.append(f"$.resources.{kind}.nvidia.com/gpu: {count} contradicts local_device_count {local} "
+                              "(leave it out: it is set from local_device_count)")
+    elif gpu:
+        errors.append(f"$.resources.{gpu[0][0]}.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'")
 
     data, checkpoint = values["data"], values["checkpoint"]
     if _clean(data["dir"]) == _clean(checkpoint["dir"]):
@@ -166,12 +168,10 @@ def _clean(path: str) -> str:
     return "/" + posixpath.normpath(path).lstrip("/") if path.startswith("/") else posixpath.normpath(path)
 
 
-def _gpu_resource(resources: dict):
-    for kind in ("limits", "requests"):
-        section = resources.get(kind)
-        if isinstance(section, dict) and "nvidia.com/gpu" in section:
-            return section["nvidia.com/gpu"]
-    return None
+def _gpu_resources(resources: dict) -> list[tuple[str, object]]:
+    """(section, count) for each of limits and requests that names nvidia.com/gpu."""
+    return [(kind, resources[kind]["nvidia.com/gpu"]) for kind in ("limits", "requests")
+            if isinstance(resources.get(kind), dict) and "nvidia.com/gpu" in resources[kind]]
 
 
 def validation_errors(values: dict) -> list[str]:

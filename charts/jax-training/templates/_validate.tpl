@@ -32,16 +32,17 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- end -}}
 {{- $gpuFound := include "jax-training.gpuRequest" . | fromJsonArray -}}
-{{- $gpu := $gpuFound | first | toString -}}
 {{- if eq $v.accelerator "gpu" -}}
 {{- if gt $local 16 -}}
 {{- $errors = append $errors (printf "$.local_device_count: %d GPUs per host exceeds 16" $local) -}}
 {{- end -}}
-{{- if and $gpuFound (ne $gpu (toString $local)) -}}
-{{- $errors = append $errors (printf "$.resources.limits.nvidia.com/gpu: %s contradicts local_device_count %d (leave it out: it is set from local_device_count)" $gpu $local) -}}
+{{- range $found := $gpuFound -}}
+{{- if ne (index $found 1 | toString) (toString $local) -}}
+{{- $errors = append $errors (printf "$.resources.%s.nvidia.com/gpu: %s contradicts local_device_count %d (leave it out: it is set from local_device_count)" (index $found 0) (index $found 1 | toString) $local) -}}
+{{- end -}}
 {{- end -}}
 {{- else if $gpuFound -}}
-{{- $errors = append $errors "$.resources.limits.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'" -}}
+{{- $errors = append $errors (printf "$.resources.%s.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'" (index (first $gpuFound) 0)) -}}
 {{- end -}}
 {{- if eq (clean $v.data.dir) (clean $v.checkpoint.dir) -}}
 {{- $errors = append $errors "$.checkpoint.dir: must differ from data.dir" -}}
@@ -91,14 +92,14 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- end -}}
 
-{{/* JSON list: [nvidia.com/gpu of resources.limits, else of resources.requests], or [] when unset. */}}
+{{/* JSON list of [section, count] for each of resources.limits and resources.requests naming nvidia.com/gpu. */}}
 {{- define "jax-training.gpuRequest" -}}
 {{- $found := list -}}
 {{- range $kind := list "limits" "requests" -}}
 {{- $section := index ($.Values.resources | default dict) $kind -}}
-{{- if and (not $found) (kindIs "map" $section) -}}
+{{- if kindIs "map" $section -}}
 {{- if hasKey $section "nvidia.com/gpu" -}}
-{{- $found = list (index $section "nvidia.com/gpu") -}}
+{{- $found = append $found (list $kind (index $section "nvidia.com/gpu")) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
