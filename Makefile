@@ -13,7 +13,7 @@ help:
 	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
 	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
 	@echo "make test-fast   the tiers that need no cluster or SLURM"
-	@echo "make sync-schema copy variables/schema.json and the exit codes (trainer/exit_codes.py) into the chart"
+	@echo "make sync-schema copy variables/schema.json, the exit codes and the per-process env names (trainer/) into the chart"
 	@echo "make chart-docs  regenerate the values table of charts/jax-training/README.md"
 	@echo "make golden      regenerate the golden renders (review the diff by hand)"
 	@echo "make bench       run the benchmark harness (JSON on stdout)"
@@ -35,6 +35,7 @@ test-fast:
 sync-schema:
 	cp variables/schema.json charts/jax-training/values.schema.json
 	$(PY) -m trainer.exit_codes > charts/jax-training/files/exit-codes.json
+	$(PY) -m trainer.cluster > charts/jax-training/files/process-env.json
 
 chart-docs:
 	$(PY) scripts/chart-readme.py

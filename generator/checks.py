@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import posixpath
 from functools import lru_cache
 
 import jsonschema
@@ -17,7 +18,11 @@ from .names import DNS_LABEL_MAX, longest_hostname
 from .paths import SCHEMA_FILE
 from .slurm_checks import slurm_errors
 from .targets import target
+from trainer.cluster import PROCESS_ENV  # the variables the trainer reads its rank from (no jax import)
 
+# A Kubernetes object name (DNS-1123 subdomain), as a PersistentVolumeClaim's claimName must be.
+DNS_SUBDOMAIN = re2.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_SUBDOMAIN_MAX = 253
 HIDDEN_WIDTH = 1024  # hidden layer width of the trainer's MLP; the model axis must divide it
 MAX_GPUS_PER_HOST = 16
 
@@ -91,9 +96,9 @@ def semantic_errors(values: dict) -> list[str]:
     if model > 1:
         if training["strategy"] != "sharded":
             errors.append("$.training.model_parallelism: a model axis needs training.strategy 'sharded'")
-        if devices % model or HIDDEN_WIDTH % model:
-            errors.append(f"$.training.model_parallelism: {model} must divide the global device count {devices} "
-                          f"and the hidden width {HIDDEN_WIDTH}")
+        if local % model or HIDDEN_WIDTH % model:
+            errors.append(f"$.training.model_parallelism: {model} must divide the local device count {local} "
+                          f"(a model axis stays within one host) and the hidden width {HIDDEN_WIDTH}")
         elif training["batch_size"] % (devices // model):
             errors.append(f"$.training.batch_size: {training['batch_size']} is not divisible by the data-parallel "
                           f"size {devices // model}")
@@ -103,21 +108,23 @@ def semantic_errors(values: dict) -> list[str]:
         errors.append(f"$.name: pod hostname {hostname!r} would be {len(hostname)} characters "
                       f"(limit {DNS_LABEL_MAX}); shorten name by {len(hostname) - DNS_LABEL_MAX}")
 
-    gpu_limit = _gpu_resource(values["resources"])
+    gpu = _gpu_resources(values["resources"])
     if values["accelerator"] == "gpu":
         if local > MAX_GPUS_PER_HOST:
             errors.append(f"$.local_device_count: {local} GPUs per host exceeds {MAX_GPUS_PER_HOST}")
-        if gpu_limit is not None and str(gpu_limit) != str(local):
-            errors.append(f"$.resources.limits.nvidia.com/gpu: {gpu_limit} contradicts local_device_count {local} "
-                          "(leave it out: it is set from local_device_count)")
-    elif gpu_limit is not None:
-        errors.append("$.resources.limits.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'")
+        # The limit is set from local_device_count; an extended resource's request must equal its limit.
+        for kind, count in gpu:
+            if str(count) != str(local):
+                errors.append(f"$.resources.{kind}.nvidia.com/gpu: {count} contradicts local_device_count {local} "
+                              "(leave it out: it is set from local_device_count)")
+    elif gpu:
+        errors.append(f"$.resources.{gpu[0][0]}.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'")
 
     data, checkpoint = values["data"], values["checkpoint"]
-    if data["dir"].rstrip("/") == checkpoint["dir"].rstrip("/"):
+    if _clean(data["dir"]) == _clean(checkpoint["dir"]):
         errors.append("$.checkpoint.dir: must differ from data.dir")
     for field, path in (("data.dir", data["dir"]), ("checkpoint.dir", checkpoint["dir"])):
-        if path.rstrip("/") in ("", "/dev/shm", "/dev", "/proc", "/sys", "/etc", "/tmp"):
+        if _clean(path) in ("/", "/dev/shm", "/dev", "/proc", "/sys", "/etc", "/tmp"):
             errors.append(f"$.{field}: {path!r} is a system directory; choose a directory of its own")
     if target(values).kubernetes and not data["download"] and not data["volume"]:
         errors.append("$.data.volume: with data.download false the data must come from a volume "
@@ -126,18 +133,45 @@ def semantic_errors(values: dict) -> list[str]:
         volume = values[field.split(".")[0]]["volume"]
         if len(volume) > 1:
             errors.append(f"$.{field}: give exactly one volume source, got {', '.join(sorted(volume))}")
+        errors += _volume_source_errors(f"$.{field}", volume)
+    if target(values).kubernetes:
+        for i, entry in enumerate(values.get("env") or []):
+            if entry.get("name") in PROCESS_ENV:
+                errors.append(f"$.env[{i}].name: {entry['name']} is set for each process by the job; "
+                              "one value for every pod would break the ranks")
     if values["slurm"]["nodes"] > hosts:
         errors.append(f"$.slurm.nodes: {values['slurm']['nodes']} nodes for {hosts} tasks leaves nodes idle")
     errors += slurm_errors(values)
     return errors
 
 
-def _gpu_resource(resources: dict):
-    for kind in ("limits", "requests"):
-        section = resources.get(kind)
-        if isinstance(section, dict) and "nvidia.com/gpu" in section:
-            return section["nvidia.com/gpu"]
-    return None
+def _volume_source_errors(where: str, volume: dict) -> list[str]:
+    """The sources jaxgen itself reads (run --local maps them to directories): well formed, and a
+    claimName that is an object name, never a path."""
+    errors = []
+    if "persistentVolumeClaim" in volume:
+        claim = volume["persistentVolumeClaim"]
+        name = claim.get("claimName") if isinstance(claim, dict) else None
+        if not isinstance(name, str) or len(name) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.search(name):
+            errors.append(f"{where}.persistentVolumeClaim.claimName: must be a PersistentVolumeClaim name "
+                          f"(lower-case DNS subdomain, at most {DNS_SUBDOMAIN_MAX} characters)")
+    if "hostPath" in volume:
+        host = volume["hostPath"]
+        path = host.get("path") if isinstance(host, dict) else None
+        if not isinstance(path, str) or not path.startswith("/"):
+            errors.append(f"{where}.hostPath.path: must be an absolute path")
+    return errors
+
+
+def _clean(path: str) -> str:
+    """Go's path.Clean, as the chart's `clean` applies it (POSIX normpath keeps a leading "//")."""
+    return "/" + posixpath.normpath(path).lstrip("/") if path.startswith("/") else posixpath.normpath(path)
+
+
+def _gpu_resources(resources: dict) -> list[tuple[str, object]]:
+    """(section, count) for each of limits and requests that names nvidia.com/gpu."""
+    return [(kind, resources[kind]["nvidia.com/gpu"]) for kind in ("limits", "requests")
+            if isinstance(resources.get(kind), dict) and "nvidia.com/gpu" in resources[kind]]
 
 
 def validation_errors(values: dict) -> list[str]:

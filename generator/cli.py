@@ -66,17 +66,19 @@ def render(file, extra_files, sets, target, output_dir, fmt):
     from .targets import target as target_of
     from .values import load_values
 
+    if output_dir == "":
+        raise UserError("-o/--output-dir: empty path (leave the option out to write to stdout)")
     files = ([file] if file else []) + list(extra_files)
     values = load_values(files, sets, target)
     if not target_of(values).kubernetes:
         script = render_text(values)
-        if output_dir:
+        if output_dir is not None:
             write_directory(Path(output_dir), {f"{values['name']}.sbatch": script})
         else:
             click.echo(script, nl=False)
         return
     docs = render_documents(values)
-    if output_dir:
+    if output_dir is not None:
         dump = (lambda doc: dump_yaml([doc])) if fmt == "yaml" else dump_json
         write_directory(Path(output_dir), {file_name(doc, fmt): dump(doc) for doc in docs})
     else:

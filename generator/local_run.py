@@ -83,7 +83,11 @@ def _volume_dir(volume: dict, rank: int, run_dir: Path) -> Path:
     if "emptyDir" in volume:
         return run_dir / f"rank-{rank}" / name  # per pod, like an emptyDir; kept across restarts
     if "persistentVolumeClaim" in volume:
-        return run_dir / "pvc" / volume["persistentVolumeClaim"]["claimName"]  # shared by all pods
+        claims = run_dir / "pvc"  # shared by all pods; validation allows only object names, and the
+        path = claims / volume["persistentVolumeClaim"]["claimName"]  # path is kept under the work dir
+        if os.path.normpath(path).startswith(str(claims) + os.sep):
+            return path
+        raise UserError(f"volume {name!r}: claimName must be a PersistentVolumeClaim name, not a path")
     kind = next((k for k in volume if k != "name"), "?")
     raise UserError(f"volume {name!r}: a {kind} volume cannot be run locally (use hostPath, emptyDir or a PVC)")
 

@@ -10,18 +10,30 @@ import click
 from .errors import UserError
 
 
+# The fields each plotted record must carry as numbers (the trainer's metrics.jsonl writes them).
+NUMBER_FIELDS = {"step": ("step", "loss"), "epoch": ("epoch", "step", "loss", "train_accuracy", "test_accuracy")}
+
+
 def read_records(path: Path) -> list[dict]:
+    """The metrics records, each checked for what draw() reads; any other line is one clear error."""
     records = []
     try:
-        lines = path.read_text().splitlines()
-    except OSError as e:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: cannot read: {e}") from None
     for number, line in enumerate(lines, 1):
         if line.strip():
             try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise UserError(f"{path}:{number}: not a JSON line ({e.msg})") from None
+                record = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as e:
+                raise UserError(f"{path}:{number}: not a JSON line ({getattr(e, 'msg', 'nested too deeply')})") from None
+            if not isinstance(record, dict):
+                raise UserError(f"{path}:{number}: not a metrics record (a JSON object)")
+            for field in NUMBER_FIELDS.get(record.get("event"), ()):
+                value = record.get(field)
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                    raise UserError(f"{path}:{number}: {record['event']} record needs a number in {field!r}")
+            records.append(record)
     return records
 
 
@@ -55,9 +67,13 @@ def draw(records: list[dict], output: Path, title: str) -> None:
     acc_ax.legend()
     fig.suptitle(title)
     fig.tight_layout()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(output, dpi=100)
-    plt.close(fig)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(output, dpi=100)
+    except (OSError, ValueError) as e:  # unwritable path, or a suffix matplotlib has no writer for
+        raise UserError(f"{output}: cannot write: {e}") from None
+    finally:
+        plt.close(fig)
 
 
 @click.command("plot")

@@ -35,6 +35,12 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def version_label(tag: str) -> str:
+    """The image tag as a label value (at most 63 characters, alphanumeric at both ends): a tag may be
+    128 characters and end in "-" or ".". The chart's jax-training.labels does the same (trunc, trimAll)."""
+    return tag[:63].strip("-_.")
+
+
 class _Context:
     """The computed pieces of a render (names, labels, args…), exposed to templates as functions."""
 
@@ -52,7 +58,7 @@ class _Context:
         # The user's labels first, so they can never override the ones the selectors rely on.
         labels = dict(self.v["labels"])
         labels.update(self.selector_labels(component))
-        labels["app.kubernetes.io/version"] = self.v["image"]["tag"]
+        labels["app.kubernetes.io/version"] = version_label(self.v["image"]["tag"])
         labels["app.kubernetes.io/managed-by"] = MANAGED_BY
         if queue and self.v["queue_name"]:
             labels["kueue.x-k8s.io/queue-name"] = self.v["queue_name"]

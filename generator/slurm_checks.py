@@ -13,6 +13,8 @@ DIRECTIVE_UNSAFE = re.compile(r"[\s'\"\\#]")
 # Set per task by SLURM / the trainer; one value for every task would break the ranks.
 RESERVED_ENV = re.compile(r"SLURM_\w*|JAX_COORDINATOR_ADDRESS|JAX_NUM_PROCESSES|JAX_PROCESS_ID|CUDA_VISIBLE_DEVICES")
 MAX_GPUS_PER_NODE = 16
+# Variables bash itself keeps read-only (bash(1), "Shell Variables"): assigning one ends the sbatch script.
+BASH_READONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID"})
 
 
 def slurm_errors(values: dict) -> list[str]:
@@ -44,6 +46,8 @@ def slurm_errors(values: dict) -> list[str]:
         if not SHELL_NAME.fullmatch(name):
             errors.append(f"$.env[{i}].name: {name!r} is not a shell variable name (letters, digits, _), "
                           "which target slurm needs to export it")
+        elif name in BASH_READONLY:
+            errors.append(f"$.env[{i}].name: {name} is read-only in bash; the sbatch script would stop at it")
         elif RESERVED_ENV.fullmatch(name):
             errors.append(f"$.env[{i}].name: {name} is set for each task by SLURM and the trainer; "
                           "one value for every task would break the ranks")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import sys
 from functools import lru_cache
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import yaml
 
 from . import yaml_text
-from .checks import validation_errors
+from .checks import json_path, validation_errors
 from .errors import UserError, ValidationFailed
 from .paths import VALUES_FILE
 
@@ -40,17 +41,65 @@ def read_document(path: str) -> dict:
     if not text.strip():
         raise UserError(f"{label}: empty file (a variables file is a JSON or YAML mapping)")
     try:
-        data = json.loads(text)
-    except ValueError:
-        data = _NOT_JSON
-    if data is _NOT_JSON:
         try:
+            data = json.loads(text)
+        except ValueError:
+            data = _NOT_JSON
+        if data is _NOT_JSON:
             data = yaml_text.load(text)
-        except yaml.YAMLError as exc:
-            raise UserError(f"{label}: not valid JSON/YAML{_where(exc)}") from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"{label}: not valid JSON/YAML{_where(exc)}") from None
+    except RecursionError:
+        raise UserError(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
     if not isinstance(data, dict):
         raise UserError(f"{label}: $: expected a mapping of variables, got {_type_name(data)}")
-    return data
+    return as_values(data, label)
+
+
+MAX_DEPTH = 64  # far deeper than any Kubernetes object; every later step may then recurse freely
+
+
+def as_values(data: Any, label: str, path: tuple = ()) -> Any:
+    """The data as Helm sees a values file: keys are strings (Go's YAML reader writes 1 as "1"),
+    numbers are finite, a float that is a whole number is that integer (Helm prints 2.0 as 2), and
+    nesting is bounded. Iterative, so no input can exhaust the stack here."""
+    root = [data]
+    stack = [(root, 0, data, list(path))]
+    while stack:
+        parent, slot, node, where = stack.pop()
+        if len(where) > MAX_DEPTH:
+            raise UserError(f"{label}: {json_path(where[:3])}: nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, dict):
+            copy_ = {}
+            for key, value in node.items():
+                name = _key_text(key)
+                if name is None:
+                    raise UserError(f"{label}: {json_path(where)}: key {key!r} is not a string")
+                if name in copy_:
+                    raise UserError(f"{label}: {json_path(where + [name])}: key given twice ({key!r})")
+                copy_[name] = value
+                stack.append((copy_, name, value, where + [name]))
+            parent[slot] = copy_
+        elif isinstance(node, list):
+            copy_ = list(node)
+            stack.extend((copy_, i, item, where + [i]) for i, item in enumerate(node))
+            parent[slot] = copy_
+        elif isinstance(node, float) and not isinstance(node, bool):
+            if not math.isfinite(node):
+                raise UserError(f"{label}: {json_path(where)}: {node} is not a number JSON or Kubernetes accept")
+            if node.is_integer() and abs(node) < 2**53:
+                parent[slot] = int(node)
+    return root[0]
+
+
+def _key_text(key: Any) -> str | None:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int):
+        return str(key)
+    return None
 
 
 _NOT_JSON = object()
@@ -73,21 +122,27 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
         value = yaml_text.load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw  # not YAML: keep it as the literal string the user typed
-    return path, value
+    except RecursionError:
+        raise UserError(f"--set {key}: nested more than {MAX_DEPTH} levels deep") from None
+    if "#" in raw and not isinstance(value, (dict, list)):
+        value = raw  # YAML would drop " #..." as a comment; Helm's --set keeps the whole text
+    return path, as_values(value, f"--set {key}", tuple(path))
 
 
-def merge(base: dict, override: dict) -> dict:
+def merge(base: dict, override: dict, null_removes: bool = True) -> dict:
     """Helm's merge: mappings merge key by key, anything else (lists included) is replaced.
 
-    As in Helm, a null removes a default mapping (e.g. `resources: {requests: null}` drops the
-    default requests). A null over a scalar stays null, which renders as Helm's missing key does.
+    Over the defaults (null_removes), as in Helm, a null removes a default mapping (e.g.
+    `resources: {requests: null}` drops the default requests); a null over a scalar stays null, which
+    renders as Helm's missing key does. Between user files and --set values a null is just a value that
+    a later mapping replaces, as Helm merges its -f files before it applies them to the defaults.
     """
     merged = dict(base)
     for key, value in override.items():
-        if value is None and isinstance(merged.get(key), dict):
+        if value is None and null_removes and isinstance(merged.get(key), dict):
             del merged[key]
         elif isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge(merged[key], value)
+            merged[key] = merge(merged[key], value, null_removes)
         else:
             merged[key] = value
     return merged
@@ -99,16 +154,17 @@ def _set_path(values: dict, path: list[str], value: Any) -> dict:
     for part in path[:-1]:
         node = node.setdefault(part, {})
     node[path[-1]] = value
-    return merge(values, override)
+    return merge(values, override, null_removes=False)
 
 
 def load_values(files: list[str], sets: list[str] = (), target: str | None = None) -> dict:
     """Merged and validated variables; raises UserError / ValidationFailed."""
-    values = defaults()
+    user: dict = {}
     for path in files:
-        values = merge(values, read_document(path))
+        user = merge(user, read_document(path), null_removes=False)
     for assignment in sets:
-        values = _set_path(values, *parse_set(assignment))
+        user = _set_path(user, *parse_set(assignment))
+    values = merge(defaults(), user)
     if target is not None:
         values["target"] = target
     errors = validation_errors(values)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.errors import CheckpointError
+from trainer.errors import CheckpointError, ConfigError
 
 PATTERN = re.compile(r"^ckpt-(\d{10})\.npz$")
 KEEP = 2
@@ -23,6 +23,18 @@ KEEP = 2
 
 def _path(directory: Path, step: int) -> Path:
     return directory / f"ckpt-{step:010d}.npz"
+
+
+def check_writable(directory: str | os.PathLike) -> None:
+    """Fail at start, naming the flag, when checkpoints could never be saved (not at the first save,
+    after the data load, the compile and an epoch of work)."""
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise ConfigError(f"--checkpoint-dir {directory}: cannot write checkpoints there: "
+                          f"{e.strerror or e}") from None
 
 
 def list_steps(directory: Path) -> list[int]:

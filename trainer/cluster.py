@@ -21,6 +21,7 @@ JAX_LOCAL_DEVICE_COUNT, else whatever JAX finds.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import socket
 from dataclasses import dataclass, field
@@ -29,6 +30,10 @@ from typing import Mapping
 from trainer.errors import ConfigError
 
 DEFAULT_PORT = 1234
+# The environment variables resolve_cluster() reads on Kubernetes (the renders or the operator set them):
+# a user env entry with one of these names would override the job's own value in every pod.
+PROCESS_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_COORDINATOR_PORT", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
+               "COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID", "JOB_COMPLETION_INDEX")
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,16 @@ def expand_hostlist(spec: str) -> list[str]:
     return hosts
 
 
+def first_host(spec: str) -> str | None:
+    """The first host of a SLURM host list, without expanding the rest (``n[0-99999999]`` is instant)."""
+    for item in _split_top_level(spec.strip()):
+        if item:
+            # The first host of an item takes the first number of each bracket group's first range.
+            parts = re.split(r"(\[[^\]]*\])", item)
+            return "".join(_first_of_ranges(p[1:-1], item) if p.startswith("[") else p for p in parts)
+    return None
+
+
 def _split_top_level(spec: str) -> list[str]:
     items, depth, current = [], 0, []
     for ch in spec:
@@ -97,27 +112,42 @@ def _expand_item(item: str) -> list[str]:
     return ["".join(p) for p in itertools.product(*choices)]
 
 
+def _range_bounds(rng: str, item: str) -> tuple[str, str]:
+    m = re.fullmatch(r"(\d+)(?:-(\d+))?", rng.strip())
+    if not m:
+        raise ConfigError(f"SLURM node list item {item!r}: bad range {rng!r}")
+    lo, hi = m.group(1), m.group(2) or m.group(1)
+    if int(hi) < int(lo):
+        raise ConfigError(f"SLURM node list item {item!r}: range {rng!r} is descending")
+    return lo, hi
+
+
+def _first_of_ranges(body: str, item: str) -> str:
+    for rng in body.split(","):
+        _range_bounds(rng, item)  # the whole group must be well formed, as for a full expansion
+    return _range_bounds(body.split(",", 1)[0], item)[0]
+
+
 def _expand_ranges(body: str, item: str) -> list[str]:
     out = []
     for rng in body.split(","):
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", rng.strip())
-        if not m:
-            raise ConfigError(f"SLURM node list item {item!r}: bad range {rng!r}")
-        lo, hi = m.group(1), m.group(2) or m.group(1)
-        if int(hi) < int(lo):
-            raise ConfigError(f"SLURM node list item {item!r}: range {rng!r} is descending")
-        width = len(lo)
-        out.extend(str(i).zfill(width) for i in range(int(lo), int(hi) + 1))
+        lo, hi = _range_bounds(rng, item)
+        out.extend(str(i).zfill(len(lo)) for i in range(int(lo), int(hi) + 1))
     return out
 
 
-def _int(value: str, name: str, minimum: int) -> int:
+INT32_MAX = 2**31 - 1  # JAX's coordination service keeps process ids and counts as int32
+
+
+def _int(value: str, name: str, minimum: int, maximum: int = INT32_MAX) -> int:
     try:
         number = int(str(value).strip())
     except ValueError:
         raise ConfigError(f"{name}={value!r} is not an integer") from None
     if number < minimum:
         raise ConfigError(f"{name}={number} must be >= {minimum}")
+    if number > maximum:
+        raise ConfigError(f"{name}={number} must be <= {maximum}")
     return number
 
 
@@ -171,10 +201,10 @@ def resolve_cluster(
     """Resolve the ClusterSpec from flags (arguments) and environment `env` (see module doc).
     `fqdn` returns this host's fully qualified name (read only for an Indexed Job's coordinator)."""
     sources: dict[str, str] = {}
-    given_port = coordinator_port
-    port_name = "--coordinator-port"
+    # A port given here is checked under its own name, before any address built from it is.
+    given_port = None if coordinator_port is None else _port(coordinator_port, "--coordinator-port")
     if given_port is None and env.get("JAX_COORDINATOR_PORT"):
-        given_port, port_name = _port(env["JAX_COORDINATOR_PORT"], "JAX_COORDINATOR_PORT"), "JAX_COORDINATOR_PORT"
+        given_port = _port(env["JAX_COORDINATOR_PORT"], "JAX_COORDINATOR_PORT")
     in_slurm_step = "SLURM_PROCID" in env
 
     # -- process id
@@ -220,8 +250,8 @@ def resolve_cluster(
         )
         if nodelist_name is None:
             raise ConfigError("SLURM_PROCID is set but SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST) is not")
-        hosts = expand_hostlist(env[nodelist_name])
-        if not hosts:
+        host = first_host(env[nodelist_name])
+        if host is None:
             raise ConfigError(f"{nodelist_name}={env[nodelist_name]!r} names no host")
         if given_port is not None:
             port = given_port
@@ -229,7 +259,7 @@ def resolve_cluster(
             port = _int(env["SLURM_JOB_ID"], "SLURM_JOB_ID", 0) % 4096 + 61440
         else:
             raise ConfigError("SLURM_JOB_ID is not set: pass --coordinator-port")
-        coord, sources["coordinator_address"] = f"{hosts[0]}:{port}", nodelist_name
+        coord, sources["coordinator_address"] = f"{host}:{port}", nodelist_name
     elif sources.get("process_id") == "JOB_COMPLETION_INDEX" and (nproc or 1) > 1:
         coord = indexed_job_coordinator(pid, fqdn())
         sources["coordinator_address"] = "JOB_COMPLETION_INDEX/hostname"
@@ -266,3 +296,13 @@ def resolve_cluster(
         local_device_count = _int(env["JAX_LOCAL_DEVICE_COUNT"], "JAX_LOCAL_DEVICE_COUNT", 1)
         sources["local_device_count"] = "JAX_LOCAL_DEVICE_COUNT"
     return ClusterSpec(coord, nproc, pid, local_device_count, sources)
+
+
+def process_env_json() -> str:
+    """PROCESS_ENV as charts/jax-training/files/process-env.json holds it (the chart refuses env entries
+    with these names, as jaxgen does)."""
+    return json.dumps(list(PROCESS_ENV)) + "\n"
+
+
+if __name__ == "__main__":
+    print(process_env_json(), end="")

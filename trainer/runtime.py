@@ -36,29 +36,56 @@ def configure_platform(platform: str | None, local_device_count: int | None):
     return jax
 
 
-def wait_for_coordinator(address: str, timeout: float, log) -> float:
+def wait_for_coordinator(address: str, timeout: float, log, retry_every: float = 0.5) -> float:
     """Block until a TCP connection to `address` succeeds; return the seconds left of `timeout`.
 
     Followers call this before jax.distributed.initialize, whose own timeout ends in a C++ abort
-    without a readable reason. DNS failures are retried too: a pod's record can appear late.
+    without a readable reason. DNS failures are retried too: a pod's record can appear late. Every
+    attempt, the name lookup included (the resolver's own timeouts and retries can take many seconds),
+    ends by the deadline, and attempts are at least `retry_every` apart, so the last moments do not
+    spin against DNS.
     """
     host, _, port = address.rpartition(":")
     host = host.strip("[]")
     deadline = time.monotonic() + timeout
-    last_error = None
+    last_error: object = None
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        started = time.monotonic()
+        if started >= deadline:
             raise CoordinatorError(
                 f"coordinator {address} did not come up within the init timeout of {timeout:g} s"
                 f" (last error: {last_error})"
             )
         try:
-            with socket.create_connection((host, int(port)), timeout=min(2.0, remaining)):
-                return max(deadline - time.monotonic(), 1.0)
+            for family, kind, proto, _, sockaddr in _lookup(host, int(port), deadline):
+                with socket.socket(family, kind, proto) as sock:
+                    sock.settimeout(max(min(2.0, deadline - time.monotonic()), 0.001))
+                    sock.connect(sockaddr)
+                    return max(deadline - time.monotonic(), 1.0)
         except OSError as e:
             last_error = e
-            time.sleep(min(0.5, max(remaining - 0.01, 0)))
+        time.sleep(max(min(started + retry_every, deadline) - time.monotonic(), 0))
+
+
+def _lookup(host: str, port: int, deadline: float) -> list:
+    """getaddrinfo bounded by `deadline` (it takes no timeout itself): it runs in a daemon thread that
+    is left behind if the deadline comes first."""
+    result: list = []
+
+    def resolve():
+        try:
+            result.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as e:
+            result.append(e)
+
+    thread = threading.Thread(target=resolve, daemon=True, name="coordinator-lookup")
+    thread.start()
+    thread.join(max(deadline - time.monotonic(), 0))
+    if not result:
+        raise socket.timeout(f"looking up {host} did not finish by the deadline")
+    if isinstance(result[0], OSError):
+        raise result[0]
+    return result[0]
 
 
 def cpu_budget() -> int:
@@ -173,7 +200,13 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
         deadline.cancel()
     if platform == "cpu":  # (platform None leaves XLA's threads to JAX and the user)
         size_cpu_threads(spec, cpu_threads, init_timeout, log)
-    check_devices(jax, spec)  # creates the backend
+    try:
+        jax.devices()  # creates the backend
+    except Exception as e:  # noqa: BLE001  e.g. --platform gpu with no GPU, driver or CUDA plugin (jax raises
+        # RuntimeError, or AssertionError when no plugin registers the platform at all)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else f"{type(e).__name__} from jax"
+        raise DeviceCountError(f"--platform {platform}: no usable {platform.upper()} backend ({first})") from None
+    check_devices(jax, spec)
     return jax
 
 

@@ -200,6 +200,8 @@ def _run_chunk(strategy, state, train_data, indices, count, distributed):
 def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     log = Logger(spec.process_id)
     check_config(cfg)
+    if spec.process_id == 0 and cfg.checkpoint_dir:  # process 0 writes the checkpoints
+        checkpoint.check_writable(cfg.checkpoint_dir)
     stop = StopRequest(log)
     stop.install()
     log(f"cluster: {spec.describe()}")

@@ -4,6 +4,7 @@ two front doors (`helm template` and jaxgen's render) reduced to comparable docu
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -78,6 +79,9 @@ def jaxgen_documents(*values_files: str | Path) -> list[dict]:
     return kubernetes_yaml.decode(dump_yaml(render_documents(load_values([str(p) for p in values_files], []))))
 
 
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
 def _strip_labels(node, engine: str) -> None:
     """Drop the engine's own labels wherever a labels map appears (after checking their values)."""
     if isinstance(node, dict):
@@ -89,6 +93,8 @@ def _strip_labels(node, engine: str) -> None:
                     for label in HELM_ONLY_LABELS:
                         value.pop(label, None)
                 assert not HELM_ONLY_LABELS & set(value), value
+                for label_value in value.values():  # what the API server accepts as a label value
+                    assert len(label_value) <= 63 and LABEL_VALUE.fullmatch(label_value), (key, label_value)
             _strip_labels(value, engine)
     elif isinstance(node, list):
         for value in node:

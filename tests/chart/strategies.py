@@ -32,7 +32,7 @@ def chart_variables(draw) -> dict:
     local = draw(st.sampled_from([1, 2, 4, 8, 16]))
     accelerator = draw(st.sampled_from(["cpu", "gpu"]))
     devices = hosts * local
-    model = draw(st.sampled_from([m for m in (1, 2, 4, 8) if devices % m == 0]))
+    model = draw(st.sampled_from([m for m in (1, 2, 4, 8) if local % m == 0]))  # within one host
     suffix = target_of(target).pod_hostname("", hosts - 1)
     data_dir, checkpoint_dir = draw(st.lists(DIRS, min_size=2, max_size=2, unique_by=lambda d: d.rstrip("/")))
     data_volume = draw(VOLUMES)
@@ -43,7 +43,7 @@ def chart_variables(draw) -> dict:
         "local_device_count": local,
         "accelerator": accelerator,
         "training": {
-            "batch_size": devices * draw(st.integers(1, max(1, min(64, 65536 // devices)))),
+            "batch_size": devices * draw(st.integers(1, max(1, min(64, 60000 // devices)))),
             "learning_rate": draw(LEARNING_RATES),
             "momentum": draw(MOMENTA),
             "strategy": "sharded" if model > 1 else draw(st.sampled_from(["pmap", "sharded"])),

@@ -30,6 +30,13 @@ def test_exit_codes_are_the_trainers_table():
     assert chart_copy == exit_codes.as_json(), "charts/jax-training/files/exit-codes.json drifted: run `make sync-schema`"
 
 
+def test_process_env_names_are_the_trainers():
+    from trainer import cluster
+
+    chart_copy = (CHART_DIR / "files" / "process-env.json").read_text()
+    assert chart_copy == cluster.process_env_json(), "charts/jax-training/files/process-env.json drifted: run `make sync-schema`"
+
+
 def test_readme_values_table_is_up_to_date():
     result = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -111,6 +111,40 @@ def test_several_values_files_merge_alike(tmp_path):
     assert comparable(result.documents(), "helm") == expected
 
 
+
+@pytest.mark.parametrize("files", [
+    # A null in one file and a mapping in a later one: Helm merges the files first, so the mapping
+    # merges over the defaults (the default requests stay).
+    ({"resources": None}, {"resources": {"limits": {"cpu": "3"}}}),
+    ({"resources": {"requests": None}}, {"resources": {"requests": {"cpu": "1"}}}),
+    ({"resources": {"limits": {"cpu": "3"}}}, {"resources": {"requests": None}}),
+    ({"node_selector": {"a": "b"}}, {"node_selector": None}, {"node_selector": {"c": "d"}}),
+], ids=["null-then-map", "nested-null-then-map", "map-then-null", "map-null-map"])
+def test_nulls_between_values_files_merge_alike(tmp_path, files):
+    paths = [write_values(tmp_path, f"f{i}", {"name": "nulls", **values}) for i, values in enumerate(files)]
+    result = helm_template("nulls", *paths)
+    assert result.returncode == 0, result.stderr
+    assert comparable(result.documents(), "helm") == comparable(jaxgen_documents(*paths), "jaxgen")
+
+
+def test_set_text_with_a_hash_and_whole_floats(tmp_path):
+    """--set keeps " #..." (Helm's strvals has no comments); a whole number written 2.0 is 2 in both."""
+    from generator.render import render_documents
+    from generator.values import load_values
+
+    from .helm import helm
+
+    path = write_values(tmp_path, "floats", {"name": "floats", "training": {"epochs": 2.0, "learning_rate": 1.0}})
+    sets = ["annotations.note=a #b", "annotations.n=#x"]
+    result = helm("template", "floats", str(CHART_DIR), "-f", str(path), *[a for s in sets for a in ("--set", s)],
+                  "--skip-tests")
+    assert result.returncode == 0, result.stderr
+    expected = render_documents(load_values([str(path)], sets))
+    assert comparable(result.documents(), "helm") == comparable(expected, "jaxgen")
+    annotations = expected[1]["metadata"]["annotations"]
+    assert (annotations["note"], annotations["n"]) == ("a #b", "#x")
+
+
 # ≥ 100 generated values files: the shared strategy of valid variables, plus chart-specific stress
 # (numbers spelled as Helm cannot tell apart, text that would break naive templating).
 @settings(max_examples=120, deadline=None, derandomize=True,

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
@@ -102,3 +103,33 @@ def test_null_removes_a_default_mapping_as_in_helm():
     assert resources == {"limits": {"memory": "4Gi"}}
     result = jaxgen("render", "-", stdin='{"labels": null}')
     assert result.exit_code == 2 and "'labels' is a required property" in result.stderr
+
+
+@pytest.mark.parametrize("text", ["a: " + "[" * 5000 + "]" * 5000, '{"a": ' + "[" * 5000 + "]" * 5000 + "}",
+                                  "affinity: " + "[" * 70 + "]" * 70])
+def test_deep_nesting_is_one_line(text):
+    result = jaxgen("validate", "-", stdin=text)
+    assert result.exit_code == 2
+    assert "nested more than 64 levels deep" in result.stderr and "Traceback" not in result.stderr
+    result = jaxgen("render", "--set", "affinity.x=" + "[" * 5000 + "]" * 5000)
+    assert result.exit_code == 2 and "--set affinity.x: nested more than 64 levels deep" in result.stderr
+
+
+def test_keys_read_as_go_reads_them():
+    docs = jaxgen("render", "-", stdin="labels:\n  1: x\n  b: y\n").documents()
+    assert {"1": "x", "b": "y"}.items() <= docs[1]["metadata"]["labels"].items()
+    result = jaxgen("render", "-", stdin='labels:\n  1: x\n  "1": y\n')
+    assert result.exit_code == 2 and "$.labels.1: key given twice" in result.stderr
+
+
+def test_whole_floats_are_integers_in_json():
+    result = jaxgen("render", "-", "--format", "json", stdin='{"hosts_count": 2.0, "training": {"epochs": 3.0}}')
+    job = json.loads(result.stdout)["items"][1]
+    assert '"parallelism": 2,' in result.stdout and job["spec"]["parallelism"] == 2
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--epochs") + 1] == "3"
+
+
+def test_empty_output_dir_is_an_error():
+    result = jaxgen("render", "-o", "")
+    assert result.exit_code == 2 and "-o/--output-dir: empty path" in result.stderr and result.stdout == ""

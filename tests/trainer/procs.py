@@ -45,8 +45,11 @@ class Proc:
 def start(argv: list[str], log: Path, env: dict | None = None) -> Proc:
     full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log, "wb") as out:
+        # SIGINT as at an interactive prompt whatever launched the suite: children of a background,
+        # non-interactive shell inherit SIGINT ignored, and a Ctrl-C test would then test nothing.
         popen = subprocess.Popen(argv, cwd=REPO_ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+                                 start_new_session=True,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return Proc(popen, log, time.monotonic())
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainer.cluster import expand_hostlist, resolve_cluster
+from trainer.cluster import expand_hostlist, first_host, resolve_cluster
 from trainer.errors import ConfigError
 
 
@@ -113,10 +113,33 @@ def test_expand_hostlist_rejects_malformed_lists(bad):
     ({"COORDINATOR_ADDRESS": "h", "COORDINATOR_PORT": "x", "NUM_PROCESSES": "2", "PROCESS_ID": "1"}, {}, "COORDINATOR_PORT='x'"),
     ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}, {}, "SLURM_STEP_NODELIST"),
     ({}, {"process_id": -1, "num_processes": 1}, "--process-id=-1 must be >= 0"),
+    ({"JAX_NUM_PROCESSES": "1" * 20, "JAX_PROCESS_ID": "0", "JAX_COORDINATOR_ADDRESS": "h:1"}, {},
+     "JAX_NUM_PROCESSES=11111111111111111111 must be <= 2147483647"),
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_NODELIST": "n1", "SLURM_JOB_ID": "1"},
+     {"coordinator_port": 70000}, "--coordinator-port=70000 is not a TCP port"),
+    ({"JAX_COORDINATOR_ADDRESS": "h", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"},
+     {"coordinator_port": 0}, "--coordinator-port=0 must be >= 1"),
 ])
 def test_bad_cluster_settings_name_the_variable(env, kwargs, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
         resolve_cluster(env, **kwargs)
+
+
+def test_slurm_coordinator_reads_only_the_first_host():
+    import time
+
+    env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_NODELIST": "gpu[007-99999999]-ib,x",
+           "SLURM_JOB_ID": "1"}
+    started = time.monotonic()
+    assert resolve_cluster(env).coordinator_address == "gpu007-ib:61441"
+    assert time.monotonic() - started < 0.1
+    with pytest.raises(ConfigError, match="descending"):
+        resolve_cluster({**env, "SLURM_STEP_NODELIST": "n[1,9-3]"})
+
+
+@pytest.mark.parametrize("spec", ["node[01-03,7]", "a[1-2],b", "r[2-3]n[07-9]-ib", " ,n1", "x"])
+def test_first_host_is_the_first_of_the_expansion(spec):
+    assert first_host(spec) == expand_hostlist(spec)[0]
 
 
 def test_coordinator_without_port_gets_the_given_or_default_port():

@@ -118,6 +118,15 @@ def test_failure_without_restart_budget_fails_the_job(tmp_path):
     assert not any(alive(pid) for pid in started_pids(proc.output).values())
 
 
+def test_claim_name_cannot_leave_the_work_dir(tmp_path):
+    work = tmp_path / "deep" / "work"
+    proc = start(jaxgen_run("--set", "checkpoint.volume.persistentVolumeClaim.claimName=../../escaped",
+                            "--work-dir", str(work)), tmp_path / "run.log")
+    assert wait_all([proc], 60) == [2]
+    assert "$.checkpoint.volume.persistentVolumeClaim.claimName" in proc.output
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "deep" / "escaped").exists()
+
+
 @pytest.mark.timeout(120)
 def test_ctrl_c_stops_every_child(tmp_path):
     proc = start(jaxgen_run(), tmp_path / "run.log", env={"TMPDIR": str(tmp_path)})

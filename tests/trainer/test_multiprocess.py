@@ -77,6 +77,21 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path):
     assert "was written by another configuration (epochs: 1 != 2; learning_rate: 0.1 != 0.5)" in proc.output
 
 
+def test_unusable_checkpoint_dir_fails_at_start_naming_the_flag(tmp_path):
+    (tmp_path / "a-file").write_text("not a directory")
+    proc = start(trainer_argv(*small_train_args(tmp_path / "a-file" / "c")), tmp_path / "train.log")
+    assert wait_all([proc], 60) == [exit_codes.CONFIG]
+    assert f"--checkpoint-dir {tmp_path / 'a-file' / 'c'}: cannot write checkpoints there" in proc.output
+    assert "Traceback" not in proc.output
+
+
+def test_gpu_platform_without_a_gpu_is_one_line(tmp_path):
+    proc = start(trainer_argv(*small_train_args(tmp_path / "c", "--platform", "gpu")), tmp_path / "train.log",
+                 {"CUDA_VISIBLE_DEVICES": ""})
+    assert wait_all([proc], 120) == [exit_codes.DEVICE_COUNT]
+    assert "--platform gpu: no usable GPU backend" in proc.output and "Traceback" not in proc.output
+
+
 def test_coordinator_that_never_comes_up_fails_within_the_init_timeout(tmp_path):
     port = free_port()  # nothing listens there
     env = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"}

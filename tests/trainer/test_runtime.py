@@ -44,4 +44,26 @@ def test_probe_gives_up_after_the_timeout_with_a_clear_message():
     started = time.monotonic()
     with pytest.raises(CoordinatorError, match=r"coordinator no-such-host\.invalid:1234 did not come up within the init timeout of 1.5 s"):
         wait_for_coordinator("no-such-host.invalid:1234", 1.5, print)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 2.5
+
+
+def test_probe_keeps_to_its_deadline_and_paces_its_attempts(monkeypatch):
+    """A lookup that hangs (a resolver with long timeouts) ends at the deadline, and failed attempts
+    are spaced, never a spin in the last milliseconds."""
+    import trainer.runtime as runtime
+
+    lookups = []
+
+    def slow_lookup(*args, **kwargs):
+        lookups.append(time.monotonic())
+        if len(lookups) > 2:
+            time.sleep(30)
+        raise socket.gaierror("temporary failure in name resolution")
+
+    monkeypatch.setattr(runtime.socket, "getaddrinfo", slow_lookup)
+    started = time.monotonic()
+    with pytest.raises(CoordinatorError, match="did not come up"):
+        wait_for_coordinator("late-pod.example:1234", 1.5, print, retry_every=0.4)
+    assert time.monotonic() - started < 1.8
+    assert 2 <= len(lookups) <= 4  # a spin in the last moments would make hundreds
+    assert all(b - a >= 0.39 for a, b in zip(lookups, lookups[1:]))

@@ -46,7 +46,7 @@ queue adds the Kueue queue label (top-level workload objects), chart adds helm.s
 {{- $v := .root.Values -}}
 {{- $labels := deepCopy ($v.labels | default dict) -}}
 {{- $labels = mergeOverwrite $labels (include "jax-training.selectorLabels" . | fromJson) -}}
-{{- $_ := set $labels "app.kubernetes.io/version" $v.image.tag -}}
+{{- $_ := set $labels "app.kubernetes.io/version" ($v.image.tag | trunc 63 | trimAll "-_.") -}}{{/* a label value: <= 63, alphanumeric ends */}}
 {{- $_ = set $labels "app.kubernetes.io/managed-by" .root.Release.Service -}}
 {{- if and .queue $v.queue_name -}}
 {{- $_ = set $labels "kueue.x-k8s.io/queue-name" $v.queue_name -}}

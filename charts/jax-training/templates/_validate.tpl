@@ -19,8 +19,8 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- if ne $v.training.strategy "sharded" -}}
 {{- $errors = append $errors "$.training.model_parallelism: a model axis needs training.strategy 'sharded'" -}}
 {{- end -}}
-{{- if or (mod $devices $model) (mod $hiddenWidth $model) -}}
-{{- $errors = append $errors (printf "$.training.model_parallelism: %d must divide the global device count %d and the hidden width %d" $model $devices $hiddenWidth) -}}
+{{- if or (mod $local $model) (mod $hiddenWidth $model) -}}
+{{- $errors = append $errors (printf "$.training.model_parallelism: %d must divide the local device count %d (a model axis stays within one host) and the hidden width %d" $model $local $hiddenWidth) -}}
 {{- else if mod $batch (div $devices $model) -}}
 {{- $errors = append $errors (printf "$.training.batch_size: %d is not divisible by the data-parallel size %d" $batch (div $devices $model)) -}}
 {{- end -}}
@@ -32,24 +32,24 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- end -}}
 {{- $gpuFound := include "jax-training.gpuRequest" . | fromJsonArray -}}
-{{- $gpu := $gpuFound | first | toString -}}
 {{- if eq $v.accelerator "gpu" -}}
 {{- if gt $local 16 -}}
 {{- $errors = append $errors (printf "$.local_device_count: %d GPUs per host exceeds 16" $local) -}}
 {{- end -}}
-{{- if and $gpuFound (ne $gpu (toString $local)) -}}
-{{- $errors = append $errors (printf "$.resources.limits.nvidia.com/gpu: %s contradicts local_device_count %d (leave it out: it is set from local_device_count)" $gpu $local) -}}
+{{- range $found := $gpuFound -}}
+{{- if ne (index $found 1 | toString) (toString $local) -}}
+{{- $errors = append $errors (printf "$.resources.%s.nvidia.com/gpu: %s contradicts local_device_count %d (leave it out: it is set from local_device_count)" (index $found 0) (index $found 1 | toString) $local) -}}
+{{- end -}}
 {{- end -}}
 {{- else if $gpuFound -}}
-{{- $errors = append $errors "$.resources.limits.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'" -}}
+{{- $errors = append $errors (printf "$.resources.%s.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'" (index (first $gpuFound) 0)) -}}
 {{- end -}}
-{{- $dataDir := regexReplaceAll "/+$" $v.data.dir "" -}}
-{{- if eq $dataDir (regexReplaceAll "/+$" $v.checkpoint.dir "") -}}
+{{- if eq (clean $v.data.dir) (clean $v.checkpoint.dir) -}}
 {{- $errors = append $errors "$.checkpoint.dir: must differ from data.dir" -}}
 {{- end -}}
 {{- range $field := list "data" "checkpoint" -}}
 {{- $dir := (index $v $field).dir -}}
-{{- if has (regexReplaceAll "/+$" $dir "") (list "" "/dev/shm" "/dev" "/proc" "/sys" "/etc" "/tmp") -}}
+{{- if has (clean $dir) (list "/" "/dev/shm" "/dev" "/proc" "/sys" "/etc" "/tmp") -}}
 {{- $errors = append $errors (printf "$.%s.dir: '%s' is a system directory; choose a directory of its own" $field $dir) -}}
 {{- end -}}
 {{- end -}}
@@ -61,6 +61,28 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- if gt (len $volume) 1 -}}
 {{- $errors = append $errors (printf "$.%s.volume: give exactly one volume source, got %s" $field (keys $volume | sortAlpha | join ", ")) -}}
 {{- end -}}
+{{- if hasKey $volume "persistentVolumeClaim" -}}
+{{- $claim := $volume.persistentVolumeClaim -}}
+{{- $name := and (kindIs "map" $claim) $claim.claimName -}}
+{{- if or (not (kindIs "string" $name)) (gt (len (toString $name)) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" (toString $name))) -}}
+{{- $errors = append $errors (printf "$.%s.volume.persistentVolumeClaim.claimName: must be a PersistentVolumeClaim name (lower-case DNS subdomain, at most 253 characters)" $field) -}}
+{{- end -}}
+{{- end -}}
+{{- if hasKey $volume "hostPath" -}}
+{{- $host := $volume.hostPath -}}
+{{- $path := and (kindIs "map" $host) $host.path -}}
+{{- if or (not (kindIs "string" $path)) (not (hasPrefix "/" (toString $path))) -}}
+{{- $errors = append $errors (printf "$.%s.volume.hostPath.path: must be an absolute path" $field) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if ne $v.target "slurm" -}}
+{{- $processEnv := .Files.Get "files/process-env.json" | fromJsonArray -}}
+{{- range $i, $entry := $v.env | default list -}}
+{{- if has $entry.name $processEnv -}}
+{{- $errors = append $errors (printf "$.env[%d].name: %s is set for each process by the job; one value for every pod would break the ranks" $i $entry.name) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if gt (int $v.slurm.nodes) $hosts -}}
 {{- $errors = append $errors (printf "$.slurm.nodes: %d nodes for %d tasks leaves nodes idle" (int $v.slurm.nodes) $hosts) -}}
@@ -70,14 +92,14 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- end -}}
 
-{{/* JSON list: [nvidia.com/gpu of resources.limits, else of resources.requests], or [] when unset. */}}
+{{/* JSON list of [section, count] for each of resources.limits and resources.requests naming nvidia.com/gpu. */}}
 {{- define "jax-training.gpuRequest" -}}
 {{- $found := list -}}
 {{- range $kind := list "limits" "requests" -}}
 {{- $section := index ($.Values.resources | default dict) $kind -}}
-{{- if and (not $found) (kindIs "map" $section) -}}
+{{- if kindIs "map" $section -}}
 {{- if hasKey $section "nvidia.com/gpu" -}}
-{{- $found = list (index $section "nvidia.com/gpu") -}}
+{{- $found = append $found (list $kind (index $section "nvidia.com/gpu")) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
