@@ -104,9 +104,12 @@ def semantic_errors(values: dict) -> list[str]:
                           f"size {devices // model}")
 
     hostname = longest_hostname(values)
-    if hostname is not None and len(hostname) > DNS_LABEL_MAX:
-        errors.append(f"$.name: pod hostname {hostname!r} would be {len(hostname)} characters "
-                      f"(limit {DNS_LABEL_MAX}); shorten name by {len(hostname) - DNS_LABEL_MAX}")
+    if hostname is not None:
+        suffix = target(values).pod_name_suffix
+        longest, what = (hostname + suffix, "pod name") if suffix else (hostname, "pod hostname")
+        if len(longest) > DNS_LABEL_MAX:
+            errors.append(f"$.name: {what} {longest!r} would be {len(longest)} characters "
+                          f"(limit {DNS_LABEL_MAX}); shorten name by {len(longest) - DNS_LABEL_MAX}")
 
     gpu = _gpu_resources(values["resources"])
     if values["accelerator"] == "gpu":

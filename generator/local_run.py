@@ -282,19 +282,18 @@ def _signal_group(child: subprocess.Popen, sig: int) -> None:
 @click.option("-f", "--values", "extra_files", multiple=True, metavar="FILE", help="More variables files.")
 @click.option("--set", "sets", multiple=True, metavar="KEY.PATH=VALUE", help="Override one variable.")
 @click.option("--target", type=click.Choice(LOCAL_TARGETS), help="Override the file's target.")
-@click.option("--local", "local", is_flag=True, help="Run on this machine (the only mode).")
+@click.option("--local", "local", is_flag=True, hidden=True, help="Run on this machine (the default and only mode).")
 @click.option("--work-dir", type=click.Path(file_okay=False), help="Directory for emptyDir volumes (kept).")
 @click.option("--keep", is_flag=True, help="Keep the temporary directory (checkpoints, metrics.jsonl).")
 def run_command(file, extra_files, sets, target, local, work_dir, keep):
-    """Run FILE's job as hosts_count local processes (--local).
+    """Run FILE's job as hosts_count processes on this machine (`--local` is accepted and changes nothing).
 
     Each process gets the rendered container's command, args and env, with the coordinator at
     127.0.0.1 and local_device_count CPU devices. A failure restarts all processes, resuming from
     the checkpoint, up to backoff_limit times (jobset.max_restarts for jobset); a permanent error
     (exit 2, 3, 5, 6) fails at once, and a stop signal's 143 or a lost peer's 141 is not counted.
     """
-    if not local:
-        raise UserError("only --local is supported: deploy to a cluster with kubectl, helm or sbatch")
+    del local  # accepted for scripts written for earlier versions; running here is the only mode
     from .render import render_documents
     from .values import load_values
 

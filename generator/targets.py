@@ -23,6 +23,9 @@ class Target:
     # runs the targets that have one).
     pod_spec_path: tuple = ()
     hostname: str = ""  # pod hostname of process i: format of name and index (DNS-1123 label)
+    # What a pod's name adds to its hostname, where the engine refuses names over 63 characters (the
+    # JobSet webhook counts <hostname>-<5 random characters>; a Job's pods are truncated instead).
+    pod_name_suffix: str = ""
     coordinator: str = ""  # DNS name of process 0, as the other pods resolve it (format of name)
     # Whether the pods get our JAX_* variables; False where the engine injects its own.
     process_env: bool = True
@@ -74,7 +77,7 @@ TARGETS = {t.name: t for t in (
            succeeded="Succeeded"),
     Target("jobset", "jobset.yaml.j2", kind="JobSet", resource="jobsets.jobset.x-k8s.io",
            pod_spec_path=_JOBSET_POD_SPEC,
-           hostname="{name}-worker-0-{index}", coordinator="{name}-worker-0-0.{name}",
+           hostname="{name}-worker-0-{index}", coordinator="{name}-worker-0-0.{name}", pod_name_suffix="-abcde",
            restart_budget=("jobset", "max_restarts"),
            pod_selector="jobset.sigs.k8s.io/jobset-name={name}", owner_label="jobset.sigs.k8s.io/jobset-uid",
            succeeded="Completed"),
@@ -82,6 +85,7 @@ TARGETS = {t.name: t for t in (
     # Job "node" and its JAX plugin sets JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID.
     Target("trainjob", "trainjob.yaml.j2", kind="TrainJob", resource="trainjobs.trainer.kubeflow.org",
            hostname="{name}-node-0-{index}", coordinator="{name}-node-0-0.{name}", process_env=False,
+           pod_name_suffix="-abcde",
            runtime_job="node", runtime_container="node", owns_pods=False, engine_port=29500,
            patch_manager="jax-training.dev/pod-template",
            pod_selector="jobset.sigs.k8s.io/jobset-name={name}", succeeded="Complete"),

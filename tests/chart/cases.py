@@ -90,8 +90,8 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
 LONGEST_NAMES = {
     "indexed-job": 63 - len("-9"),
     "jaxjob": 63 - len("-worker-9"),
-    "jobset": 63 - len("-worker-0-9"),
-    "trainjob": 63 - len("-node-0-9"),
+    "jobset": 63 - len("-worker-0-9-abcde"),  # the JobSet webhook counts the pod name's random suffix
+    "trainjob": 63 - len("-node-0-9-abcde"),
 }
 
 

@@ -70,3 +70,17 @@ def test_the_scripts_read_every_fact_and_clean_every_kind():
     reset = re.search(r'^\s*KIND="".*$', release_sh, re.M).group(0)
     assert set(re.findall(r'(\w+)=""', reset)) == set(TARGETS["jobset"].facts("x"))
     assert set(cleanup_resources()) >= {TARGETS[n].resource for n in KUBERNETES}
+
+
+@pytest.mark.parametrize("name", [n for n in KUBERNETES if TARGETS[n].pod_name_suffix])
+def test_names_fit_the_jobset_webhooks_pod_name_limit(name):
+    """The JobSet webhook refuses a JobSet whose pod names (<hostname>-<5 random characters>) pass 63
+    characters; a TrainJob is then admitted but never runs. jaxgen refuses such a name itself."""
+    t = TARGETS[name]
+    longest = 63 - len(t.pod_hostname("", 1) + t.pod_name_suffix)  # 2 hosts: the last index is 1
+    load_values([], [f"target={name}", f"name={'n' * longest}"])
+    from generator.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed) as refused:
+        load_values([], [f"target={name}", f"name={'n' * (longest + 1)}"])
+    assert any(e.startswith("$.name: pod name ") and "would be 64 characters" in e for e in refused.value.errors)

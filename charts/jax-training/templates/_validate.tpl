@@ -26,9 +26,10 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- end -}}
 {{- if ne $v.target "slurm" -}}
-{{- $hostname := include "jax-training.longestHostname" . -}}
-{{- if gt (len $hostname) 63 -}}
-{{- $errors = append $errors (printf "$.name: pod hostname '%s' would be %d characters (limit 63); shorten name by %d" $hostname (len $hostname) (sub (len $hostname) 63)) -}}
+{{- $suffix := (include "jax-training.target" . | fromJson).podNameSuffix | default "" -}}
+{{- $longest := printf "%s%s" (include "jax-training.longestHostname" .) $suffix -}}
+{{- if gt (len $longest) 63 -}}
+{{- $errors = append $errors (printf "$.name: %s '%s' would be %d characters (limit 63); shorten name by %d" (ternary "pod name" "pod hostname" (ne $suffix "")) $longest (len $longest) (sub (len $longest) 63)) -}}
 {{- end -}}
 {{- end -}}
 {{- $gpuFound := include "jax-training.gpuRequest" . | fromJsonArray -}}
