@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -183,6 +184,9 @@ def main(argv=None) -> int:
     def log(message: str) -> None:
         print(f"[kwok-scale] {message}", file=sys.stderr, flush=True)
 
+    # SIGTERM and SIGINT unwind like exceptions, so the cluster is stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
     load_before = os.getloadavg()
     result = run(hosts, args.nodes, args.api_qps, args.timeout, log)
     result["loadavg_before"], result["loadavg_after"] = load_before, os.getloadavg()
