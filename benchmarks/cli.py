@@ -1,6 +1,6 @@
 """Run every benchmark figure; print the JSON report on stdout, progress and a table on stderr.
 
-    python -m benchmarks [--quick] [--output FILE]
+    python -m benchmarks [--quick] [--kwok-scale] [--output FILE]
     python -m benchmarks --markdown FILE      (the tables of a saved report, for benchmarks/README.md)
 """
 
@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,8 +35,6 @@ def machine() -> dict:
 
 def revision() -> dict:
     """The repository commit measured, and whether trainer/ differed from it (uncommitted changes)."""
-    import subprocess
-
     from benchmarks.procs import REPO_ROOT
 
     def git(*args):
@@ -47,7 +46,7 @@ def revision() -> dict:
             "uncommitted": sorted(line[3:] for line in status.splitlines()) if status else []}
 
 
-def build_report(mode: figures.Mode, log) -> dict:
+def build_report(mode: figures.Mode, log, kwok_scale: bool = False) -> dict:
     load_before = os.getloadavg()
     started = time.time()
     one = figures.single_process(mode, log)
@@ -60,6 +59,8 @@ def build_report(mode: figures.Mode, log) -> dict:
     flops = figures.step_flops(mode, log)
     allreduce = figures.allreduce_bytes(mode, log)
     jaxgen = figures.jaxgen_render(mode, log)
+    # Last, so its control plane's load does not reach the trainer figures.
+    scale = kwok_scale_run(mode, log) if kwok_scale else None
 
     def col(rows, program, *keys):
         out = []
@@ -124,6 +125,7 @@ def build_report(mode: figures.Mode, log) -> dict:
             "seconds_2proc": allreduce["timing_2proc"]["gradients"]["seconds"],
             "detail": allreduce},
         "jaxgen_render_wall": jaxgen,
+        "kwok_scale": scale,
     }
     return {
         "mode": mode.name,
@@ -143,11 +145,25 @@ def build_report(mode: figures.Mode, log) -> dict:
     }
 
 
+def kwok_scale_run(mode: figures.Mode, log) -> dict:
+    from benchmarks import kwok_scale
+
+    hosts = [16, 256, 1024] if mode.name == "full" else [16, 256]
+    try:
+        return kwok_scale.run(hosts, max(hosts), kwok_scale.TUNED_API_QPS, timeout=300, log=log)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # keep the trainer figures measured so far
+        log(f"kwok scale failed: {exc}")
+        return {"error": str(exc)}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="1 repeat, 2560-example epochs (a smoke run, ~1-2 min)")
     p.add_argument("--output", help="also write the JSON report to this file")
+    p.add_argument("--kwok-scale", action="store_true",
+                   help="also start a kwok cluster and time 16/256/1024-host releases on as many fake nodes "
+                        "(benchmarks/kwok_scale.py; 256 hosts at most with --quick)")
     p.add_argument("--markdown", metavar="REPORT_JSON", help="print the tables of a saved report as Markdown and exit")
     args = p.parse_args(argv)
     if args.markdown:
@@ -161,7 +177,7 @@ def main(argv=None) -> int:
         print(f"[bench] {message}", file=sys.stderr, flush=True)
 
     log(f"mode {mode.name}; load average {os.getloadavg()}")
-    result = build_report(mode, log)
+    result = build_report(mode, log, kwok_scale=args.kwok_scale)
     text = json.dumps(result, indent=2)
     if args.output:
         Path(args.output).write_text(text + "\n")

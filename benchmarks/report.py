@@ -97,12 +97,35 @@ def rows(result: dict) -> list[tuple[str, str, str, str]]:
     ]
 
 
+KWOK_COLUMNS = ("render", "applied", "created", "scheduled", "running", "endpoints")
+
+
+def kwok_rows(scale: dict | None) -> list[tuple[str, ...]]:
+    """(target, hosts, seconds from apply to each mark...) of a kwok_scale result."""
+    if not scale or "runs" not in scale:
+        return []
+    return [(r["target"], str(r["hosts"]), *(_fmt(r.get(f"{c}_seconds"), " s") for c in KWOK_COLUMNS))
+            for r in scale["runs"]]
+
+
+def kwok_markdown(scale: dict) -> list[str]:
+    qps = scale.get("api_qps") or "component defaults (20 / 50)"
+    return ["", f"kwok tier: {scale['nodes']} fake nodes (Ready {scale['ready_seconds']} s after creation), "
+                f"controller-manager and scheduler API QPS {qps}; seconds from the start of `kubectl apply` "
+                "(render: jaxgen's wall, before it):", "",
+            "| target | hosts | render | applied | all pods created | all bound | all Running | EndpointSlices complete |",
+            "|---|---|---|---|---|---|---|---|",
+            *[f"| {' | '.join(row)} |" for row in kwok_rows(scale)]]
+
+
 def table(result: dict) -> str:
     header = ("figure", "trainer", "baseline", "trainer/baseline")
     body = rows(result)
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    for row in kwok_rows(result["results"].get("kwok_scale")):
+        lines.append("kwok " + " ".join(row[:2]) + " hosts: " + ", ".join(f"{c} {v}" for c, v in zip(KWOK_COLUMNS, row[2:])))
     lines.append("")
     for t in result["targets"]:
         status = {True: "met", False: "MISSED", None: "n/a"}[t["met"]]
@@ -122,6 +145,8 @@ def markdown(result: dict) -> str:
     for t in result["targets"]:
         status = {True: "met", False: "**missed**", None: "n/a"}[t["met"]]
         lines.append(f"| {t['name']} | {_fmt(t['value'])} | {t['target']} | {status} |")
+    if (result["results"].get("kwok_scale") or {}).get("runs"):
+        lines += kwok_markdown(result["results"]["kwok_scale"])
     m, rev = result["machine"], result.get("revision") or {}
     lines += ["", f"Commit {rev.get('commit')}"
                   + (f" with uncommitted changes to {', '.join(rev['uncommitted'])}" if rev.get("uncommitted") else "")

@@ -15,6 +15,7 @@ usage() {
   cat <<EOF
 Usage: scripts/cluster/up.sh [--state-dir DIR] [--namespace NS] [--no-controllers] [--real-node]
                              [--owner-pid PID] [--max-lifetime SECONDS] [--timeout SECONDS]
+                             [--api-qps QPS]
 
 Builds the binaries if needed (scripts/cluster/build.sh), starts the control plane with its
 state, logs and certificates under DIR (default: a new ${TMPDIR:-/tmp}/jaxt-cluster.XXXXXX),
@@ -28,10 +29,13 @@ lines, stops what it started and exits non-zero.
   --owner-pid PID         stop the cluster as soon as process PID exits (e.g. the test runner)
   --max-lifetime SECONDS  stop the cluster after this long whatever happens (default: 3600)
   --timeout SECONDS       how long each component may take to become ready (default: 120)
+  --api-qps QPS           API request rate of the controller-manager and the scheduler (burst 2 x QPS;
+                          default: their own, 20 and 50): what bounds pod creation and binding of
+                          jobs with hundreds of pods (benchmarks/kwok_scale.py)
 EOF
 }
 
-state="" namespace="jax-e2e" controllers=true real_node=false owner_pid="" max_lifetime=3600 timeout=120
+state="" namespace="jax-e2e" controllers=true real_node=false owner_pid="" max_lifetime=3600 timeout=120 api_qps=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --state-dir) state="${2:?--state-dir needs a value}"; shift ;;
@@ -41,11 +45,18 @@ while [ $# -gt 0 ]; do
     --owner-pid) owner_pid="${2:?--owner-pid needs a value}"; shift ;;
     --max-lifetime) max_lifetime="${2:?--max-lifetime needs a value}"; shift ;;
     --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
+    --api-qps) api_qps="${2:?--api-qps needs a value}"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
   shift
 done
+
+qps_flags=()
+if [ -n "$api_qps" ]; then
+  [[ "$api_qps" =~ ^[1-9][0-9]{0,4}$ ]] || die "--api-qps must be an integer from 1 to 99999, not '$api_qps'"
+  qps_flags=(--kube-api-qps "$api_qps" --kube-api-burst "$((2 * api_qps))")
+fi
 
 source "$here/node.sh"
 ! $real_node || node_check
@@ -174,12 +185,13 @@ start kube-controller-manager "$JAXT_BIN/kube-controller-manager" \
   --authorization-kubeconfig "$state/controller-manager.kubeconfig" \
   --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
   --use-service-account-credentials --leader-elect=false --secure-port 0 \
-  --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller'
+  --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
+  "${qps_flags[@]}"
 start kube-scheduler "$JAXT_BIN/kube-scheduler" \
   --kubeconfig "$state/scheduler.kubeconfig" \
   --authentication-kubeconfig "$state/scheduler.kubeconfig" \
   --authorization-kubeconfig "$state/scheduler.kubeconfig" \
-  --leader-elect=false --secure-port 0
+  --leader-elect=false --secure-port 0 "${qps_flags[@]}"
 if ! $real_node; then
 # kwok serves `kubectl logs` of fake pods from a file (ClusterLogs in kwok/logs.yaml).
 cp "$here/kwok/pod.log" "$state/pod.log"
