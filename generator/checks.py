@@ -21,8 +21,9 @@ from .targets import target
 from trainer.cluster import PROCESS_ENV  # the variables the trainer reads its rank from (no jax import)
 
 # A Kubernetes object name (DNS-1123 subdomain), as a PersistentVolumeClaim's claimName must be.
-DNS_SUBDOMAIN = re2.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_SUBDOMAIN = re2.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
 DNS_SUBDOMAIN_MAX = 253
+ANNOTATIONS_MAX_BYTES = 256 * 1024  # the API server's limit on one object's annotations, keys and values
 HIDDEN_WIDTH = 1024  # hidden layer width of the trainer's MLP; the model axis must divide it
 MAX_GPUS_PER_HOST = 16
 
@@ -142,6 +143,9 @@ def semantic_errors(values: dict) -> list[str]:
             if entry.get("name") in PROCESS_ENV:
                 errors.append(f"$.env[{i}].name: {entry['name']} is set for each process by the job; "
                               "one value for every pod would break the ranks")
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in values["annotations"].items())
+    if size > ANNOTATIONS_MAX_BYTES:
+        errors.append(f"$.annotations: {size} bytes of keys and values; Kubernetes allows {ANNOTATIONS_MAX_BYTES}")
     if values["slurm"]["nodes"] > hosts:
         errors.append(f"$.slurm.nodes: {values['slurm']['nodes']} nodes for {hosts} tasks leaves nodes idle")
     errors += slurm_errors(values)

@@ -11,12 +11,12 @@ import yaml
 from trainer import exit_codes
 
 from . import __version__, names, targets, yaml_text
+from .targets import CONTAINER
 from .paths import TEMPLATES_DIR
 
 MANAGED_BY = "jaxgen"
 COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 GPU_RESOURCE = "nvidia.com/gpu"
-CONTAINER = "jax"
 
 
 class TemplateBug(RuntimeError):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+CONTAINER = "jax"  # our container's name in every pod we render
+
 
 @dataclass(frozen=True)
 class Target:
@@ -59,7 +61,8 @@ class Target:
         """What the lifecycle scripts need (prepare.sh writes them to the build folder's release.env)."""
         return {"KIND": self.resource, "POD_SELECTOR": self.pod_selector.format(name=name),
                 "INDEX_LABEL": self.index_label, "OWNER_LABEL": self.owner_label,
-                "OWNS_PODS": str(self.owns_pods).lower(), "SUCCEEDED": self.succeeded}
+                "OWNS_PODS": str(self.owns_pods).lower(), "SUCCEEDED": self.succeeded,
+                "CONTAINER": self.runtime_container or CONTAINER}
 
 
 _JOBSET_POD_SPEC = ("spec", "replicatedJobs", 0, "template", "spec", "template", "spec")

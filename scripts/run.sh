@@ -117,7 +117,7 @@ stream_logs() {
       echo "$pod" >"$tmp/followed"
       log "logs of rank 0 (pod $pod):"
       # kubectl itself in the background (not the kube function), so its pid is the one to stop
-      kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs -f "pod/$pod" -c jax 2>"$tmp/logs.err" &
+      kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs -f "pod/$pod" -c "$CONTAINER" 2>"$tmp/logs.err" &
       echo $! >"$tmp/logs.pid"
       wait "$!" || [ -e "$tmp/done" ] ||
         log "warning: cannot stream the logs of $pod: $(tail -n1 "$tmp/logs.err")"
@@ -145,7 +145,7 @@ stop_logs() {  # let the stream flush for up to 3 s after the verdict, then end 
   local pod
   if [ ! -s "$tmp/followed" ] && pod="$(rank0_pod)" && [ -n "$pod" ]; then
     log "logs of rank 0 (pod $pod):"
-    kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs "pod/$pod" -c jax 2>/dev/null || true
+    kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs "pod/$pod" -c "$CONTAINER" 2>/dev/null || true
   fi
 }
 if $logs; then

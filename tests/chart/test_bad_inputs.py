@@ -65,7 +65,7 @@ SEMANTIC_CASES = {
                        "training": {"model_parallelism": 2, "strategy": "sharded", "batch_size": 12}},
                       "$.training.batch_size: 12 is not divisible by the global device count 8"),
     "hostname": ({"name": "a" * 60, "target": "jobset", "hosts_count": 10, "training": {"batch_size": 10}},
-                 "$.name: pod hostname"),
+                 "$.name: pod name"),
     "gpu-count": ({"accelerator": "gpu", "local_device_count": 17, "hosts_count": 1,
                    "training": {"batch_size": 17}}, "$.local_device_count: 17 GPUs per host exceeds 16"),
     "gpu-limit": ({"accelerator": "gpu", "local_device_count": 2, "resources": {"requests": {"nvidia.com/gpu": "1"}}},

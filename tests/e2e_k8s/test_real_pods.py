@@ -50,7 +50,7 @@ def test_indexed_job_prepare_run_clean_twice(real, tmp_path):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("target", ["jobset", "jaxjob"])
+@pytest.mark.parametrize("target", ["jobset", "jaxjob", "trainjob"])
 def test_operator_targets_train(real, tmp_path, target):
     cluster, sets = real
     name = f"real-{target}"

@@ -133,3 +133,16 @@ def test_killed_task_fails_the_job_and_resubmission_resumes(slurm, tmp_path):
     starts = [r for r in metrics(tmp_path) if r["event"] == "start"]
     assert [s["step"] for s in starts] == [0, step]
     assert metrics(tmp_path)[-1]["step"] == starts[-1]["total_steps"]
+
+
+def test_your_own_program_runs_as_the_tasks(slurm, tmp_path):
+    """program.command replaces the trainer on the srun line: the example finds its 2 processes from
+    SLURM's variables (trainer.distributed.initialize) and all-reduces across them."""
+    values = variables(tmp_path, "e2e-byo")
+    values["program"] = {"command": [sys.executable, "-m", "trainer.examples.allreduce"], "args": []}
+    job = slurm.sbatch(render_script(values, tmp_path), cwd=tmp_path)
+    slurm.wait(job, 300)
+    output = job_output(tmp_path, "e2e-byo", job)
+    assert slurm.accounting(job) == ("COMPLETED", "0:0"), output + slurm.log_tail()
+    for rank in (0, 1):
+        assert f"process {rank}/2: 1 local of 2 devices, psum of process ids = 1 (expected 1)" in output, output

@@ -65,7 +65,7 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- if hasKey $volume "persistentVolumeClaim" -}}
 {{- $claim := $volume.persistentVolumeClaim -}}
 {{- $name := and (kindIs "map" $claim) $claim.claimName -}}
-{{- if or (not (kindIs "string" $name)) (gt (len (toString $name)) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" (toString $name))) -}}
+{{- if or (not (kindIs "string" $name)) (gt (len (toString $name)) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$" (toString $name))) -}}
 {{- $errors = append $errors (printf "$.%s.volume.persistentVolumeClaim.claimName: must be a PersistentVolumeClaim name (lower-case DNS subdomain, at most 253 characters)" $field) -}}
 {{- end -}}
 {{- end -}}
@@ -84,6 +84,13 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $errors = append $errors (printf "$.env[%d].name: %s is set for each process by the job; one value for every pod would break the ranks" $i $entry.name) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- $size := 0 -}}
+{{- range $key, $value := $v.annotations | default dict -}}
+{{- $size = add $size (len $key) (len (toString $value)) -}}
+{{- end -}}
+{{- if gt $size 262144 -}}
+{{- $errors = append $errors (printf "$.annotations: %d bytes of keys and values; Kubernetes allows 262144" $size) -}}
 {{- end -}}
 {{- if gt (int $v.slurm.nodes) $hosts -}}
 {{- $errors = append $errors (printf "$.slurm.nodes: %d nodes for %d tasks leaves nodes idle" (int $v.slurm.nodes) $hosts) -}}
