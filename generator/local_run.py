@@ -188,8 +188,11 @@ class Runner:
             for key in ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_PORT"):
                 if key in env:
                     env[key] = f"127.0.0.1:{port}" if key == "JAX_COORDINATOR_ADDRESS" else str(port)
-            child = subprocess.Popen(plan.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+            try:
+                child = subprocess.Popen(plan.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            except OSError as error:
+                raise UserError(f"$.program.command: cannot start {plan.argv[0]!r}: {error.strerror}") from None
             self.children.append(child)
             self.say(f"attempt {attempt}: started {plan.name} (pid {child.pid})")
             thread = threading.Thread(target=self._pump, args=(plan.name, child.stdout), daemon=True)
@@ -211,6 +214,11 @@ class Runner:
         for child in self.children:
             _signal_group(child, signal.SIGKILL)  # also reaps grandchildren left in the group
             child.wait()
+
+    def kill_all(self) -> None:
+        """SIGKILL every process group now (a second stop signal: no more grace)."""
+        for child in self.children:
+            _signal_group(child, signal.SIGKILL)
 
     def _failures(self) -> list[tuple[int, str]]:
         return [(code, plan.name) for code, plan in zip((c.poll() for c in self.children), self.job.plans)
@@ -277,6 +285,35 @@ def _signal_group(child: subprocess.Popen, sig: int) -> None:
         pass
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(Exception):
+    """A stop signal reached jaxgen: every process is stopped, then jaxgen exits 128 + signum."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _trap_stop_signals(runner: Runner) -> dict:
+    """SIGINT, SIGTERM and SIGHUP (a closed terminal) stop the job: the first one raises Stopped in
+    the main thread, which stops every process with its grace period; any later one kills every
+    process group at once and lets the cleanup finish. The processes run in sessions of their own,
+    so nothing else would reach them. Set here, whatever disposition jaxgen inherited (a background
+    shell hands SIGINT down ignored). Returns the previous handlers."""
+    received: list[int] = []
+
+    def handler(signum, _frame):
+        if received:
+            runner.kill_all()
+            return
+        received.append(signum)
+        raise Stopped(signum)
+
+    return {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+
+
 @click.command("run")
 @click.argument("file", required=False)
 @click.option("-f", "--values", "extra_files", multiple=True, metavar="FILE", help="More variables files.")
@@ -302,28 +339,29 @@ def run_command(file, extra_files, sets, target, local, work_dir, keep):
         raise UserError(f"target: {values['target']!r} cannot run locally; use one of {', '.join(LOCAL_TARGETS)}")
     docs = render_documents(values)
     run_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix=f"jaxgen-{values['name']}-"))
-    run_dir.mkdir(parents=True, exist_ok=True)
-    job = plan_job(values, docs, run_dir)
-    deadline = values.get("active_deadline_seconds")
-    runner = Runner(job, restart_budget(values), time.monotonic() + deadline if deadline else None)
-    runner.say(f"{values['target']} {values['name']}: {len(job.plans)} processes x "
-                f"{values['local_device_count']} CPU devices, work dir {run_dir}")
-
-    def interrupted(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupted)
-    code = 130
-    try:
-        code = runner.run()
-    except KeyboardInterrupt:
-        runner.say("interrupted: stopping every process")
-        runner.stop_all()
+    job = runner = None
+    try:  # from here on, whatever happens, the work dir goes (unless kept) and no process outlives us
+        run_dir.mkdir(parents=True, exist_ok=True)
+        job = plan_job(values, docs, run_dir)
+        deadline = values.get("active_deadline_seconds")
+        runner = Runner(job, restart_budget(values), time.monotonic() + deadline if deadline else None)
+        previous = _trap_stop_signals(runner)
+        try:
+            runner.say(f"{values['target']} {values['name']}: {len(job.plans)} processes x "
+                       f"{values['local_device_count']} CPU devices, work dir {run_dir}")
+            code = runner.run()
+        except Stopped as stop:
+            runner.say(f"{stop}: stopping every process (again to kill them at once)")
+            runner.stop_all()
+            code = 128 + stop.signum
+        finally:
+            runner.stop_all()  # nothing left running after an error either (a no-op once all exited)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        metrics = job.volume_dirs.get("checkpoints", {}).get(0)
+        metrics = job.volume_dirs.get("checkpoints", {}).get(0) if job else None
         if work_dir or keep:
-            if metrics:
+            if metrics and runner:
                 runner.say(f"kept {run_dir}; metrics: {metrics / 'metrics.jsonl'}")
         else:
             shutil.rmtree(run_dir, ignore_errors=True)

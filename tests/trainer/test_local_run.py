@@ -142,7 +142,7 @@ def test_ctrl_c_stops_every_child(tmp_path):
     finally:
         kill(proc)
     assert codes == [130]
-    assert "interrupted: stopping every process" in proc.output
+    assert "SIGINT: stopping every process" in proc.output
     assert not any(alive(pid) for pid in pids.values())
     assert not os.path.exists(work_dir)  # the run-scoped directory is removed
 
@@ -187,3 +187,35 @@ def test_permanent_error_fails_the_job_without_a_restart(tmp_path):
     assert "JAX_COORDINATOR_PORT='x' is not an integer" in proc.output
     assert "exit code 2 is a permanent error: the job failed without a restart" in proc.output
     assert "restarting" not in proc.output
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signals", [("SIGINT", "SIGINT"), ("SIGTERM", "SIGTERM"), ("SIGHUP",)])
+def test_stop_signals_leave_no_process_and_no_work_dir(tmp_path, signals):
+    """A second Ctrl-C or SIGTERM during the graceful stop kills at once; a closed terminal (SIGHUP)
+    stops like Ctrl-C. Either way no trainer is left running and the work dir is removed."""
+    proc = start(jaxgen_run(), tmp_path / "run.log", env={"TMPDIR": str(tmp_path)})
+    try:
+        wait_for_text(proc, "started mnist-cpu-1", 60)
+        work_dir = re.search(r"work dir (\S+)", proc.output).group(1)
+        time.sleep(1)
+        pids = started_pids(proc.output)
+        for name in signals:
+            os.kill(proc.popen.pid, getattr(signal, name))
+            time.sleep(0.3)
+        codes = wait_all([proc], 60)
+    finally:
+        kill(proc)
+    assert codes == [128 + getattr(signal, signals[0])]
+    assert f"{signals[0]}: stopping every process" in proc.output
+    assert not any(alive(pid) for pid in pids.values())
+    assert not os.path.exists(work_dir)
+
+
+def test_a_program_that_cannot_start_is_one_line_and_leaves_nothing(tmp_path):
+    proc = start(jaxgen_run("--set", "program.command=[/no/such/program]"), tmp_path / "run.log",
+                 env={"TMPDIR": str(tmp_path)})
+    assert wait_all([proc], 60) == [2]
+    assert "error: $.program.command: cannot start '/no/such/program'" in proc.output
+    assert "Traceback" not in proc.output
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("jaxgen-")]
