@@ -14,7 +14,7 @@ help:
 	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
 	@echo "make test-fast   the tiers that need no cluster or SLURM"
 	@echo "make sync-schema copy variables/schema.json, the exit codes and the per-process env names (trainer/) into the chart"
-	@echo "make chart-docs  regenerate the values table of charts/jax-training/README.md"
+	@echo "make chart-docs  regenerate the chart README values table and the values.yaml comments (from the schema)"
 	@echo "make golden      regenerate the golden renders (review the diff by hand)"
 	@echo "make bench       run the benchmark harness (JSON on stdout)"
 

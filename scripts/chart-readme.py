@@ -1,16 +1,22 @@
-"""Write the values table of charts/jax-training/README.md from the two sources of truth:
-descriptions, types and bounds from variables/schema.json, defaults from the chart's values.yaml.
+"""Write what the chart documents from the two sources of truth: descriptions, types and bounds
+from variables/schema.json, defaults from the chart's values.yaml.
+
+  - the values table of charts/jax-training/README.md (between the markers below; the rest of the
+    README is prose kept by hand);
+  - the `# -- ` comment above each leaf key of values.yaml: the schema's description of that key,
+    so a key is described in one place.
 
 Usage: python scripts/chart-readme.py [--check]
-  --check  exit 1 (and say so) when the README's table is not what this script would write.
-The table sits between the markers below; the rest of the README is prose kept by hand.
+  --check  exit 1 (and say so) when either is not what this script would write.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+import textwrap
 from pathlib import Path
 
 import yaml
@@ -68,17 +74,59 @@ def render(readme: str) -> str:
     return f"{head}{BEGIN}\n{table()}\n{END}{tail}"
 
 
+KEY_LINE = re.compile(r"^( *)([A-Za-z_][A-Za-z0-9_]*):(.*)$")
+WIDTH = 100
+
+
+def _description(schema: dict, path: list[str]) -> str | None:
+    node = schema
+    for key in path:
+        node = (node.get("properties") or {}).get(key)
+        if node is None:
+            return None
+    return node.get("description")
+
+
+def values_with_comments(text: str, schema: dict) -> str:
+    """values.yaml with each leaf key's `# -- ` comment replaced by its schema description."""
+    out: list[str] = []
+    path: list[tuple[int, str]] = []  # (indent, key) of the enclosing keys
+    for line in text.splitlines():
+        match = KEY_LINE.match(line)
+        if not match:
+            out.append(line)
+            continue
+        indent, key, rest = len(match.group(1)), match.group(2), match.group(3).strip()
+        path = [(i, k) for i, k in path if i < indent]
+        keys = [k for _, k in path] + [key]
+        path.append((indent, key))
+        description = _description(schema, keys)
+        if rest and description:  # a leaf: drop the comment above it, write the schema's
+            while out and out[-1].lstrip().startswith("#") and len(out[-1]) - len(out[-1].lstrip()) == indent:
+                block_start = out[-1].lstrip().startswith("# -- ")
+                out.pop()
+                if block_start:
+                    break
+            pad = " " * indent
+            out += textwrap.wrap(description, WIDTH, initial_indent=f"{pad}# -- ", subsequent_indent=f"{pad}# ",
+                                 break_long_words=False, break_on_hyphens=False)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Write the values table of the chart's README.")
-    parser.add_argument("--check", action="store_true", help="only check that the table is up to date")
+    parser = argparse.ArgumentParser(description="Write the chart's values table and values.yaml comments.")
+    parser.add_argument("--check", action="store_true", help="only check that both are up to date")
     args = parser.parse_args()
-    current = README.read_text()
-    wanted = render(current)
+    schema = json.loads(SCHEMA.read_text())
+    outputs = {README: render(README.read_text()), VALUES: values_with_comments(VALUES.read_text(), schema)}
+    stale = [path for path, wanted in outputs.items() if path.read_text() != wanted]
     if args.check:
-        if current != wanted:
-            sys.exit(f"{README} is out of date: run `make chart-docs` (python scripts/chart-readme.py)")
+        if stale:
+            sys.exit(f"{', '.join(map(str, stale))} out of date: run `make chart-docs` (python scripts/chart-readme.py)")
         return
-    README.write_text(wanted)
+    for path in stale:
+        path.write_text(outputs[path])
 
 
 if __name__ == "__main__":
