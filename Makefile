@@ -13,7 +13,7 @@ help:
 	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
 	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
 	@echo "make test-fast   the tiers that need no cluster or SLURM"
-	@echo "make sync-schema copy variables/schema.json, the exit codes and the per-process env names (trainer/) into the chart"
+	@echo "make sync-schema write the Kubernetes definitions into variables/schema.json; copy it, the exit codes and the per-process env names (trainer/) into the chart"
 	@echo "make chart-docs  regenerate the chart README values table and the values.yaml comments (from the schema)"
 	@echo "make golden      regenerate the golden renders (review the diff by hand)"
 	@echo "make bench       run the benchmark harness (JSON on stdout)"
@@ -33,9 +33,11 @@ test-fast:
 	$(PY) -m pytest tests -m "not e2e"
 
 sync-schema:
+	$(PY) scripts/kubernetes-definitions.py
 	cp variables/schema.json charts/jax-training/values.schema.json
 	$(PY) -m trainer.exit_codes > charts/jax-training/files/exit-codes.json
 	$(PY) -m trainer.cluster > charts/jax-training/files/process-env.json
+	$(PY) -m generator.targets > scripts/lib/targets.sh
 
 chart-docs:
 	$(PY) scripts/chart-readme.py

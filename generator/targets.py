@@ -110,8 +110,20 @@ def cleanup_resources() -> list[str]:
     return [TARGETS[name].resource for name in ("trainjob", "jaxjob", "jobset", "indexed-job")] + ["services", "pods"]
 
 
+def shell_facts() -> str:
+    """scripts/lib/targets.sh (written by `make sync-schema`): what clean.sh needs without a build
+    folder or a Python environment."""
+    return ("# Generated from generator/targets.py by `make sync-schema`; do not edit.\n"
+            "# shellcheck shell=bash disable=SC2034\n"
+            f"CLEANUP_RESOURCES=({' '.join(cleanup_resources())})\n")
+
+
 def restart_budget(values: dict) -> int:
     node = values
     for key in target(values).restart_budget:
         node = node[key]
     return node
+
+
+if __name__ == "__main__":
+    print(shell_facts(), end="")

@@ -49,11 +49,8 @@ selector="$(release_selector "$NAME")"
 kinds=()
 available="$(kubectl "${kube_args[@]}" api-resources -o name 2>/dev/null)" ||
   die "cannot reach the cluster (kubectl api-resources failed)"
-python="$JAXT_VENV/bin/python"
-[ -x "$python" ] || die "no Python environment at $JAXT_VENV (run scripts/setup.sh python)"
-read -ra owners_first < <(PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$python" -c \
-  'from generator.targets import cleanup_resources; print(*cleanup_resources())')
-for k in "${owners_first[@]}"; do
+source "$JAXT_ROOT/scripts/lib/targets.sh"  # CLEANUP_RESOURCES, owners first
+for k in "${CLEANUP_RESOURCES[@]}"; do
   grep -qx "$k" <<<"$available" && kinds+=("$k")
 done
 kinds_csv="$(IFS=,; echo "${kinds[*]}")"

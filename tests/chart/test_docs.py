@@ -23,6 +23,14 @@ def test_values_schema_is_the_variables_schema():
     assert chart_copy == source, "charts/jax-training/values.schema.json drifted: run `make sync-schema`"
 
 
+def test_kubernetes_definitions_are_the_bundled_schemas():
+    """The pass-through Kubernetes types in the schema are what scripts/kubernetes-definitions.py
+    writes from kubernetes-validate's strict schemas (and a typo in them is refused: bad_inputs)."""
+    script = REPO_ROOT / "scripts" / "kubernetes-definitions.py"
+    result = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
 def test_exit_codes_are_the_trainers_table():
     from trainer import exit_codes
 

@@ -8,7 +8,7 @@ import pytest
 
 from generator.checks import schema
 from generator.render import render_documents
-from generator.targets import KUBERNETES, LOCAL, NAMES, TARGETS, cleanup_resources, restart_budget
+from generator.targets import KUBERNETES, LOCAL, NAMES, TARGETS, cleanup_resources, restart_budget, shell_facts
 from generator.values import load_values
 from tests.support.paths import REPO_ROOT
 
@@ -70,6 +70,8 @@ def test_the_scripts_read_every_fact_and_clean_every_kind():
     reset = re.search(r'^\s*KIND="".*$', release_sh, re.M).group(0)
     assert set(re.findall(r'(\w+)=""', reset)) == set(TARGETS["jobset"].facts("x"))
     assert set(cleanup_resources()) >= {TARGETS[n].resource for n in KUBERNETES}
+    generated = (REPO_ROOT / "scripts" / "lib" / "targets.sh").read_text()
+    assert generated == shell_facts(), "scripts/lib/targets.sh drifted: run `make sync-schema`"
 
 
 @pytest.mark.parametrize("name", [n for n in KUBERNETES if TARGETS[n].pod_name_suffix])

@@ -1,0 +1,87 @@
+"""Write the Kubernetes types that values pass through (resources, env, volume sources, tolerations,
+affinity) into variables/schema.json as draft-07 `definitions`, from the strict JSON schemas that
+the kubernetes-validate package bundles, so jaxgen and Helm refuse a typo such as `limts` or
+`opertor` with its JSON path instead of the API server refusing the render.
+
+Usage: python scripts/kubernetes-definitions.py [--check]   (then make sync-schema)
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "variables" / "schema.json"
+KUBERNETES_VERSION = "1.37.0"  # the newest the package bundles: fields a current API server accepts
+CORE = "io.k8s.api.core.v1."
+ROOTS = ("ResourceRequirements", "EnvVar", "Volume", "Toleration", "Affinity")
+VOLUME_SOURCE = CORE + "VolumeSource"  # a Volume without its name: what data.volume and checkpoint.volume hold
+REF = re.compile(r"^(?:(?:https://kubernetes\.io)?/api/_definitions\.json)?#/\$defs/(.+)$")
+
+
+def _bundled() -> dict:
+    import kubernetes_validate
+
+    path = (Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
+            / f"v{KUBERNETES_VERSION}-local-strict" / "_definitions.json")
+    return json.loads(path.read_text())["$defs"]
+
+
+def _rewrite(node, found: set[str]):
+    """Drop descriptions, point refs at #/definitions and collect the names they reach."""
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key == "description":
+                continue
+            if key == "$ref" and isinstance(value, str) and (m := REF.match(value)):
+                found.add(m.group(1))
+                value = "#/definitions/" + m.group(1)
+            out[key] = _rewrite(value, found)
+        return out
+    if isinstance(node, list):
+        return [_rewrite(value, found) for value in node]
+    return node
+
+
+def definitions() -> dict:
+    bundled, out = _bundled(), {}
+    todo = [CORE + name for name in ROOTS]
+    while todo:
+        name = todo.pop()
+        if name in out:
+            continue
+        found: set[str] = set()
+        out[name] = _rewrite(bundled[name], found)
+        todo += sorted(found)
+    source = copy.deepcopy(out[CORE + "Volume"])
+    source["properties"].pop("name")
+    source["required"] = [r for r in source.get("required", []) if r != "name"]
+    if not source["required"]:
+        del source["required"]
+    out[VOLUME_SOURCE] = source
+    return dict(sorted(out.items()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="only check that the schema holds them")
+    args = parser.parse_args()
+    text = SCHEMA.read_text()
+    schema = json.loads(text)
+    schema["definitions"] = definitions()
+    wanted = json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+    if args.check:
+        if text != wanted:
+            sys.exit(f"{SCHEMA}: its Kubernetes definitions are out of date: run python scripts/kubernetes-definitions.py")
+        return
+    SCHEMA.write_text(wanted)
+
+
+if __name__ == "__main__":
+    main()
