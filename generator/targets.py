@@ -3,9 +3,9 @@
 Everything that differs between targets is read from here: the renderers (which template, which
 pod hostnames, whether JAX_* comes from us or from the engine), the semantic checks (name lengths),
 `jaxgen run` (where the pod spec sits) and the lifecycle scripts (prepare.sh writes a target's facts
-into the build folder, run.sh and clean.sh read them). The Helm chart keeps the one matching lookup
-in _helpers.tpl ("jax-training.target"). Adding a target is one entry here, one template per
-renderer and its name in the schema's `target` enum.
+into the build folder and scripts/lib/targets.sh; run.sh and clean.sh read them). The Helm chart
+keeps the one matching lookup in _helpers.tpl ("jax-training.targets"). Adding a target is one
+entry here, its row there, one template per renderer and its name in the schema's `target` enum.
 """
 
 from __future__ import annotations

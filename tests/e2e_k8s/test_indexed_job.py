@@ -64,10 +64,12 @@ def test_failed_index_fails_run(cluster, build_dir, backoff_limit):
         assert "FAILED" in output and "BackoffLimitExceeded" in output
         assert f"failed index(es): {fail_index}\n" in output, output
         assert f"index {1 - fail_index} (" not in output
-        # The failure policy decides when the job fails: every allowed retry happened first.
+        # The failure policy decides when the job fails: every allowed retry happened first. (A peer
+        # still running when the job fails is terminated by the Job controller, and may count too.)
         job = cluster.get("job", name)
         assert job["spec"]["backoffLimit"] == backoff_limit * 2  # per-pod retries for the whole job
-        assert job["status"]["failed"] == job["spec"]["backoffLimit"] + 1, job["status"]
+        assert job["spec"]["backoffLimit"] + 1 <= job["status"]["failed"] <= job["spec"]["backoffLimit"] + 2, \
+            job["status"]
     finally:
         cluster.run([SCRIPTS / "clean.sh", build_dir], timeout=120)
     assert cluster.release_objects(name) == []

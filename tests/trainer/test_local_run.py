@@ -181,10 +181,12 @@ def test_sigterm_to_a_worker_checkpoints_restarts_uncounted_and_ends_as_an_unint
 
 @pytest.mark.timeout(120)
 def test_permanent_error_fails_the_job_without_a_restart(tmp_path):
-    proc = start(jaxgen_run("--set", "backoff_limit=3", "--set", 'env=[{"name": "JAX_COORDINATOR_PORT", "value": "x"}]'),
+    # A flag the trainer refuses at start (jaxgen itself refuses env that would shadow the job's).
+    proc = start(jaxgen_run("--set", "backoff_limit=3",
+                            "--set", "program.command=[python, -m, trainer, train, --coordinator-port, x]"),
                  tmp_path / "run.log")
     assert wait_all([proc], 90) == [exit_codes.CONFIG], proc.output[-3000:]
-    assert "JAX_COORDINATOR_PORT='x' is not an integer" in proc.output
+    assert "argument --coordinator-port: invalid int value: 'x'" in proc.output
     assert "exit code 2 is a permanent error: the job failed without a restart" in proc.output
     assert "restarting" not in proc.output
 
