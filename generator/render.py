@@ -11,8 +11,8 @@ import yaml
 from trainer import exit_codes
 
 from . import __version__, names, targets, yaml_text
-from .targets import CONTAINER
 from .paths import TEMPLATES_DIR
+from .targets import CONTAINER
 
 MANAGED_BY = "jaxgen"
 COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -91,7 +91,7 @@ class _Context:
 
     def process_env(self) -> list[dict]:
         """JAX_* variables of our own targets; the process id comes from the Job's completion index.
-        None where the engine sets them itself (a TrainJob's runtime)."""
+        None (an empty list) where the engine sets them itself (a JAXJob's operator, a TrainJob's runtime)."""
         if not targets.target(self.v).process_env:
             return []
         return [

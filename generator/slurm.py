@@ -97,12 +97,13 @@ def render_sbatch(values: dict) -> str:
         "runtime": slurm["container_runtime"],
         "binds": list(dict.fromkeys([values["data"]["dir"], values["checkpoint"]["dir"]])),
     }
+    command, args = program(values)
     script = _environment().get_template(TEMPLATE_NAME).render(
         v=values,
         slurm=slurm,
         layout=layout(values),
-        command=program(values)[0],
-        arg_lines=arg_lines(program(values)[1]),
+        command=command,
+        arg_lines=arg_lines(args),
         env=[(e["name"], e.get("value", "")) for e in values.get("env") or []],
         container=container,
         extra_directives=slurm["extra_directives"],
