@@ -86,22 +86,23 @@ def _child(dump_dir: Path, batch: int) -> int:
     jax.config.update("jax_platforms", "cpu")
     jax.config.update("jax_num_cpu_devices", 2)
     from benchmarks import baseline
-    from trainer import model
+    from trainer import models, optimization
     from trainer.strategies import make_strategy
 
-    optimizer = model.make_optimizer("sgd", 0.1, 0.9, 1000, "cosine")
-    params = model.init_params(0)
+    mlp = models.get("mlp")
+    optimizer = optimization.make_optimizer("sgd", 0.1, 0.9, 1000, "cosine")
+    params = mlp.network().init_params(0)
     host_state = (params, jax.tree.map(np.asarray, optimizer.init(params)))
     rng = np.random.default_rng(0)
-    x = rng.random((batch, model.INPUTS), np.float32)
-    y = rng.integers(0, model.CLASSES, batch).astype(np.int32)
+    x = rng.random((batch, mlp.inputs), np.float32)
+    y = rng.integers(0, mlp.classes, batch).astype(np.int32)
     for name in PROGRAMS:
         before = set(dump_dir.iterdir())
         if name == "baseline":
             loop = baseline.AsyncLoop(optimizer)
             out = loop.step(loop.put_state(host_state), x, y)
         else:
-            strategy = make_strategy(name.split("_")[1], optimizer, 2, 1, params)
+            strategy = make_strategy(name.split("_")[1], optimizer, 2)
             out = strategy.step(strategy.put_state(host_state), x, y)
         jax.block_until_ready(out)
         (dump_dir / name).mkdir()

@@ -8,7 +8,7 @@
     --loop synced  one host batch per step through `jax.pmap`, waiting for every step (float(loss))
 
 Same model, initial parameters, optimizer, schedule, precision and batch order as the trainer
-(trainer.model / trainer.data), so only the loop differs. Writes the trainer's metrics JSONL records
+(trainer.models / trainer.optimization / trainer.data), so only the loop differs. Writes the trainer's metrics JSONL records
 (start, step, epoch, end) so the harness reads all of them the same way.
 
     python -m benchmarks.baseline --data-dir DIR --metrics-file F [--loop async|synced]
@@ -52,9 +52,9 @@ def _grads(precision, params, x, y):
     """(gradients, loss, correct count) of the trainer's model on one batch."""
     import jax
 
-    from trainer import model
+    from trainer.optimization import loss_and_correct
 
-    loss_fn = partial(model.loss_and_correct, precision=precision)
+    loss_fn = partial(loss_and_correct, precision=precision)
     (loss, correct), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, x, y)
     return grads, loss, correct
 
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
         jax.distributed.initialize(args.coordinator_address, args.num_processes, args.process_id,
                                    cluster_detection_method="deactivate",
                                    initialization_timeout=args.init_timeout)
-    from trainer import data, model
+    from trainer import data, models, optimization
     from trainer.metrics import MetricsFile
 
     log_every = max(args.log_every, 1)
@@ -162,12 +162,12 @@ def main(argv=None) -> int:
     if args.train_examples:
         images, labels = images[:args.train_examples], labels[:args.train_examples]
     spe = data.steps_per_epoch(len(labels), args.batch_size)
-    optimizer = model.make_optimizer(args.optimizer, args.learning_rate, args.momentum, args.epochs * spe,
+    optimizer = optimization.make_optimizer(args.optimizer, args.learning_rate, args.momentum, args.epochs * spe,
                                      args.lr_schedule)
-    params = model.init_params(args.seed)
+    params = models.get(models.DEFAULT).network().init_params(args.seed)
     loop = (AsyncLoop if args.loop == "async" else SyncedLoop)(optimizer, args.precision)
     state = loop.put_state((params, optimizer.init(params)))
-    evaluate = jax.jit(partial(lambda p, x, y, precision: model.loss_and_correct(p, x, y, precision)[1],
+    evaluate = jax.jit(partial(lambda p, x, y, precision: optimization.loss_and_correct(p, x, y, precision)[1],
                                precision=args.precision))
     metrics.write({"event": "start", "step": 0, "total_steps": args.epochs * spe, "processes": args.num_processes,
                    "local_devices": 1, "strategy": f"baseline-{args.loop}", "batch_size": args.batch_size,

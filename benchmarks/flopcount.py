@@ -1,6 +1,6 @@
-"""Analytic FLOP count of one training step of the MLP (pure Python, no jax).
+"""Analytic FLOP count of one training step, from the model registry (trainer/models; no jax).
 
-Only the matrix multiplications are counted, one multiply-add = 2 FLOPs:
+Only the matrix multiplications are counted, one multiply-add = 2 FLOPs; for the MLP:
   forward   2·B·Σ n_in·n_out                  (x @ W for every layer)
   backward  2·B·Σ n_in·n_out                  (dW = xᵀ @ dy for every layer)
           + 2·B·Σ_{layers after the first} n_in·n_out   (dx = dy @ Wᵀ; the input needs no gradient)
@@ -10,47 +10,30 @@ of the total for the default model, and are left out (XLA's own count is reporte
 
 from __future__ import annotations
 
-INPUTS, CLASSES = 784, 10
+from trainer import models
+from trainer.models.mlp import DEFAULT_HIDDEN
 
 
-def layer_sizes(hidden: tuple[int, ...]) -> list[int]:
-    return [INPUTS, *hidden, CLASSES]
+def step_flops(batch: int, hidden=DEFAULT_HIDDEN, model: str = models.DEFAULT) -> int:
+    return models.get(model).step_flops(batch, tuple(hidden))
 
 
-def _products(hidden) -> list[int]:
-    sizes = layer_sizes(tuple(hidden))
-    return [a * b for a, b in zip(sizes[:-1], sizes[1:])]
+def param_count(hidden=DEFAULT_HIDDEN, model: str = models.DEFAULT) -> int:
+    return models.get(model).param_count(tuple(hidden))
 
 
-def forward_flops(batch: int, hidden=(1024, 1024)) -> int:
-    return 2 * batch * sum(_products(hidden))
-
-
-def backward_flops(batch: int, hidden=(1024, 1024)) -> int:
-    products = _products(hidden)
-    return 2 * batch * sum(products) + 2 * batch * sum(products[1:])
-
-
-def step_flops(batch: int, hidden=(1024, 1024)) -> int:
-    return forward_flops(batch, hidden) + backward_flops(batch, hidden)
-
-
-def param_count(hidden=(1024, 1024)) -> int:
-    sizes = layer_sizes(tuple(hidden))
-    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
-
-
-def describe(batch: int, hidden=(1024, 1024)) -> dict:
-    fwd, bwd = forward_flops(batch, hidden), backward_flops(batch, hidden)
+def describe(batch: int, hidden=DEFAULT_HIDDEN, model: str = models.DEFAULT) -> dict:
+    m, hidden = models.get(model), tuple(hidden)
+    fwd, bwd = m.forward_flops(batch, hidden), m.backward_flops(batch, hidden)
     return {
-        "model": "-".join(map(str, layer_sizes(tuple(hidden)))),
+        "model": "-".join(map(str, m.layer_sizes(hidden))),
         "batch_size": batch,
         "forward_flops": fwd,
         "backward_flops": bwd,
         "step_flops": fwd + bwd,
         "flops_per_image": (fwd + bwd) / batch,
-        "params": param_count(hidden),
-        "gradient_bytes_fp32": 4 * param_count(hidden),
+        "params": m.param_count(hidden),
+        "gradient_bytes_fp32": 4 * m.param_count(hidden),
         "counting": "matmuls only, 1 multiply-add = 2 FLOPs; backward = weight gradients of every layer "
                     "+ input gradients of every layer but the first",
     }

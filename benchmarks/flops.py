@@ -46,7 +46,7 @@ ROOFLINES = {"float32": "matmul_", "bfloat16": "matmul_bf16_"}  # precision: loo
 
 def _steps_per_dispatch() -> int:
     """The trainer's default number of steps per device dispatch, capped by its log interval."""
-    from trainer.train import TrainConfig
+    from trainer.config import TrainConfig
 
     cfg = TrainConfig()
     return max(1, min(getattr(cfg, "steps_per_dispatch", 1), cfg.log_every))
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     import jax.numpy as jnp
 
     from benchmarks import baseline
-    from trainer import data, model
+    from trainer import data, models, optimization
     from trainer.strategies import make_strategy
 
     batch = args.batch_size
@@ -109,10 +109,10 @@ def main(argv=None) -> int:
             matmuls[f"{prefix}{n}"] = run_matmul
 
     # -- the step's matmuls alone (their FLOPs are exactly the analytic step count)
-    sizes = flopcount.layer_sizes((1024, 1024))
-    shapes = [((batch, n_in), (n_in, n_out)) for n_in, n_out in zip(sizes[:-1], sizes[1:])]  # x @ W
-    shapes += [((n_in, batch), (batch, n_out)) for n_in, n_out in zip(sizes[:-1], sizes[1:])]  # xᵀ @ dy
-    shapes += [((batch, n_out), (n_out, n_in)) for n_in, n_out in zip(sizes[1:-1], sizes[2:])]  # dy @ Wᵀ
+    layers = models.get(models.DEFAULT).matmul_shapes()
+    shapes = [((batch, n_in), (n_in, n_out)) for n_in, n_out in layers]  # x @ W
+    shapes += [((n_in, batch), (batch, n_out)) for n_in, n_out in layers]  # xᵀ @ dy
+    shapes += [((batch, n_out), (n_out, n_in)) for n_in, n_out in layers[1:]]  # dy @ Wᵀ
     operands = [tuple(jax.device_put(rng.standard_normal(shape, np.float32)) for shape in pair) for pair in shapes]
     all_matmuls = jax.jit(lambda ops: [a @ b for a, b in ops])
 
@@ -123,10 +123,10 @@ def main(argv=None) -> int:
         jax.block_until_ready(out)
 
     # -- the trainer's step (its strategy and optimizer, as trainer/train.py builds them)
-    optimizer = model.make_optimizer("sgd", 0.1, 0.9, 10**6, "cosine")
-    params = model.init_params(0)
+    optimizer = optimization.make_optimizer("sgd", 0.1, 0.9, 10**6, "cosine")
+    params = models.get(models.DEFAULT).network().init_params(0)
     host_state = (params, jax.tree.map(np.asarray, optimizer.init(params)))
-    strategy = make_strategy("pmap", optimizer, 1, 1, params)
+    strategy = make_strategy("pmap", optimizer, 1)
     trainer_state = [strategy.put_state(host_state)]
     train_data = strategy.put_data(images, labels)
     chunk = _steps_per_dispatch()
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
         return run
 
     run_trainer = trainer_loop(strategy, trainer_state)
-    strategy_bf16 = make_strategy("pmap", optimizer, 1, 1, params, precision="bfloat16")
+    strategy_bf16 = make_strategy("pmap", optimizer, 1, precision="bfloat16")
     run_trainer_bf16 = trainer_loop(strategy_bf16, [strategy_bf16.put_state(host_state)])
 
     x0, y0 = host_batch(0)
@@ -168,7 +168,7 @@ def main(argv=None) -> int:
         jax.block_until_ready((state, loss))
         trainer_state[0] = state
 
-    grads = jax.jit(jax.value_and_grad(model.loss_and_correct, has_aux=True))
+    grads = jax.jit(jax.value_and_grad(optimization.loss_and_correct, has_aux=True))
     device_params = jax.device_put(params)
 
     def run_grads_only(count):
@@ -193,7 +193,7 @@ def main(argv=None) -> int:
 
     # XLA's own FLOP count of the compiled step (includes the element-wise work the analytic count omits)
     def plain(state, x, y):
-        (loss, _), grads = jax.value_and_grad(model.loss_and_correct, has_aux=True)(state[0], x, y)
+        (loss, _), grads = jax.value_and_grad(optimization.loss_and_correct, has_aux=True)(state[0], x, y)
         updates, opt_state = optimizer.update(grads, state[1], state[0])
         return (jax.tree.map(jnp.add, state[0], updates), opt_state), loss
 

@@ -14,17 +14,18 @@ from functools import lru_cache
 import jsonschema
 import re2
 
+from trainer import models  # the model registry's facts (no jax import)
+from trainer.cluster import PROCESS_ENV  # the variables the trainer reads its rank from (no jax import)
+
 from .names import DNS_LABEL_MAX, longest_hostname
 from .paths import SCHEMA_FILE
 from .slurm_checks import slurm_errors
 from .targets import target
-from trainer.cluster import PROCESS_ENV  # the variables the trainer reads its rank from (no jax import)
 
 # A Kubernetes object name (DNS-1123 subdomain), as a PersistentVolumeClaim's claimName must be.
 DNS_SUBDOMAIN = re2.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
 DNS_SUBDOMAIN_MAX = 253
 ANNOTATIONS_MAX_BYTES = 256 * 1024  # the API server's limit on one object's annotations, keys and values
-HIDDEN_WIDTH = 1024  # hidden layer width of the trainer's MLP; the model axis must divide it
 MAX_GPUS_PER_HOST = 16
 
 
@@ -97,9 +98,13 @@ def semantic_errors(values: dict) -> list[str]:
     if model > 1:
         if training["strategy"] != "sharded":
             errors.append("$.training.model_parallelism: a model axis needs training.strategy 'sharded'")
-        if local % model or HIDDEN_WIDTH % model:
+        # the sizes the model's sharding rules split (trainer/models; the chart reads files/models.json)
+        split_key = models.get(training["model"]).model_axis_rule
+        split = training[split_key]
+        if local % model or any(size % model for size in split):
             errors.append(f"$.training.model_parallelism: {model} must divide the local device count {local} "
-                          f"(a model axis stays within one host) and the hidden width {HIDDEN_WIDTH}")
+                          f"(a model axis stays within one host) and each of training.{split_key} "
+                          f"({','.join(str(size) for size in split)})")
         elif training["batch_size"] % (devices // model):
             errors.append(f"$.training.batch_size: {training['batch_size']} is not divisible by the data-parallel "
                           f"size {devices // model}")

@@ -9,19 +9,25 @@ import click
 
 from . import __version__
 from .errors import UserError, ValidationFailed
-from .targets import NAMES as TARGETS
+from .options import variables_files, variables_options
 
 EXIT_INVALID = 2
 
 
-def fail(error: UserError) -> None:
-    """Print every problem on its own line and exit 2 (never a traceback for bad input)."""
+def report(error: UserError, source: str | None = None) -> None:
+    """Print a user error on stderr, every problem on its own line (never a traceback)."""
     if isinstance(error, ValidationFailed):
-        click.echo(f"error: {len(error.errors)} problem(s) in the variables:", err=True)
+        head = f"{source}: invalid" if source else "error"
+        click.echo(f"{head}: {len(error.errors)} problem(s) in the variables:", err=True)
         for line in error.errors:
             click.echo(f"  {line}", err=True)
     else:
         click.echo(f"error: {error}", err=True)
+
+
+def fail(error: UserError) -> None:
+    """Report the error and exit 2."""
+    report(error)
     sys.exit(EXIT_INVALID)
 
 
@@ -45,17 +51,12 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("file", required=False)
-@click.option("-f", "--values", "extra_files", multiple=True, metavar="FILE",
-              help="More variables files, merged in order after FILE (later wins).")
-@click.option("--set", "sets", multiple=True, metavar="KEY.PATH=VALUE",
-              help="Override one variable; VALUE is read as YAML (e.g. --set training.epochs=3).")
-@click.option("--target", type=click.Choice(TARGETS), help="Override the file's target.")
+@variables_options(namespace=True)
 @click.option("-o", "--output-dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Write one file per document into DIR (all files or none) instead of stdout.")
 @click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
               help="yaml: a multi-document stream; json: a v1 List.")
-def render(file, extra_files, sets, target, output_dir, fmt):
+def render(file, extra_files, sets, target, release_namespace, output_dir, fmt):
     """Validate FILE (- for stdin; none = defaults only) and render its manifests.
 
     Every problem is reported with its JSON path; on any problem the exit code is 2 and
@@ -68,8 +69,7 @@ def render(file, extra_files, sets, target, output_dir, fmt):
 
     if output_dir == "":
         raise UserError("-o/--output-dir: empty path (leave the option out to write to stdout)")
-    files = ([file] if file else []) + list(extra_files)
-    values = load_values(files, sets, target)
+    values = load_values(variables_files(file, extra_files), sets, target, release_namespace)
     if not target_of(values).kubernetes:
         script = render_text(values)
         if output_dir is not None:
@@ -95,14 +95,9 @@ def validate(files):
     for path in files:
         try:
             load_values([path])
-        except ValidationFailed as error:
-            invalid += 1
-            click.echo(f"{path}: invalid ({len(error.errors)} problem(s))", err=True)
-            for line in error.errors:
-                click.echo(f"  {line}", err=True)
         except UserError as error:
             invalid += 1
-            click.echo(f"error: {error}", err=True)
+            report(error, path)
         else:
             click.echo(f"{path}: valid")
     if invalid:

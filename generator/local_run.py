@@ -26,16 +26,16 @@ from pathlib import Path
 import click
 
 from trainer import exit_codes
+from trainer.cluster import PROCESS_ENV
 
 from .errors import UserError
+from .options import variables_files, variables_options
 from .names import hostname
 from .targets import LOCAL as LOCAL_TARGETS, restart_budget, target as target_of
 
 COMPLETION_INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 # Variables of the surrounding shell that would change how the trainer resolves its ClusterSpec.
-CLUSTER_VARIABLES = ("JAX_COORDINATOR_ADDRESS", "JAX_COORDINATOR_PORT", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
-                     "COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID",
-                     "JOB_COMPLETION_INDEX", "JAX_PLATFORMS", "XLA_FLAGS")
+CLUSTER_VARIABLES = (*PROCESS_ENV, "JAX_PLATFORMS", "XLA_FLAGS")
 DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
 SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failure that caused it
 
@@ -315,10 +315,7 @@ def _trap_stop_signals(runner: Runner) -> dict:
 
 
 @click.command("run")
-@click.argument("file", required=False)
-@click.option("-f", "--values", "extra_files", multiple=True, metavar="FILE", help="More variables files.")
-@click.option("--set", "sets", multiple=True, metavar="KEY.PATH=VALUE", help="Override one variable.")
-@click.option("--target", type=click.Choice(LOCAL_TARGETS), help="Override the file's target.")
+@variables_options(LOCAL_TARGETS)
 @click.option("--local", "local", is_flag=True, hidden=True, help="Run on this machine (the default and only mode).")
 @click.option("--work-dir", type=click.Path(file_okay=False), help="Directory for emptyDir volumes (kept).")
 @click.option("--keep", is_flag=True, help="Keep the temporary directory (checkpoints, metrics.jsonl).")
@@ -334,7 +331,7 @@ def run_command(file, extra_files, sets, target, local, work_dir, keep):
     from .render import render_documents
     from .values import load_values
 
-    values = load_values(([file] if file else []) + list(extra_files), sets, target)
+    values = load_values(variables_files(file, extra_files), sets, target)
     if values["target"] not in LOCAL_TARGETS:
         raise UserError(f"target: {values['target']!r} cannot run locally; use one of {', '.join(LOCAL_TARGETS)}")
     docs = render_documents(values)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .targets import target
 
 DNS_LABEL_MAX = 63
+DEFAULT_NAMESPACE = "default"  # the release's namespace when none is given, as in Helm
 
 
 def coordinator_host(values: dict) -> str:

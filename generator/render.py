@@ -9,6 +9,7 @@ import jinja2
 import yaml
 
 from trainer import exit_codes
+from trainer.config import rendered_flags
 
 from . import __version__, names, targets, yaml_text
 from .paths import TEMPLATES_DIR
@@ -41,6 +42,30 @@ def version_label(tag: str) -> str:
     return tag[:63].strip("-_.")
 
 
+def trainer_flags(values: dict) -> list[str]:
+    """The trainer's flags for these variables. Numbers are spelled as the Helm chart spells them:
+    Helm reads every number as a float64, so 2 and 2.0 are one value there; integers print without
+    a fraction, floats as Python's repr (the chart's jax-training.float)."""
+    flags = []
+    for row in rendered_flags():
+        value = values
+        for key in row["variable"].split("."):
+            value = value[key]
+        kind, flag = row["kind"], row["flag"]
+        if kind == "bool":
+            flags.append(flag if value else "--no-" + flag[2:])
+        elif kind == "list":
+            flags += [flag, ",".join(str(int(x)) for x in value)]
+        else:
+            flags += [flag, str({"int": int, "float": float, "str": str}[kind](value))]
+    return flags
+
+
+def program_args(values: dict) -> list[str]:
+    """The container's (or SLURM task's) args: the user's program.args, or `train` and the flags."""
+    return list(values["program"]["args"]) if values["program"]["command"] else ["train"] + trainer_flags(values)
+
+
 class _Context:
     """The computed pieces of a render (names, labels, args…), exposed to templates as functions."""
 
@@ -64,30 +89,14 @@ class _Context:
             labels["kueue.x-k8s.io/queue-name"] = self.v["queue_name"]
         return labels
 
-    def trainer_args(self) -> list[str]:
-        t, v = self.v["training"], self.v
-        # Numbers are spelled as the Helm chart spells them: Helm reads every number as a float64, so
-        # 2 and 2.0 are one value there. Integers print without a fraction, "number" fields as floats.
-        args = {
-            "--epochs": int(t["epochs"]), "--batch-size": int(t["batch_size"]), "--optimizer": t["optimizer"],
-            "--learning-rate": float(t["learning_rate"]), "--momentum": float(t["momentum"]),
-            "--seed": int(t["seed"]),
-            "--strategy": t["strategy"], "--model-parallelism": int(t["model_parallelism"]),
-            "--precision": t["precision"],
-            "--local-device-count": int(v["local_device_count"]), "--platform": v["accelerator"],
-            "--data-dir": v["data"]["dir"],
-        }
-        flat = ["train"]
-        for flag, value in args.items():
-            flat += [flag, str(value)]
-        flat.append("--download" if v["data"]["download"] else "--no-download")
-        flat += ["--mirror", v["data"]["mirror"],
-                 "--checkpoint-dir", v["checkpoint"]["dir"],
-                 "--checkpoint-every", str(int(v["checkpoint"]["every_steps"])),
-                 "--init-timeout", str(int(v["init_timeout_seconds"])),
-                 "--heartbeat-timeout", str(int(v["heartbeat_timeout_seconds"])),
-                 "--hang-timeout", str(int(v["hang_timeout_seconds"]))]
-        return flat
+    def container_env(self) -> list[dict]:
+        """The container's env: PYTHONUNBUFFERED where the engine does not set it, our JAX_* variables
+        where it does not set those, JAX_LOCAL_DEVICE_COUNT (every target: the devices each process
+        expects, which a program of your own reads through trainer.distributed), then the user's env."""
+        env = [{"name": "PYTHONUNBUFFERED", "value": "1"}] if targets.target(self.v).unbuffered else []
+        env += self.process_env()
+        env.append({"name": "JAX_LOCAL_DEVICE_COUNT", "value": str(int(self.v["local_device_count"]))})
+        return env + list(self.v["env"])
 
     def process_env(self) -> list[dict]:
         """JAX_* variables of our own targets; the process id comes from the Job's completion index.
@@ -101,11 +110,6 @@ class _Context:
             {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}},
         ]
 
-    def coordinator_port_name(self) -> str:
-        """The container port's name; the training-operator takes a JAXJob's coordinator port
-        (COORDINATOR_PORT) from the port named jaxjob-port and would otherwise inject 6666."""
-        return targets.target(self.v).port_name
-
     def target(self) -> targets.Target:
         return targets.target(self.v)
 
@@ -114,11 +118,7 @@ class _Context:
         return list(self.v["program"]["command"]) or ["python", "-m", "trainer"]
 
     def container_args(self) -> list[str]:
-        return list(self.v["program"]["args"]) if self.v["program"]["command"] else self.trainer_args()
-
-    def unbuffered(self) -> bool:
-        """Whether we set PYTHONUNBUFFERED (the training-operator sets it in JAXJob pods itself)."""
-        return targets.target(self.v).unbuffered
+        return program_args(self.v)
 
     def pod_security_context(self) -> dict:
         return {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
@@ -186,9 +186,9 @@ class _Context:
 
     def globals(self) -> dict:
         return {name: getattr(self, name) for name in (
-            "selector_labels", "labels", "trainer_args", "process_env", "coordinator_port_name", "container_resources",
+            "selector_labels", "labels", "container_env", "container_resources",
             "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "container_command", "container_args",
-            "unbuffered", "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
+            "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
             "volumes", "target")}
 
 

@@ -18,7 +18,7 @@ import jinja2
 from trainer import exit_codes
 
 from .paths import TEMPLATES_DIR
-from .render import TemplateBug, _Context
+from .render import TemplateBug, program_args
 from .targets import TARGETS
 
 TEMPLATE_NAME = TARGETS["slurm"].template
@@ -38,9 +38,8 @@ def shell_quote(value: Any) -> str:
 def program(values: dict) -> tuple[list[str], list[str]]:
     """(command, args) each task runs: the user's program, or `slurm.python -m trainer train ...` with
     the very arguments the pods' containers get."""
-    context = _Context(values)
     command = values["program"]["command"] or [values["slurm"]["python"], "-m", "trainer"]
-    return list(command), context.container_args()
+    return list(command), program_args(values)
 
 
 def arg_lines(args: list[str]) -> list[list[str]]:
@@ -104,7 +103,8 @@ def render_sbatch(values: dict) -> str:
         layout=layout(values),
         command=command,
         arg_lines=arg_lines(args),
-        env=[(e["name"], e.get("value", "")) for e in values.get("env") or []],
+        env=[("JAX_LOCAL_DEVICE_COUNT", str(int(values["local_device_count"])))]
+        + [(e["name"], e.get("value", "")) for e in values.get("env") or []],
         container=container,
         extra_directives=slurm["extra_directives"],
         preempted=exit_codes.PREEMPTED,

@@ -14,6 +14,7 @@ import yaml
 from . import yaml_text
 from .checks import json_path, validation_errors
 from .errors import UserError, ValidationFailed
+from .names import DEFAULT_NAMESPACE
 from .paths import VALUES_FILE
 
 
@@ -157,8 +158,11 @@ def _set_path(values: dict, path: list[str], value: Any) -> dict:
     return merge(values, override, null_removes=False)
 
 
-def load_values(files: list[str], sets: list[str] = (), target: str | None = None) -> dict:
-    """Merged and validated variables; raises UserError / ValidationFailed."""
+def load_values(files: list[str], sets: list[str] = (), target: str | None = None,
+                namespace: str = DEFAULT_NAMESPACE) -> dict:
+    """Merged and validated variables; raises UserError / ValidationFailed.
+
+    An empty `namespace` variable becomes `namespace`, the release's namespace (Helm's convention)."""
     user: dict = {}
     for path in files:
         user = merge(user, read_document(path), null_removes=False)
@@ -167,8 +171,13 @@ def load_values(files: list[str], sets: list[str] = (), target: str | None = Non
     values = merge(defaults(), user)
     if target is not None:
         values["target"] = target
+    release_namespace = values.get("namespace") == ""
+    if release_namespace:
+        values["namespace"] = namespace
     errors = validation_errors(values)
     if errors:
+        if release_namespace:  # a bad namespace came from the option, not the variables
+            errors = [f"--namespace{e[len('$.namespace'):]}" if e.startswith("$.namespace:") else e for e in errors]
         raise ValidationFailed(errors)
     return values
 

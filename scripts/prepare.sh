@@ -6,7 +6,7 @@ DEFAULT_VARIABLES="$JAXT_ROOT/variables/examples/cpu-local.json"
 
 usage() {
   cat <<'EOF'
-Usage: scripts/prepare.sh [-o BUILD_DIR] [-f FILE]... [--set KEY.PATH=VALUE]... [--target T] [VARIABLES_FILE]
+Usage: scripts/prepare.sh [-o BUILD_DIR] [-f FILE]... [--set KEY.PATH=VALUE]... [--target T] [-n NS] [VARIABLES_FILE]
 
 Validates VARIABLES_FILE (default: variables/examples/cpu-local.json of this repository) (merged over charts/jax-training/values.yaml, then the -f files and
 --set overrides, in order) and renders its manifests into BUILD_DIR (default: ./build), one file
@@ -18,17 +18,20 @@ Invalid input: every problem is printed with its JSON path, nothing is written, 
   -o, --output-dir DIR    build folder (replaced as a whole; default: ./build)
   -f, --values FILE       more variables files, merged after VARIABLES_FILE (later wins)
   --set KEY.PATH=VALUE    override one variable (VALUE read as YAML), e.g. --set hosts_count=4
-  --target T              indexed-job, jaxjob, jobset or slurm (overrides the file's target)
+  --target T              indexed-job, jaxjob, jobset, trainjob or slurm (overrides the file's target)
+  -n, --namespace NS      the release's namespace, used where the variables leave namespace empty
+                          (default: kubectl's current namespace, else default; as helm does)
 EOF
 }
 
-out="build" file="" jaxgen_args=()
+out="build" file="" namespace="" jaxgen_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -o|--output-dir) out="${2:?$1 needs a value}"; shift ;;
     -f|--values) jaxgen_args+=(-f "${2:?$1 needs a value}"); shift ;;
     --set) jaxgen_args+=(--set "${2:?--set needs a value}"); shift ;;
     --target) jaxgen_args+=(--target "${2:?--target needs a value}"); shift ;;
+    -n|--namespace) namespace="${2:?$1 needs a value}"; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) [ "$1" = "-" ] || { usage >&2; echo "error: unknown option $1" >&2; exit 2; }
         [ -z "$file" ] || { echo "error: only one VARIABLES_FILE (use -f for more)" >&2; exit 2; }
@@ -46,6 +49,11 @@ python="$JAXT_VENV/bin/python"
 # The project's generator: the installed jaxgen, or the package of this checkout.
 jaxgen() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$python" -m generator "$@"; }
 
+if [ -z "$namespace" ] && command -v kubectl >/dev/null; then
+  namespace="$(kubectl config view --minify -o jsonpath='{..namespace}' 2>/dev/null || true)"
+fi
+jaxgen_args+=(--namespace "${namespace:-default}")
+
 jaxgen render "$file" "${jaxgen_args[@]}" -o "$out"
 rendered=0
 for f in "$out"/*.yaml "$out"/*.json "$out"/*.sbatch; do [ -f "$f" ] && rendered=$((rendered + 1)); done
@@ -57,7 +65,7 @@ from pathlib import Path
 from generator.targets import target as target_of
 from generator.values import load_values
 
-out, files, sets, target = Path(sys.argv[1]), [sys.argv[2]], [], None
+out, files, sets, target, namespace = Path(sys.argv[1]), [sys.argv[2]], [], None, None
 args = iter(sys.argv[3:])
 for flag in args:
     value = next(args)
@@ -65,9 +73,11 @@ for flag in args:
         files.append(value)
     elif flag == "--set":
         sets.append(value)
+    elif flag == "--namespace":
+        namespace = value
     else:
         target = value
-values = load_values(files, sets, target)
+values = load_values(files, sets, target, namespace)
 (out / "release").mkdir(exist_ok=True)
 (out / "release" / "values.json").write_text(json.dumps(values, indent=2) + "\n")
 release = {"NAME": values["name"], "NAMESPACE": values["namespace"], "TARGET": values["target"],

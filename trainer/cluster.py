@@ -33,7 +33,8 @@ DEFAULT_PORT = 1234
 # The environment variables resolve_cluster() reads on Kubernetes (the renders or the operator set them):
 # a user env entry with one of these names would override the job's own value in every pod.
 PROCESS_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_COORDINATOR_PORT", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
-               "COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID", "JOB_COMPLETION_INDEX")
+               "COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID", "JOB_COMPLETION_INDEX",
+               "JAX_LOCAL_DEVICE_COUNT")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trainer.config import DEFAULT_MIRROR
 from trainer.errors import DataError
 
 # The canonical MNIST files and their sha256 (the same bytes on every mirror of the originals).
@@ -29,7 +30,6 @@ FILES = {
     "test_images": ("t10k-images-idx3-ubyte.gz", "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"),
     "test_labels": ("t10k-labels-idx1-ubyte.gz", "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"),
 }
-DEFAULT_MIRROR = "https://storage.googleapis.com/cvdf-datasets/mnist/"
 
 
 @dataclass

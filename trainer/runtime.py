@@ -206,8 +206,28 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
         # RuntimeError, or AssertionError when no plugin registers the platform at all)
         first = str(e).strip().splitlines()[0] if str(e).strip() else f"{type(e).__name__} from jax"
         raise DeviceCountError(f"--platform {platform}: no usable {platform.upper()} backend ({first})") from None
-    check_devices(jax, spec)
+    try:
+        check_devices(jax, spec)
+    except DeviceCountError:
+        _leave_together(spec)
+        raise
     return jax
+
+
+LEAVE_WAIT_SECONDS = 10
+
+
+def _leave_together(spec: ClusterSpec) -> None:
+    """A layout error that every process sees: wait (briefly) until all have seen it before exiting,
+    so none loses the coordinator first and aborts instead of printing the error."""
+    if not spec.distributed:
+        return
+    try:
+        from jax._src import distributed  # the barrier has no public API in jax 0.10
+
+        distributed.global_state.client.wait_at_barrier("jax_training/device-check", LEAVE_WAIT_SECONDS * 1000)
+    except Exception:  # noqa: BLE001  a peer that passed the check never comes: leave anyway
+        pass
 
 
 def check_devices(jax, spec: ClusterSpec) -> None:

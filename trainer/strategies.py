@@ -22,7 +22,8 @@ import optax
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from trainer.model import loss_and_correct, num_layers
+from trainer import models
+from trainer.optimization import loss_and_correct
 
 AXIS = "batch"
 
@@ -67,9 +68,9 @@ class PmapStrategy:
     name = "pmap"
 
     def __init__(self, optimizer: optax.GradientTransformation, local_devices: int,
-                 allreduce_dtype: str = "float32", precision: str = "float32"):
+                 allreduce_dtype: str = "float32", precision: str = "float32", model: str = models.DEFAULT):
         self.local_devices = local_devices
-        loss_fn = partial(loss_and_correct, precision=precision)
+        loss_fn = partial(loss_and_correct, precision=precision, model=model)
         reduced = jnp.dtype(allreduce_dtype)
 
         def mean_grads(grads):
@@ -137,22 +138,17 @@ class ShardedStrategy:
 
     name = "sharded"
 
-    def __init__(self, optimizer: optax.GradientTransformation, model_parallelism: int, num_layers_: int,
-                 precision: str = "float32"):
+    def __init__(self, optimizer: optax.GradientTransformation, model_parallelism: int, param_specs: dict,
+                 precision: str = "float32", model: str = models.DEFAULT):
         devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
         mp = model_parallelism
         self.mesh = Mesh(np.array(devices).reshape(len(devices) // mp, mp), ("data", "model"))
         self.batch_sharding = NamedSharding(self.mesh, P("data"))
         self.chunk_sharding = NamedSharding(self.mesh, P(None, "data"))  # (chunk, global batch) indices
         self.replicated = NamedSharding(self.mesh, P())
-        self.param_specs = {}
-        for i in range(num_layers_):
-            last = i == num_layers_ - 1
-            # Hidden features are split over `model`: column-parallel hidden layers, row-parallel output.
-            self.param_specs[f"w{i}"] = P("model", None) if last else P(None, "model")
-            self.param_specs[f"b{i}"] = P() if last else P("model")
+        self.param_specs = {name: P(*axes) for name, axes in param_specs.items()}  # the model's sharding rules
         self.optimizer = optimizer
-        self.loss_fn = partial(loss_and_correct, precision=precision)
+        self.loss_fn = partial(loss_and_correct, precision=precision, model=model)
         self._jit_step = self._jit_run = None
 
     def _sharding_for(self, path) -> NamedSharding:
@@ -213,24 +209,27 @@ class ShardedStrategy:
         return float(_host(value))
 
 
-def make_strategy(name: str, optimizer, local_devices: int, model_parallelism: int, params_template,
-                  allreduce_dtype: str = "float32", precision: str = "float32"):
+def make_strategy(name: str, optimizer, local_devices: int, model_parallelism: int = 1,
+                  allreduce_dtype: str = "float32", precision: str = "float32", model: str = models.DEFAULT,
+                  hidden: tuple[int, ...] | None = None):
     if name == "pmap":
-        return PmapStrategy(optimizer, local_devices, allreduce_dtype, precision)
+        return PmapStrategy(optimizer, local_devices, allreduce_dtype, precision, model)
     if name == "sharded":
         if allreduce_dtype != "float32":
             raise ValueError("a reduced-precision gradient all-reduce needs --strategy pmap")
-        return ShardedStrategy(optimizer, model_parallelism, num_layers(params_template), precision)
+        spec = models.get(model)
+        specs = spec.param_specs(hidden) if hidden else spec.param_specs()
+        return ShardedStrategy(optimizer, model_parallelism, specs, precision, model)
     raise ValueError(f"unknown strategy {name!r}")
 
 
-@partial(jax.jit, static_argnames="precision")
-def _eval_correct(params, x, y, precision):
-    return loss_and_correct(params, x, y, precision)[1]
+@partial(jax.jit, static_argnames=("precision", "model"))
+def _eval_correct(params, x, y, precision, model):
+    return loss_and_correct(params, x, y, precision, model)[1]
 
 
 def count_correct(params, images: np.ndarray, labels: np.ndarray, batch: int = 2000,
-                  precision: str = "float32") -> int:
+                  precision: str = "float32", model: str = models.DEFAULT) -> int:
     """Correct predictions of host params on host data, computed on this process's first device in
     the training precision (the model as it was trained)."""
     device = jax.local_devices()[0]
@@ -239,5 +238,5 @@ def count_correct(params, images: np.ndarray, labels: np.ndarray, batch: int = 2
     for start in range(0, len(images), batch):
         x = jax.device_put(images[start:start + batch].astype(np.float32) / np.float32(255.0), device)
         y = jax.device_put(labels[start:start + batch], device)
-        total += int(_eval_correct(params, x, y, precision))
+        total += int(_eval_correct(params, x, y, precision, model))
     return total

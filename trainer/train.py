@@ -6,71 +6,23 @@ import os
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 
-from trainer import checkpoint, data
+from trainer import checkpoint, data, models
 from trainer.cluster import ClusterSpec
+from trainer.config import PRECISIONS, TrainConfig
 from trainer.errors import ConfigError, PeerLostError
 from trainer.exit_codes import PREEMPTED
-from trainer.runtime import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_INIT_TIMEOUT
 from trainer.metrics import Logger, MetricsFile, progress
 from trainer.preemption import StopRequest
 from trainer.watchdog import Watchdog
 
 
-# Precisions of the matmuls and activations; parameters (the master copy the optimizer updates),
-# logits, loss and optimizer state stay float32 in both.
-PRECISIONS = ("float32", "bfloat16")
-
-
-@dataclass
-class TrainConfig:
-    epochs: int = 5
-    batch_size: int = 128
-    optimizer: str = "sgd"
-    learning_rate: float = 0.1
-    momentum: float = 0.9
-    lr_schedule: str = "cosine"  # cosine: decay to 0 over the whole run; constant
-    seed: int = 0
-    strategy: str = "pmap"
-    model_parallelism: int = 1
-    platform: str = "cpu"
-    data_dir: str = "."
-    download: bool = True
-    mirror: str = data.DEFAULT_MIRROR
-    checkpoint_dir: str | None = None
-    checkpoint_every: int = 0
-    metrics_file: str | None = None
-    init_timeout: float = DEFAULT_INIT_TIMEOUT
-    heartbeat_timeout: int = DEFAULT_HEARTBEAT_TIMEOUT
-    hidden: tuple[int, ...] = (1024, 1024)
-    train_examples: int = 0  # 0 = the whole training set
-    log_every: int = 100
-    fault_after_step: int = 0  # test hook: SIGKILL this process after that global step
-    hang_after_step: int = 0  # test hook: this process stops making progress after that global step
-    hang_timeout: float = 600  # seconds without a completed step before the watchdog exits (0 = off)
-    steps_per_dispatch: int = 50  # training steps per device dispatch (a device-side loop)
-    allreduce_dtype: str = "float32"  # gradient all-reduce precision (pmap); bfloat16 halves its bytes
-    precision: str = "float32"  # matmuls and activations (PRECISIONS)
-    cpu_threads: int = 0  # XLA CPU threads; 0 = this process's share of the host's CPUs
-    compilation_cache: str | None = None  # None: $JAX_COMPILATION_CACHE_DIR, else <checkpoint_dir>/xla-cache; "" = off
-
-    def fingerprint(self) -> dict:
-        """What a checkpoint's state depends on; resuming under other values would be wrong."""
-        return {
-            "hidden": list(self.hidden), "optimizer": self.optimizer, "learning_rate": self.learning_rate,
-            "momentum": self.momentum, "batch_size": self.batch_size, "seed": self.seed,
-            "train_examples": self.train_examples, "lr_schedule": self.lr_schedule,
-            # the cosine schedule's length depends on the number of epochs
-            "epochs": self.epochs if self.lr_schedule == "cosine" else None,
-        }
-
-
 def check_config(cfg: TrainConfig) -> None:
     rules = [
         (cfg.epochs >= 1, f"--epochs {cfg.epochs} must be >= 1"),
+        (cfg.log_every >= 1, f"--log-every {cfg.log_every} must be >= 1"),
         (cfg.batch_size >= 1, f"--batch-size {cfg.batch_size} must be >= 1"),
         (cfg.learning_rate > 0, f"--learning-rate {cfg.learning_rate} must be > 0"),
         (0 <= cfg.momentum < 1, f"--momentum {cfg.momentum} must be in [0, 1)"),
@@ -85,7 +37,7 @@ def check_config(cfg: TrainConfig) -> None:
         (cfg.allreduce_dtype == "float32" or cfg.strategy == "pmap",
          f"--allreduce-dtype {cfg.allreduce_dtype} needs --strategy pmap"),
         (cfg.model_parallelism == 1 or cfg.strategy == "sharded", "--model-parallelism > 1 needs --strategy sharded"),
-        (all(h % cfg.model_parallelism == 0 for h in cfg.hidden),
+        (all(h % cfg.model_parallelism == 0 for h in models.get(cfg.model).model_axis_sizes(cfg.hidden)),
          f"--model-parallelism {cfg.model_parallelism} must divide the hidden sizes {list(cfg.hidden)}"),
     ]
     for ok, message in rules:
@@ -166,13 +118,13 @@ def _chunk_end(cfg: TrainConfig, s: int, spe: int, epoch_start: int, chunk: int)
     return end
 
 
-def _test_accuracy(jax, spec, params, dataset, precision: str) -> float:
+def _test_accuracy(jax, spec, params, dataset, cfg: TrainConfig) -> float:
     """Each process scores a strided share of the test set; the counts are summed over processes."""
     from trainer.strategies import count_correct
 
     images = dataset.test_images[spec.process_id::spec.num_processes]
     labels = dataset.test_labels[spec.process_id::spec.num_processes]
-    correct = count_correct(params, images, labels, precision=precision)
+    correct = count_correct(params, images, labels, precision=cfg.precision, model=cfg.model)
     if spec.distributed:
         from jax.experimental import multihost_utils
 
@@ -210,7 +162,7 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
         loading = pool.submit(data.load_mnist, cfg.data_dir, cfg.download, cfg.mirror, log)
         import jax  # noqa: F401  (the backend is created later, in runtime.initialize)
 
-        from trainer import model, strategies  # noqa: F401
+        from trainer import optimization, strategies  # noqa: F401
         dataset = loading.result()
     if cfg.train_examples:
         dataset.train_images = dataset.train_images[: cfg.train_examples]
@@ -225,17 +177,17 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     check_layout(cfg, spec, local_devices, num_examples)
     log(f"{local_devices} local devices, {jax.device_count()} global devices, strategy {cfg.strategy}")
 
-    from trainer import model
+    from trainer import optimization
     from trainer.strategies import make_strategy
 
     spe = data.steps_per_epoch(num_examples, cfg.batch_size)
     total = cfg.epochs * spe
-    optimizer = model.make_optimizer(cfg.optimizer, cfg.learning_rate, cfg.momentum, total, cfg.lr_schedule)
-    params = model.init_params(cfg.seed, tuple(cfg.hidden))
-    host_state = (params, model.init_opt_state(optimizer, params))
+    optimizer = optimization.make_optimizer(cfg.optimizer, cfg.learning_rate, cfg.momentum, total, cfg.lr_schedule)
+    params = models.get(cfg.model).network().init_params(cfg.seed, tuple(cfg.hidden))
+    host_state = (params, optimization.init_opt_state(optimizer, params))
     step, host_state = _restore(cfg, spec, host_state, jax, log)
-    strategy = make_strategy(cfg.strategy, optimizer, local_devices, cfg.model_parallelism, params,
-                             cfg.allreduce_dtype, cfg.precision)
+    strategy = make_strategy(cfg.strategy, optimizer, local_devices, cfg.model_parallelism, cfg.allreduce_dtype,
+                             cfg.precision, cfg.model, tuple(cfg.hidden))
     state = strategy.put_state(host_state)
     train_data = strategy.put_data(dataset.train_images, dataset.train_labels)
 
@@ -298,7 +250,7 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
         epoch_loss = float(np.mean(losses))
         train_acc = sum(corrects) / (len(corrects) * cfg.batch_size)
         params_host = strategy.get_state(state)[0]
-        test_acc = _test_accuracy(jax, spec, params_host, dataset, cfg.precision)
+        test_acc = _test_accuracy(jax, spec, params_host, dataset, cfg)
         watchdog.beat(step)
         log(f"epoch {epoch + 1}/{cfg.epochs}, average epoch loss={epoch_loss:.4f}")
         log(f"epoch {epoch + 1}/{cfg.epochs}, train accuracy={train_acc:.4f}, test accuracy={test_acc:.4f}, "

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from benchmarks import allreduce, flopcount
+from trainer import models
 from tests.support.paths import REPO_ROOT
 
 FIGURES = {
@@ -72,9 +73,10 @@ def test_quick_mode_figures_agree_with_the_model(quick_report):
 
 
 def test_flop_count_of_the_default_mlp():
-    b = 128
-    assert flopcount.forward_flops(b) == 2 * b * (784 * 1024 + 1024 * 1024 + 1024 * 10)
-    assert flopcount.backward_flops(b) == 2 * flopcount.forward_flops(b) - 2 * b * 784 * 1024
+    b, mlp = 128, models.get("mlp")
+    assert mlp.forward_flops(b) == 2 * b * (784 * 1024 + 1024 * 1024 + 1024 * 10)
+    assert mlp.backward_flops(b) == 2 * mlp.forward_flops(b) - 2 * b * 784 * 1024
+    assert flopcount.step_flops(b) == mlp.forward_flops(b) + mlp.backward_flops(b)
     assert flopcount.param_count() == 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10
 
 

@@ -45,6 +45,22 @@ def test_process_env_names_are_the_trainers():
     assert chart_copy == cluster.process_env_json(), "charts/jax-training/files/process-env.json drifted: run `make sync-schema`"
 
 
+def test_trainer_flags_and_model_facts_are_the_trainers():
+    from trainer import config, models
+
+    for name, expected in (("trainer-flags.json", config.flags_json()), ("models.json", models.facts_json())):
+        assert (CHART_DIR / "files" / name).read_text() == expected, f"files/{name} drifted: run `make sync-schema`"
+
+
+def test_schema_choices_are_the_trainers():
+    from trainer import config, models
+
+    training = json.loads((REPO_ROOT / "variables" / "schema.json").read_text())["properties"]["training"]["properties"]
+    assert tuple(training["model"]["enum"]) == models.NAMES
+    assert tuple(training["precision"]["enum"]) == config.PRECISIONS
+    assert tuple(training["optimizer"]["enum"]) == config.TrainConfig.__dataclass_fields__["optimizer"].metadata["choices"]
+
+
 def test_readme_values_table_is_up_to_date():
     result = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

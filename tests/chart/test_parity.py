@@ -185,3 +185,24 @@ def test_set_overrides(tmp_path):
     assert result.returncode == 0, result.stderr
     expected = render_documents(load_values([], sets + ["training.learning_rate=0.5"]))
     assert comparable(result.documents(), "helm") == comparable(expected, "jaxgen")
+
+
+@pytest.mark.parametrize("target", KUBERNETES)
+@pytest.mark.parametrize("namespace_value", ["", "team-a"])
+def test_namespace_is_the_release_namespace_unless_set(target, namespace_value, tmp_path):
+    """Helm's convention in both renderers: an empty namespace is the release's (helm -n, jaxgen -n)."""
+    from generator.render import render_documents
+    from generator.values import load_values
+
+    from .helm import helm
+
+    path = write_values(tmp_path, "ns", {"name": "ns", "target": target, "namespace": namespace_value})
+    result = helm("template", "ns", str(CHART_DIR), "-f", str(path), "--namespace", "release-ns")
+    assert result.returncode == 0, result.stderr
+    expected = render_documents(load_values([str(path)], namespace="release-ns"))
+    want = namespace_value or "release-ns"
+    assert {d["metadata"].get("namespace") for d in expected} == {want}
+    helm_docs = result.documents()
+    assert {d["metadata"].get("namespace") for d in helm_docs} == {want}
+    assert comparable([d for d in helm_docs if not d["metadata"]["name"].endswith("-test-coordinator")], "helm") == \
+        comparable(expected, "jaxgen")

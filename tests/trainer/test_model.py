@@ -1,14 +1,16 @@
-"""The model's host-side initialisation (no XLA program is compiled for it) and its precisions."""
+"""The models' host-side initialisation (no XLA program is compiled for it), their precisions and
+the registry facts jaxgen and the benchmarks read."""
 
 import jax
 import numpy as np
 import pytest
 
-from trainer import model
+from trainer import models, optimization
+from trainer.models.mlp import network as mlp
 
 
 def test_initial_parameters_are_seeded_he_normal():
-    a, b, other = model.init_params(3, (64, 32)), model.init_params(3, (64, 32)), model.init_params(4, (64, 32))
+    a, b, other = mlp.init_params(3, (64, 32)), mlp.init_params(3, (64, 32)), mlp.init_params(4, (64, 32))
     assert [(k, v.shape, v.dtype) for k, v in a.items()] == [
         ("w0", (784, 64), np.float32), ("b0", (64,), np.float32), ("w1", (64, 32), np.float32),
         ("b1", (32,), np.float32), ("w2", (32, 10), np.float32), ("b2", (10,), np.float32)]
@@ -22,9 +24,9 @@ def test_initial_parameters_are_seeded_he_normal():
 @pytest.mark.parametrize("name", ["sgd", "adam", "adamw"])
 @pytest.mark.parametrize("schedule", ["cosine", "constant"])
 def test_zero_optimizer_state_equals_optax_init(name, schedule):
-    params = model.init_params(0, (16,))
-    optimizer = model.make_optimizer(name, 0.1, 0.9, 100, schedule)
-    expected, actual = optimizer.init(params), model.init_opt_state(optimizer, params)
+    params = mlp.init_params(0, (16,))
+    optimizer = optimization.make_optimizer(name, 0.1, 0.9, 100, schedule)
+    expected, actual = optimizer.init(params), optimization.init_opt_state(optimizer, params)
     assert jax.tree.structure(expected) == jax.tree.structure(actual)
     for e, a in zip(jax.tree.leaves(expected), jax.tree.leaves(actual)):
         assert isinstance(a, np.ndarray) and a.dtype == e.dtype and a.shape == e.shape
@@ -33,7 +35,7 @@ def test_zero_optimizer_state_equals_optax_init(name, schedule):
 
 def _batch(n=32, seed=0):
     rng = np.random.default_rng(seed)
-    return rng.random((n, model.INPUTS), np.float32), rng.integers(0, model.CLASSES, n).astype(np.int32)
+    return rng.random((n, models.get('mlp').inputs), np.float32), rng.integers(0, models.get('mlp').classes, n).astype(np.int32)
 
 
 def _equations(jaxpr):
@@ -48,9 +50,9 @@ def _equations(jaxpr):
 
 
 def test_bfloat16_multiplies_in_bfloat16_and_keeps_float32_parameters_loss_and_gradients():
-    params = model.init_params(0, (64, 32))
+    params = mlp.init_params(0, (64, 32))
     x, y = _batch()
-    loss_grads = jax.value_and_grad(model.loss_and_correct, has_aux=True)
+    loss_grads = jax.value_and_grad(optimization.loss_and_correct, has_aux=True)
     jaxpr = jax.make_jaxpr(lambda p: loss_grads(p, x, y, "bfloat16"))(params).jaxpr
     dots = [[str(v.aval.dtype) for v in eqn.invars] for eqn in _equations(jaxpr) if eqn.primitive.name == "dot_general"]
     # 3 forward matmuls, 3 weight and 3 input gradients (XLA drops the images' unused one): all bfloat16
@@ -65,11 +67,22 @@ def test_bfloat16_multiplies_in_bfloat16_and_keeps_float32_parameters_loss_and_g
 
 
 def test_float32_is_exactly_the_plain_mlp():
-    params = model.init_params(1, (64, 32))
+    params = mlp.init_params(1, (64, 32))
     x, _ = _batch()
     h = np.maximum(x @ params["w0"] + params["b0"], 0)
     h = np.maximum(h @ params["w1"] + params["b1"], 0)
     expected = h @ params["w2"] + params["b2"]
-    logits = model.apply(params, x)
+    logits = mlp.apply(params, x)
     assert logits.dtype == np.float32
     np.testing.assert_allclose(np.asarray(logits), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_registry_facts_match_the_network():
+    facts = models.get("mlp")
+    params = mlp.init_params(0, (64, 32))
+    assert sum(v.size for v in params.values()) == facts.param_count((64, 32))
+    assert set(facts.param_specs((64, 32))) == set(params)
+    for name, axes in facts.param_specs((64, 32)).items():
+        assert len(axes) in (0, params[name].ndim)
+    with pytest.raises(ValueError, match="unknown model 'cnn'"):
+        models.get("cnn")

@@ -10,7 +10,8 @@ from tests.trainer.procs import free_port, run_cluster, small_train_args, start,
 from trainer import checkpoint
 from trainer.metrics import read_metrics
 from trainer.runtime import cpu_budget
-from trainer.train import TrainConfig, _chunk_end
+from trainer.config import TrainConfig
+from trainer.train import _chunk_end
 
 
 def params_of(directory) -> dict[str, np.ndarray]:

@@ -57,11 +57,16 @@ queue adds the Kueue queue label (top-level workload objects), chart adds helm.s
 {{- include "jax-training.json" $labels -}}
 {{- end -}}
 
+{{/* The objects' namespace: namespace when set, else the release's (helm --namespace), as Helm charts do. */}}
+{{- define "jax-training.namespace" -}}
+{{- .Values.namespace | default .Release.Namespace -}}
+{{- end -}}
+
 {{/* Object metadata (name, namespace, labels, annotations); call with (dict "root" $ "labels" DICT). */}}
 {{- define "jax-training.metadata" -}}
 metadata:
   name: {{ include "jax-training.name" .root | include "jax-training.json" }}
-  namespace: {{ .root.Values.namespace | include "jax-training.json" }}
+  namespace: {{ include "jax-training.namespace" .root | include "jax-training.json" }}
   labels: {{ include "jax-training.json" .labels }}
   {{- if .root.Values.annotations }}
   annotations: {{ include "jax-training.json" .root.Values.annotations }}
@@ -132,31 +137,27 @@ agrees with it except that it drops the ".0" of integral values. The schema boun
 {{- end -}}
 {{- end -}}
 
-{{/* Arguments of `python -m trainer`, as a JSON list of strings. */}}
+{{/* Arguments of `python -m trainer`, as a JSON list of strings: files/trainer-flags.json (written from
+trainer/config.py by make sync-schema) names the flag, the variable and the spelling of each. */}}
 {{- define "jax-training.trainerArgs" -}}
-{{- $v := .Values -}}
-{{- $t := $v.training -}}
-{{- $args := list "train"
-  "--epochs" (int64 $t.epochs | toString)
-  "--batch-size" (int64 $t.batch_size | toString)
-  "--optimizer" $t.optimizer
-  "--learning-rate" (include "jax-training.float" $t.learning_rate)
-  "--momentum" (include "jax-training.float" $t.momentum)
-  "--seed" (int64 $t.seed | toString)
-  "--strategy" $t.strategy
-  "--model-parallelism" (int64 $t.model_parallelism | toString)
-  "--precision" $t.precision
-  "--local-device-count" (int64 $v.local_device_count | toString)
-  "--platform" $v.accelerator
-  "--data-dir" $v.data.dir -}}
-{{- $args = append $args (ternary "--download" "--no-download" $v.data.download) -}}
-{{- $args = concat $args (list
-  "--mirror" $v.data.mirror
-  "--checkpoint-dir" $v.checkpoint.dir
-  "--checkpoint-every" (int64 $v.checkpoint.every_steps | toString)
-  "--init-timeout" (int64 $v.init_timeout_seconds | toString)
-  "--heartbeat-timeout" (int64 $v.heartbeat_timeout_seconds | toString)
-  "--hang-timeout" (int64 $v.hang_timeout_seconds | toString)) -}}
+{{- $args := list "train" -}}
+{{- range $row := .Files.Get "files/trainer-flags.json" | fromJsonArray -}}
+{{- $value := $.Values -}}
+{{- range splitList "." $row.variable }}{{ $value = index $value . }}{{ end -}}
+{{- if eq $row.kind "bool" -}}
+{{- $args = append $args (ternary $row.flag (printf "--no-%s" (trimPrefix "--" $row.flag)) $value) -}}
+{{- else if eq $row.kind "int" -}}
+{{- $args = concat $args (list $row.flag (int64 $value | toString)) -}}
+{{- else if eq $row.kind "float" -}}
+{{- $args = concat $args (list $row.flag (include "jax-training.float" $value)) -}}
+{{- else if eq $row.kind "list" -}}
+{{- $items := list -}}
+{{- range $value }}{{ $items = append $items (int64 . | toString) }}{{ end -}}
+{{- $args = concat $args (list $row.flag (join "," $items)) -}}
+{{- else -}}
+{{- $args = concat $args (list $row.flag (toString $value)) -}}
+{{- end -}}
+{{- end -}}
 {{- include "jax-training.json" $args -}}
 {{- end -}}
 
@@ -164,6 +165,18 @@ agrees with it except that it drops the ".0" of integral values. The schema boun
 JAX_* variables of the targets whose row says processEnv (JSON list); the process id is the Job's
 completion index. The JAXJob operator and a TrainJob's runtime inject their own variables instead.
 */}}
+{{/* The container's env (JSON list): PYTHONUNBUFFERED where the engine does not set it, our JAX_*
+variables where it does not set those, JAX_LOCAL_DEVICE_COUNT (every target), then the user's env. */}}
+{{- define "jax-training.containerEnv" -}}
+{{- $env := list -}}
+{{- if (include "jax-training.target" . | fromJson).unbuffered -}}
+{{- $env = append $env (dict "name" "PYTHONUNBUFFERED" "value" "1") -}}
+{{- end -}}
+{{- $env = concat $env (include "jax-training.processEnv" . | fromJsonArray) -}}
+{{- $env = append $env (dict "name" "JAX_LOCAL_DEVICE_COUNT" "value" (int64 .Values.local_device_count | toString)) -}}
+{{- include "jax-training.json" (concat $env (.Values.env | default list)) -}}
+{{- end -}}
+
 {{- define "jax-training.processEnv" -}}
 {{- if not (include "jax-training.target" . | fromJson).processEnv -}}
 []
@@ -293,7 +306,7 @@ at once; disruptions and the "ignore" codes (stop signal, lost peer) do not coun
 {{- end -}}
 
 {{/*
-The pod template shared by every target; call with (dict "root" $ "processEnv" LIST ["subdomain" NAME]).
+The pod template shared by every target; call with (dict "root" $ ["subdomain" NAME]).
 Every scalar goes through jax-training.json.
 */}}
 {{- define "jax-training.podTemplate" -}}
@@ -339,20 +352,10 @@ spec:
       imagePullPolicy: {{ include "jax-training.json" $v.image.pull_policy }}
       command: {{ include "jax-training.command" $root }}
       args: {{ include "jax-training.args" $root }}
-      {{- $unbuffered := (include "jax-training.target" $root | fromJson).unbuffered }}
-      {{- if or $unbuffered .processEnv $v.env }}
       env:
-        {{- if $unbuffered }}
-        - name: PYTHONUNBUFFERED
-          value: "1"
-        {{- end }}
-        {{- range $item := .processEnv }}
+        {{- range $item := include "jax-training.containerEnv" $root | fromJsonArray }}
         - {{ include "jax-training.json" $item }}
         {{- end }}
-        {{- range $item := $v.env }}
-        - {{ include "jax-training.json" $item }}
-        {{- end }}
-      {{- end }}
       ports:
         - name: {{ include "jax-training.coordinatorPortName" $root | include "jax-training.json" }}
           containerPort: {{ int64 $v.coordinator_port }}

@@ -14,13 +14,20 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $errors = append $errors (printf "$.training.batch_size: %d is not divisible by the global device count %d (hosts_count %d x local_device_count %d)" $batch $devices $hosts $local) -}}
 {{- end -}}
 {{- $model := int $v.training.model_parallelism -}}
-{{- $hiddenWidth := 1024 -}}{{/* hidden layer width of the trainer's MLP: a model axis must divide it */}}
 {{- if gt $model 1 -}}
 {{- if ne $v.training.strategy "sharded" -}}
 {{- $errors = append $errors "$.training.model_parallelism: a model axis needs training.strategy 'sharded'" -}}
 {{- end -}}
-{{- if or (mod $local $model) (mod $hiddenWidth $model) -}}
-{{- $errors = append $errors (printf "$.training.model_parallelism: %d must divide the local device count %d (a model axis stays within one host) and the hidden width %d" $model $local $hiddenWidth) -}}
+{{- /* the sizes the model's sharding rules split (trainer/models, written to files/models.json) */ -}}
+{{- $splitKey := (index (.Files.Get "files/models.json" | fromJson) $v.training.model).model_axis -}}
+{{- $sizes := list -}}
+{{- $indivisible := mod $local $model -}}
+{{- range index $v.training $splitKey -}}
+{{- $sizes = append $sizes (int64 . | toString) -}}
+{{- if mod (int .) $model }}{{ $indivisible = 1 }}{{ end -}}
+{{- end -}}
+{{- if $indivisible -}}
+{{- $errors = append $errors (printf "$.training.model_parallelism: %d must divide the local device count %d (a model axis stays within one host) and each of training.%s (%s)" $model $local $splitKey (join "," $sizes)) -}}
 {{- else if mod $batch (div $devices $model) -}}
 {{- $errors = append $errors (printf "$.training.batch_size: %d is not divisible by the data-parallel size %d" $batch (div $devices $model)) -}}
 {{- end -}}

@@ -1,18 +1,12 @@
-"""The MLP (784-1024-1024-10 by default), its loss and the optax optimizer."""
+"""The MLP's parameters and forward pass (jax)."""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-DEFAULT_HIDDEN = (1024, 1024)
-INPUTS, CLASSES = 784, 10
-
-
-def layer_sizes(hidden: tuple[int, ...]) -> list[int]:
-    return [INPUTS, *hidden, CLASSES]
+from trainer.models.mlp import DEFAULT_HIDDEN, MLP
 
 
 def init_params(seed: int, hidden: tuple[int, ...] = DEFAULT_HIDDEN) -> dict[str, np.ndarray]:
@@ -20,22 +14,15 @@ def init_params(seed: int, hidden: tuple[int, ...] = DEFAULT_HIDDEN) -> dict[str
 
     Drawn with NumPy: no XLA program has to be compiled before training starts.
     """
-    sizes = layer_sizes(hidden)
     rng = np.random.default_rng([seed, 0x6D6C70])
     params = {}
-    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (n_in, n_out) in enumerate(MLP().matmul_shapes(hidden)):
         params[f"w{i}"] = rng.standard_normal((n_in, n_out), np.float32) * np.float32(np.sqrt(2.0 / n_in))
         params[f"b{i}"] = np.zeros((n_out,), np.float32)
     return params
 
 
-def init_opt_state(optimizer: optax.GradientTransformation, params):
-    """optimizer.init(params) as host arrays, without compiling an XLA program: the shapes come
-    from tracing, the values are zeros (sgd, adam and adamw start from zeros; a test checks it)."""
-    return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), jax.eval_shape(optimizer.init, params))
-
-
-def num_layers(params) -> int:
+def _num_layers(params) -> int:
     return sum(1 for k in params if k.startswith("w"))
 
 
@@ -65,7 +52,7 @@ def apply(params, x, precision: str = "float32"):
     """Logits (float32). In bfloat16 every matmul, forward and backward, multiplies bfloat16
     operands and accumulates in float32; activations between layers are bfloat16, bias adds and
     the weight gradients float32."""
-    n = num_layers(params)
+    n = _num_layers(params)
     if precision == "float32":
         for i in range(n - 1):
             x = jax.nn.relu(x @ params[f"w{i}"] + params[f"b{i}"])
@@ -74,29 +61,3 @@ def apply(params, x, precision: str = "float32"):
     for i in range(n - 1):
         x = jax.nn.relu(_bf16_matmul(x, params[f"w{i}"]) + params[f"b{i}"]).astype(jnp.bfloat16)
     return _bf16_matmul(x, params[f"w{n - 1}"]) + params[f"b{n - 1}"]
-
-
-def loss_and_correct(params, x, y, precision: str = "float32"):
-    """Mean cross-entropy over the batch (float32) and the number of correct predictions."""
-    logits = apply(params, x, precision)
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
-    correct = jnp.sum(jnp.argmax(logits, -1) == y)
-    return loss, correct
-
-
-def make_optimizer(name: str, learning_rate: float, momentum: float, total_steps: int = 0,
-                   schedule: str = "constant") -> optax.GradientTransformation:
-    """optax optimizer; schedule "cosine" decays learning_rate to 0 over total_steps."""
-    if schedule == "cosine":
-        rate = optax.cosine_decay_schedule(learning_rate, max(total_steps, 1))
-    elif schedule == "constant":
-        rate = learning_rate
-    else:
-        raise ValueError(f"unknown learning-rate schedule {schedule!r}")
-    if name == "sgd":
-        return optax.sgd(rate, momentum=momentum or None)
-    if name == "adam":
-        return optax.adam(rate)
-    if name == "adamw":
-        return optax.adamw(rate)
-    raise ValueError(f"unknown optimizer {name!r}")

@@ -1,0 +1,161 @@
+"""The trainer's settings: one dataclass holds every default, help text and choice list.
+
+`python -m trainer train` builds its flags from these fields, and the renderers (jaxgen's
+generator/render.py, the Helm chart through files/trainer-flags.json, written by
+`python -m trainer.config`) turn the variables named by each field's `variable` into flags.
+Standard library only: jaxgen reads this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+from trainer.models import DEFAULT as DEFAULT_MODEL, NAMES as MODEL_NAMES
+from trainer.models.mlp import DEFAULT_HIDDEN
+from trainer.runtime import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_INIT_TIMEOUT
+
+DEFAULT_DATA_DIR = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
+                                "jax-training", "mnist")
+DEFAULT_MIRROR = "https://storage.googleapis.com/cvdf-datasets/mnist/"
+# Precisions of the matmuls and activations; parameters (the master copy the optimizer updates),
+# logits, loss and optimizer state stay float32 in both.
+PRECISIONS = ("float32", "bfloat16")
+# Fields every command takes (query and allreduce too), not only train.
+RUNTIME = "runtime"
+
+
+def setting(default, help: str, *, choices=None, variable: str | None = None, render: str | None = None,
+            parse=None, group: str = "train", hidden: bool = False):
+    """A TrainConfig field. variable: the variables key (dotted) the renderers pass as this flag;
+    render: how they spell it where the field's type would not say (int for integer seconds);
+    parse: argparse type for values that are not a plain int/float/str."""
+    meta = {"help": help, "choices": choices, "variable": variable, "render": render, "parse": parse,
+            "group": group, "hidden": hidden}
+    if isinstance(default, (list, tuple)):
+        return field(default_factory=lambda: tuple(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: sizes must be >= 1")
+    return sizes
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = setting(5, "passes over the training set", variable="training.epochs")
+    batch_size: int = setting(128, "global batch size", variable="training.batch_size")
+    optimizer: str = setting("sgd", "optax optimizer", choices=("sgd", "adam", "adamw"), variable="training.optimizer")
+    learning_rate: float = setting(0.1, "peak learning rate", variable="training.learning_rate")
+    momentum: float = setting(0.9, "SGD momentum (0 = none)", variable="training.momentum")
+    lr_schedule: str = setting("cosine", "cosine decays the learning rate to 0 over the run",
+                               choices=("cosine", "constant"))
+    seed: int = setting(0, "seed of the initial parameters and the batch order", variable="training.seed")
+    strategy: str = setting("pmap", "pmap (pmean of gradients) or sharded (jit over a data x model mesh)",
+                            choices=("pmap", "sharded"), variable="training.strategy")
+    model_parallelism: int = setting(1, "model axis size (strategy sharded)", variable="training.model_parallelism")
+    precision: str = setting("float32", "matmuls and activations; parameters, loss and optimizer state stay float32",
+                             choices=PRECISIONS, variable="training.precision")
+    model: str = setting(DEFAULT_MODEL, "the network (trainer/models)", choices=MODEL_NAMES,
+                         variable="training.model")
+    hidden: tuple[int, ...] = setting(DEFAULT_HIDDEN, "hidden layer sizes, e.g. 1024,1024", parse=_sizes,
+                                      variable="training.hidden_sizes")
+    platform: str = setting("cpu", "JAX platform", choices=("cpu", "gpu"), variable="accelerator", group=RUNTIME)
+    data_dir: str = setting(DEFAULT_DATA_DIR, "MNIST files (downloaded there if missing)", variable="data.dir")
+    download: bool = setting(True, "download MNIST when it is missing", variable="data.download")
+    mirror: str = setting(DEFAULT_MIRROR, "where MNIST is downloaded from", variable="data.mirror")
+    checkpoint_dir: str | None = setting(None, "checkpoints and metrics.jsonl (none = no checkpoints)",
+                                         variable="checkpoint.dir")
+    checkpoint_every: int = setting(0, "steps between checkpoints (0 = at the end)", variable="checkpoint.every_steps")
+    init_timeout: float = setting(DEFAULT_INIT_TIMEOUT, "seconds to wait for every peer",
+                                  variable="init_timeout_seconds", render="int", group=RUNTIME)
+    heartbeat_timeout: int = setting(DEFAULT_HEARTBEAT_TIMEOUT, "seconds before a silent peer is dead",
+                                     variable="heartbeat_timeout_seconds", group=RUNTIME)
+    hang_timeout: float = setting(600, "seconds without a completed training step (compilation not counted) before "
+                                       "the process dumps its threads' stacks and exits with the hang code (0 = off)",
+                                  variable="hang_timeout_seconds", render="int")
+    metrics_file: str | None = setting(None, "default: <checkpoint-dir>/metrics.jsonl")
+    log_every: int = setting(100, "steps between progress log lines")
+    train_examples: int = setting(0, "use the first N training examples (0 = all)")
+    steps_per_dispatch: int = setting(50, "training steps run by one device dispatch (a device-side loop)")
+    allreduce_dtype: str = setting("float32", "precision of the gradient all-reduce (strategy pmap); bfloat16 "
+                                              "sends half the bytes", choices=PRECISIONS)
+    cpu_threads: int = setting(0, "XLA CPU threads (0 = this process's share of the CPUs it shares with peers "
+                                  "on this host)")
+    compilation_cache: str | None = setting(None, "persistent XLA compilation cache ('' = off; default: "
+                                                  "$JAX_COMPILATION_CACHE_DIR, else <checkpoint-dir>/xla-cache)")
+    fault_after_step: int = setting(0, "test hook: SIGKILL this process after that global step", hidden=True)
+    hang_after_step: int = setting(0, "test hook: stop making progress after that global step", hidden=True)
+
+    def fingerprint(self) -> dict:
+        """What a checkpoint's state depends on; resuming under other values would be wrong."""
+        return {
+            "hidden": list(self.hidden), "optimizer": self.optimizer, "learning_rate": self.learning_rate,
+            "momentum": self.momentum, "batch_size": self.batch_size, "seed": self.seed,
+            "train_examples": self.train_examples, "lr_schedule": self.lr_schedule,
+            # the cosine schedule's length depends on the number of epochs
+            "epochs": self.epochs if self.lr_schedule == "cosine" else None,
+            "model": self.model,
+        }
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "TrainConfig":
+        return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
+def flag(f: dataclasses.Field) -> str:
+    return "--hidden-sizes" if f.name == "hidden" else "--" + f.name.replace("_", "-")
+
+
+def add_arguments(parser: argparse.ArgumentParser, group: str | None = None) -> None:
+    """Add the flags of every TrainConfig field (of one group, when given) to parser."""
+    for f in dataclasses.fields(TrainConfig):
+        meta = f.metadata
+        if group and meta["group"] != group:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        help_ = argparse.SUPPRESS if meta["hidden"] else meta["help"]
+        if isinstance(default, bool):
+            parser.add_argument(flag(f), dest=f.name, action=argparse.BooleanOptionalAction, default=default,
+                                help=help_)
+            continue
+        kind = meta["parse"] or (type(default) if default is not None else str)
+        parser.add_argument(flag(f), dest=f.name, type=kind, default=default, choices=meta["choices"],
+                            metavar="DIR" if f.name == "compilation_cache" else None, help=help_)
+
+
+# Flags the renderers add that are not TrainConfig fields (ClusterSpec overrides, trainer/cluster.py).
+CLUSTER_FLAGS = (("--local-device-count", "local_device_count", "int"),)
+
+
+def rendered_flags() -> list[dict]:
+    """[{flag, variable, kind}] in the order the renderers write them; kind is int, float, str,
+    bool (--x / --no-x) or list (comma-joined integers)."""
+    rows = []
+    for f in dataclasses.fields(TrainConfig):
+        if not f.metadata["variable"]:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        kind = f.metadata["render"] or {bool: "bool", int: "int", float: "float", tuple: "list"}.get(type(default), "str")
+        rows.append({"flag": flag(f), "variable": f.metadata["variable"], "kind": kind})
+    rows += [{"flag": a, "variable": v, "kind": k} for a, v, k in CLUSTER_FLAGS]
+    return rows
+
+
+def flags_json() -> str:
+    """rendered_flags() as charts/jax-training/files/trainer-flags.json holds it (make sync-schema)."""
+    import json
+
+    return json.dumps(rendered_flags(), indent=1) + "\n"
+
+
+if __name__ == "__main__":
+    print(flags_json(), end="")
