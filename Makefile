@@ -13,7 +13,7 @@ help:
 	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
 	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
 	@echo "make test-fast   the tiers that need no cluster or SLURM"
-	@echo "make sync-schema write the Kubernetes definitions into variables/schema.json; copy it, the exit codes, the per-process env names, the trainer's flags and the models' facts (trainer/) into the chart"
+	@echo "make sync-schema write the Kubernetes definitions into variables/schema.json; copy it, the exit codes, the per-process env names, the trainer's flags, the models' and the targets' facts into the chart"
 	@echo "make chart-docs  regenerate the chart README values table and the values.yaml comments (from the schema)"
 	@echo "make golden      regenerate the golden renders (review the diff by hand)"
 	@echo "make bench       run the benchmark harness (JSON on stdout)"
@@ -40,6 +40,7 @@ sync-schema:
 	$(PY) -m trainer.config > charts/jax-training/files/trainer-flags.json
 	$(PY) -c 'from trainer import models; print(models.facts_json(), end="")' > charts/jax-training/files/models.json
 	$(PY) -m generator.targets > scripts/lib/targets.sh
+	$(PY) -c 'from generator import targets; print(targets.chart_rows(), end="")' > charts/jax-training/files/targets.json
 
 chart-docs:
 	$(PY) scripts/chart-readme.py

@@ -3,9 +3,9 @@
 Everything that differs between targets is read from here: the renderers (which template, which
 pod hostnames, whether JAX_* comes from us or from the engine), the semantic checks (name lengths),
 `jaxgen run` (where the pod spec sits) and the lifecycle scripts (prepare.sh writes a target's facts
-into the build folder and scripts/lib/targets.sh; run.sh and clean.sh read them). The Helm chart
-keeps the one matching lookup in _helpers.tpl ("jax-training.targets"). Adding a target is one
-entry here, its row there, one template per renderer and its name in the schema's `target` enum.
+into the build folder and scripts/lib/targets.sh; run.sh and clean.sh read them) and the Helm chart
+(charts/jax-training/files/targets.json, written from chart_rows() by `make sync-schema`). Adding a
+target is one entry here, one template per renderer and its name in the schema's `target` enum.
 """
 
 from __future__ import annotations
@@ -116,6 +116,29 @@ def shell_facts() -> str:
     return ("# Generated from generator/targets.py by `make sync-schema`; do not edit.\n"
             "# shellcheck shell=bash disable=SC2034\n"
             f"CLEANUP_RESOURCES=({' '.join(cleanup_resources())})\n")
+
+
+def _go_format(python_format: str) -> str:
+    """A name/index format as Go's printf takes it from the chart: {name} -> %[1]s, {index} -> %[2]d."""
+    return python_format.replace("{name}", "%[1]s").replace("{index}", "%[2]d")
+
+
+def chart_rows() -> str:
+    """charts/jax-training/files/targets.json: the facts the chart's templates read, per Kubernetes
+    target (hostname and coordinator as printf formats of name and index; rank0: what `kubectl logs`
+    follows for process 0)."""
+    import json
+
+    rows = {}
+    for name in KUBERNETES:
+        t = TARGETS[name]
+        row = {"hostname": _go_format(t.hostname), "coordinator": _go_format(t.coordinator),
+               "portName": t.port_name, "processEnv": t.process_env, "unbuffered": t.unbuffered,
+               "resource": t.resource, "rank0": f"-l '{_go_format(t.pod_selector)},{t.index_label}=0'"}
+        optional = {"podNameSuffix": t.pod_name_suffix, "enginePort": t.engine_port, "runtimeJob": t.runtime_job,
+                    "runtimeContainer": t.runtime_container, "patchManager": t.patch_manager}
+        rows[name] = {**row, **{k: v for k, v in optional.items() if v}}
+    return json.dumps(rows, indent=1) + "\n"
 
 
 def restart_budget(values: dict) -> int:

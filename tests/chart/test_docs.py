@@ -45,10 +45,12 @@ def test_process_env_names_are_the_trainers():
     assert chart_copy == cluster.process_env_json(), "charts/jax-training/files/process-env.json drifted: run `make sync-schema`"
 
 
-def test_trainer_flags_and_model_facts_are_the_trainers():
+def test_generated_chart_files_are_current():
+    from generator import targets
     from trainer import config, models
 
-    for name, expected in (("trainer-flags.json", config.flags_json()), ("models.json", models.facts_json())):
+    for name, expected in (("trainer-flags.json", config.flags_json()), ("models.json", models.facts_json()),
+                           ("targets.json", targets.chart_rows())):
         assert (CHART_DIR / "files" / name).read_text() == expected, f"files/{name} drifted: run `make sync-schema`"
 
 

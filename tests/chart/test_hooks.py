@@ -18,7 +18,7 @@ from .helm import CHART_DIR, helm, helm_template, write_values
 TARGETS = {
     "indexed-job": ("-l 'batch.kubernetes.io/job-name=nt,batch.kubernetes.io/job-completion-index=0'",
                     "nt-0.nt"),
-    "jaxjob": ("nt-worker-0", "nt-worker-0"),
+    "jaxjob": ("-l 'training.kubeflow.org/job-name=nt,training.kubeflow.org/replica-index=0'", "nt-worker-0"),
     "jobset": ("-l 'jobset.sigs.k8s.io/jobset-name=nt,batch.kubernetes.io/job-completion-index=0'",
                "nt-worker-0-0.nt"),
     "trainjob": ("-l 'jobset.sigs.k8s.io/jobset-name=nt,batch.kubernetes.io/job-completion-index=0'",

@@ -73,24 +73,10 @@ metadata:
   {{- end }}
 {{- end -}}
 
-{{/*
-The facts of the Kubernetes targets the templates read (JSON): the chart's copy of the rows of
-generator/targets.py. hostname and coordinator are printf formats of (name, index) and (name).
-podNameSuffix: what a pod's name adds to its hostname where the engine counts it (JobSet webhook);
-processEnv: whether the pods get our JAX_* variables; unbuffered: whether we set PYTHONUNBUFFERED;
-enginePort: the coordinator's port where the engine picks it;
-resource: kubectl's name of the job's kind; rank0: what `kubectl logs` follows for rank 0 (format of name).
-*/}}
+{{/* The facts of the Kubernetes targets (JSON): files/targets.json, written from generator/targets.py
+by make sync-schema. hostname and coordinator are printf formats of (name, index) and (name). */}}
 {{- define "jax-training.targets" -}}
-{{- include "jax-training.json" (dict
-  "indexed-job" (dict "hostname" "%[1]s-%[2]d" "coordinator" "%[1]s-0.%[1]s" "portName" "coordinator" "processEnv" true "unbuffered" true
-    "resource" "jobs.batch" "rank0" "-l 'batch.kubernetes.io/job-name=%[1]s,batch.kubernetes.io/job-completion-index=0'")
-  "jaxjob" (dict "hostname" "%[1]s-worker-%[2]d" "coordinator" "%[1]s-worker-0" "portName" "jaxjob-port" "processEnv" false "unbuffered" false
-    "resource" "jaxjobs.kubeflow.org" "rank0" "%[1]s-worker-0")
-  "jobset" (dict "hostname" "%[1]s-worker-0-%[2]d" "podNameSuffix" "-abcde" "coordinator" "%[1]s-worker-0-0.%[1]s" "portName" "coordinator" "processEnv" true "unbuffered" true
-    "resource" "jobsets.jobset.x-k8s.io" "rank0" "-l 'jobset.sigs.k8s.io/jobset-name=%[1]s,batch.kubernetes.io/job-completion-index=0'")
-  "trainjob" (dict "hostname" "%[1]s-node-0-%[2]d" "podNameSuffix" "-abcde" "coordinator" "%[1]s-node-0-0.%[1]s" "portName" "coordinator" "processEnv" false "unbuffered" true "runtimeJob" "node" "runtimeContainer" "node" "patchManager" "jax-training.dev/pod-template"
-    "enginePort" 29500 "resource" "trainjobs.trainer.kubeflow.org" "rank0" "-l 'jobset.sigs.k8s.io/jobset-name=%[1]s,batch.kubernetes.io/job-completion-index=0'")) -}}
+{{- .Files.Get "files/targets.json" -}}
 {{- end -}}
 
 {{/* This release's row of jax-training.targets (a dict); fails for a target without one (slurm). */}}
