@@ -186,7 +186,3 @@ def _type_name(value: Any) -> str:
     return {type(None): "null", list: "a list", str: "a string", bool: "a boolean",
             int: "a number", float: "a number"}.get(type(value), type(value).__name__)
 
-
-def dumps_schema() -> str:
-    from .paths import SCHEMA_FILE
-    return json.dumps(json.loads(SCHEMA_FILE.read_text()), indent=2)

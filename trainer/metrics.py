@@ -47,14 +47,3 @@ def progress(total: int, desc: str, enabled: bool):
     size = shutil.get_terminal_size()
     return tqdm(total=total, desc=desc, leave=False, ncols=size.columns, nrows=size.lines, file=sys.stdout)
 
-
-def read_metrics(path: str | os.PathLike) -> list[dict]:
-    records = []
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{number}: not JSON ({e})") from None
-    return records

@@ -54,7 +54,7 @@ def test_scancel_signal_checkpoints_and_the_requeued_job_resumes(slurm, tmp_path
     assert 100 <= step < 234
     assert "Rank 0: preempted (received SIGTERM)" in output and "Rank 1: preempted (received SIGTERM)" in output
     assert f"job {job}: stopped with a checkpoint (exit 143); requeueing" in output
-    assert f"(start 1)" in output  # the same job id, started again by SLURM
+    assert "(start 1)" in output  # the same job id, started again by SLURM
     assert f"Rank 0: resuming from the checkpoint of step {step}" in output
     assert output.count("training completed.") == 2  # both ranks of the requeued run
     events = [(r["event"], r["step"]) for r in metrics(tmp_path) if r["event"] in ("start", "preempted", "end")]

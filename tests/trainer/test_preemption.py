@@ -8,7 +8,6 @@ an inherited SIG_IGN (a backgrounded CI shell) cannot hide them.
 
 import re
 import signal
-import time
 
 import numpy as np
 import pytest

@@ -8,7 +8,7 @@ import pytest
 
 from tests.trainer.procs import free_port, run_cluster, small_train_args, start, trainer_argv, wait_all
 from trainer import checkpoint
-from trainer.metrics import read_metrics
+from generator.plot import read_records
 from trainer.runtime import cpu_budget
 from trainer.config import TrainConfig
 from trainer.train import _chunk_end
@@ -67,7 +67,7 @@ def test_bfloat16_allreduce_stays_close_to_float32_and_threads_are_shared(tmp_pa
         args = small_train_args(tmp_path / name, "--epochs", "3", *extra)
         procs = run_cluster(tmp_path, name, lambda rank: trainer_argv(*args), 2, 1, 180)
         results[name] = params_of(tmp_path / name)
-        accuracy[name] = [r["test_accuracy"] for r in read_metrics(tmp_path / name / "metrics.jsonl")
+        accuracy[name] = [r["test_accuracy"] for r in read_records(tmp_path / name / "metrics.jsonl")
                           if r["event"] == "epoch"][-1]
         budget = cpu_budget()
         assert (f"2 processes share this host's {budget} CPUs: {max(budget // 2, 1)} XLA CPU threads each"
