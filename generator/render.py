@@ -164,12 +164,22 @@ class _Context:
     def volume(self, name: str, source: dict) -> dict:
         return {"name": name, **(source or {"emptyDir": {}})}
 
+    @staticmethod
+    def runtime_hook_annotations() -> dict:
+        """A rendered TrainingRuntime is a Helm pre-install/pre-upgrade hook in both renderers, so
+        that helm creates it before the TrainJob that names it (and kubectl ignores them)."""
+        return {"helm.sh/hook": "pre-install,pre-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}
+
+    def container_name(self) -> str:
+        """The trainer's container: ours, or the one a TrainJob runtime runs it in."""
+        return targets.target(self.v).runtime_container or CONTAINER
+
     def pod_failure_policy(self) -> dict:
         """The Indexed Job's (and JobSet child Job's) podFailurePolicy, from trainer/exit_codes.py:
         permanent codes fail the Job at once; a disruption, a stop signal's 143 and a lost peer's 141
         restart the pod without counting against the backoff limit; retryable codes count."""
         def on_codes(action: str) -> dict:
-            return {"containerName": CONTAINER, "operator": "In", "values": exit_codes.codes(action)}
+            return {"containerName": self.container_name(), "operator": "In", "values": exit_codes.codes(action)}
 
         return {"rules": [
             {"action": "FailJob", "onExitCodes": on_codes("fail")},
@@ -187,7 +197,7 @@ class _Context:
     def globals(self) -> dict:
         return {name: getattr(self, name) for name in (
             "selector_labels", "labels", "container_env", "container_resources",
-            "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "container_command", "container_args",
+            "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
             "volumes", "target")}
 

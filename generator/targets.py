@@ -46,6 +46,8 @@ class Target:
     runtime_job: str = ""
     runtime_container: str = ""
     patch_manager: str = ""  # owner of our runtime patch (the Trainer webhook wants a domain-prefixed path)
+    # Other kinds a render of this target may create beside the job (clean.sh deletes them after it).
+    other_resources: tuple = ()
 
     @property
     def kubernetes(self) -> bool:
@@ -90,7 +92,7 @@ TARGETS = {t.name: t for t in (
            hostname="{name}-node-0-{index}", coordinator="{name}-node-0-0.{name}", process_env=False,
            pod_name_suffix="-abcde",
            runtime_job="node", runtime_container="node", owns_pods=False, engine_port=29500,
-           patch_manager="jax-training.dev/pod-template",
+           patch_manager="jax-training.dev/pod-template", other_resources=("trainingruntimes.trainer.kubeflow.org",),
            pod_selector="jobset.sigs.k8s.io/jobset-name={name}", succeeded="Complete"),
     Target("slurm", "slurm.sbatch.j2"),
 )}
@@ -107,7 +109,8 @@ def target(values_or_name) -> Target:
 
 def cleanup_resources() -> list[str]:
     """What clean.sh deletes, owners first so their controllers do not recreate what it deletes."""
-    return [TARGETS[name].resource for name in ("trainjob", "jaxjob", "jobset", "indexed-job")] + ["services", "pods"]
+    owners = [TARGETS[name] for name in ("trainjob", "jaxjob", "jobset", "indexed-job")]
+    return [r for t in owners for r in (t.resource, *t.other_resources)] + ["services", "pods"]
 
 
 def shell_facts() -> str:

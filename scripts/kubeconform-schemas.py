@@ -119,19 +119,25 @@ def crd_schemas(crd_dir: Path, dst: Path) -> int:
             if not doc or doc.get("kind") != "CustomResourceDefinition":
                 continue
             spec = doc["spec"]
-            group, kind = spec["group"], spec["names"]["kind"].lower()
+            group = spec["group"]
             for version in spec["versions"]:
                 schema = version.get("schema", {}).get("openAPIV3Schema")
                 if schema is None:
                     continue
                 schema = _strict_openapi(copy.deepcopy(schema))
                 schema["properties"]["apiVersion"]["enum"] = [f"{group}/{version['name']}"]
-                schema["properties"]["kind"]["enum"] = [spec["names"]["kind"]]
-                out = dst / group / f"{kind}_{version['name']}.json"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps(schema, separators=(",", ":")))
-                count += 1
+                for kind_name in (spec["names"]["kind"], *NAMESPACED_TWINS.get(spec["names"]["kind"], ())):
+                    schema["properties"]["kind"]["enum"] = [kind_name]
+                    out = dst / group / f"{kind_name.lower()}_{version['name']}.json"
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_text(json.dumps(schema, separators=(",", ":")))
+                    count += 1
     return count
+
+
+# Kinds whose CRD ../shared/crds lacks but whose spec is a listed kind's: a TrainingRuntime is a
+# namespaced ClusterTrainingRuntime.
+NAMESPACED_TWINS = {"ClusterTrainingRuntime": ("TrainingRuntime",)}
 
 
 def main() -> None:

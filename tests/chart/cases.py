@@ -70,6 +70,9 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
     "ttl-null": {"ttl_seconds_after_finished": None},
     "ttl-zero-deadline": {"ttl_seconds_after_finished": 0, "active_deadline_seconds": 7200},
     "backoff": {"backoff_limit": 3},
+    "trainjob-own-runtime": {"target": "trainjob", "trainjob": {"own_runtime": True}, "jobset": {"max_restarts": 2},
+                             "annotations": {"example.com/note": "runtime"}},
+    "trainjob-namespaced-runtime": {"target": "trainjob", "trainjob": {"runtime": "my-jax", "runtime_kind": "TrainingRuntime"}},
     "jobset-placement": {"target": "jobset", "jobset": {"max_restarts": 4,
                                                         "exclusive_topology": "cloud.google.com/gke-nodepool"}},
     "long-image-tag": {"image": {"tag": "_v1." + "a1-" * 40 + "x."}},  # the version label is cut and trimmed

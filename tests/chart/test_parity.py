@@ -79,8 +79,9 @@ def test_matrix(case, tmp_path):
     path = write_values(tmp_path, case, values)
     docs = assert_parity(path, values["name"])
     kinds = sorted(d["kind"] for d in docs)
+    own_runtime = values.get("trainjob", {}).get("own_runtime")
     assert kinds == {"indexed-job": ["Job", "Service"], "jaxjob": ["JAXJob"], "jobset": ["JobSet"],
-                     "trainjob": ["TrainJob"]}[values["target"]]
+                     "trainjob": ["TrainJob", "TrainingRuntime"] if own_runtime else ["TrainJob"]}[values["target"]]
 
 
 def test_yaml_values_file(tmp_path):

@@ -172,3 +172,31 @@ def test_the_trainjob_render_runs_through_the_lifecycle_scripts(cluster, build_d
     finally:
         cluster.run([SCRIPTS / "clean.sh", build_dir], timeout=120)
     assert cluster.release_objects(name) == []
+
+
+def test_our_own_runtime_carries_the_failure_policy(cluster, build_dir):
+    """trainjob.own_runtime: the rendered TrainingRuntime (applied before the TrainJob, which the
+    webhook requires) gives the JobSet the controller makes our failure policy; clean.sh removes both."""
+    name, nodes, target = "e2e-trainjob-own", 2, TARGETS["trainjob"]
+    prepare(cluster, build_dir, name, f"hosts_count={nodes}", f"annotations={json.dumps({READY_DELAY: '8s'})}",
+            "trainjob.own_runtime=true", "jobset.max_restarts=2", target="trainjob")
+    run = start_run(cluster, build_dir)
+    try:
+        found = wait_until(f"JobSet {name}", lambda: cluster.kubectl("get", "jobset", name, "-o", "json",
+                                                                       check=False).stdout, timeout=60)
+        jobset = json.loads(found)
+        assert jobset["spec"]["failurePolicy"]["maxRestarts"] == 2
+        assert [r["action"] for r in jobset["spec"]["failurePolicy"]["rules"]] == ["FailJobSet"]
+        [job] = jobset["spec"]["replicatedJobs"]
+        rules = job["template"]["spec"]["podFailurePolicy"]["rules"]
+        assert rules[0]["action"] == "FailJob" and rules[0]["onExitCodes"]["containerName"] == target.runtime_container
+        pods = check_pods_while_not_ready(cluster, target.pod_selector.format(name=name), nodes,
+                                          lambda i: target.pod_hostname(name, i), subdomain=name, gpu=False)
+        assert all(p["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] for p in pods)
+        code, output = finish(run)
+        assert code == 0, output
+    finally:
+        cluster.run([SCRIPTS / "clean.sh", build_dir], timeout=120)
+    assert cluster.release_objects(name) == []
+    assert cluster.kubectl("get", "trainingruntimes", "-l", f"app.kubernetes.io/instance={name}",
+                           "-o", "name").stdout.strip() == ""

@@ -17,6 +17,9 @@ CRD_FILES = {
     ("kubeflow.org", "JAXJob"): "kubeflow.org_jaxjobs.yaml",
     ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io_jobsets.yaml",
     ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org_trainjobs.yaml",
+    # ../shared/crds has no TrainingRuntime CRD; its spec schema is the ClusterTrainingRuntime's (the
+    # e2e tier installs the release's own TrainingRuntime CRD, and its API server checks them too).
+    ("trainer.kubeflow.org", "TrainingRuntime"): "trainer.kubeflow.org_clustertrainingruntimes.yaml",
 }
 
 

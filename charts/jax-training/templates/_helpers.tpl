@@ -62,14 +62,16 @@ queue adds the Kueue queue label (top-level workload objects), chart adds helm.s
 {{- .Values.namespace | default .Release.Namespace -}}
 {{- end -}}
 
-{{/* Object metadata (name, namespace, labels, annotations); call with (dict "root" $ "labels" DICT). */}}
+{{/* Object metadata (name, namespace, labels, annotations); call with (dict "root" $ "labels" DICT
+["annotations" DICT]): those annotations win over the annotations variable. */}}
 {{- define "jax-training.metadata" -}}
 metadata:
   name: {{ include "jax-training.name" .root | include "jax-training.json" }}
   namespace: {{ include "jax-training.namespace" .root | include "jax-training.json" }}
   labels: {{ include "jax-training.json" .labels }}
-  {{- if .root.Values.annotations }}
-  annotations: {{ include "jax-training.json" .root.Values.annotations }}
+  {{- $annotations := merge (dict) (.annotations | default dict) .root.Values.annotations }}
+  {{- if $annotations }}
+  annotations: {{ include "jax-training.json" $annotations }}
   {{- end }}
 {{- end -}}
 
@@ -217,8 +219,9 @@ at once; disruptions and the "ignore" codes (stop signal, lost peer) do not coun
 {{- $_ := set $codes .action (append (get $codes .action) (int64 .code)) -}}
 {{- end -}}
 {{- $on := dict -}}
+{{- $container := include "jax-training.targets" . | fromJson | dig .Values.target "runtimeContainer" "jax" -}}
 {{- range $action := list "fail" "ignore" "retry" -}}
-{{- $_ := set $on $action (dict "containerName" "jax" "operator" "In" "values" (get $codes $action)) -}}
+{{- $_ := set $on $action (dict "containerName" $container "operator" "In" "values" (get $codes $action)) -}}
 {{- end -}}
 {{- include "jax-training.json" (dict "rules" (list
   (dict "action" "FailJob" "onExitCodes" $on.fail)
