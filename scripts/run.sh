@@ -174,7 +174,7 @@ while :; do
     *" $ok "*) verdict=succeeded; break ;;
   esac
   # An image that cannot be pulled never starts: say so now rather than at the timeout.
-  unpullable="$(kube get pods -l "$pods" -o go-template="{{range .items}}$own{{range .status.containerStatuses}}{{with .state.waiting}}{{if or (eq .reason \"ErrImagePull\") (eq .reason \"ImagePullBackOff\") (eq .reason \"ErrImageNeverPull\") (eq .reason \"InvalidImageName\")}}{{.reason}}: {{.message}}{{\"\\n\"}}{{end}}{{end}}{{end}}{{end}}{{end}}" 2>/dev/null | head -n1)"
+  unpullable="$(kube get pods -l "$pods" -o go-template="{{range .items}}$own{{range .status.containerStatuses}}{{with .state.waiting}}{{if or (eq .reason \"ErrImagePull\") (eq .reason \"ImagePullBackOff\") (eq .reason \"ErrImageNeverPull\") (eq .reason \"InvalidImageName\")}}{{.reason}}: {{.message}}{{\"\\n\"}}{{end}}{{end}}{{end}}{{end}}{{end}}" 2>/dev/null | sed -n 1p)"  # sed reads it all: head would SIGPIPE kubectl (exit 141 under pipefail)
   if [ -n "$unpullable" ]; then
     stop_logs
     log "$what cannot start: $unpullable"
