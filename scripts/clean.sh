@@ -61,8 +61,11 @@ if [ -z "$found" ]; then
   exit 0
 fi
 log "deleting $(wc -l <<<"$found") object(s) of release $NAME in namespace $NAMESPACE"
-kube delete "$kinds_csv" -l "$selector" --cascade=foreground --ignore-not-found \
-  --wait=true --timeout "${timeout}s" >&2
+# One kind at a time, each gone before the next: a TrainJob is finalized by its controller, which
+# needs the job's TrainingRuntime while it does.
+for k in "${kinds[@]}"; do
+  kube delete "$k" -l "$selector" --cascade=foreground --ignore-not-found --wait=true --timeout "${timeout}s" >&2
+done
 # Foreground deletion waits for the owners' dependents; make sure no pod outlives them.
 if ! kube wait --for=delete pods -l "$selector" --timeout "${timeout}s" >/dev/null 2>&1; then
   left="$(kube get "$kinds_csv" -l "$selector" -o name)"

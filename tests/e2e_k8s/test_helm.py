@@ -54,3 +54,23 @@ def test_helm_install_upgrade_uninstall_twice(cluster, helm, tmp_path):
                    timeout=60, diagnose=lambda: "\n".join(cluster.release_objects(name)))
         listed = json.loads(cluster.run(helm_cmd(helm, cluster, "list", "-o", "json")).stdout)
         assert name not in [r["name"] for r in listed]
+
+
+@pytest.mark.timeout(300)
+def test_helm_installs_a_trainjob_on_its_own_runtime(cluster, helm, tmp_path):
+    """The TrainingRuntime is a pre-install hook, so the Trainer's webhook finds it when Helm creates
+    the TrainJob; Helm leaves hooks behind on uninstall, clean.sh removes the runtime."""
+    name, build = "e2e-helm-own", tmp_path / "build"
+    prepare(cluster, build, name, "hosts_count=2", f'annotations={{"{READY_DELAY}": "8s"}}',
+            "trainjob.own_runtime=true", target="trainjob")
+    cluster.run(helm_cmd(helm, cluster, "install", name, CHART, "-f", build / "release" / "values.json",
+                         "--timeout", "2m"), timeout=150)
+    wait_until(f"the JobSet of TrainJob {name}",
+               lambda: cluster.kubectl("get", "jobset", name, "-o", "name", check=False).stdout.strip(), timeout=90)
+    runtime = cluster.get("trainingruntime", name)
+    assert runtime["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    cluster.run(helm_cmd(helm, cluster, "uninstall", name, "--wait", "--timeout", "2m"), timeout=150)
+    assert cluster.kubectl("get", "trainingruntime", name, "-o", "name").stdout.strip()  # a hook: left
+    cluster.run([REPO_ROOT / "scripts" / "clean.sh", "--name", name], timeout=150)
+    assert cluster.kubectl("get", "trainingruntimes", "-o", "name").stdout.strip() == ""
+    assert cluster.release_objects(name) == []

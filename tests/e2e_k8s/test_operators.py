@@ -58,13 +58,13 @@ def test_jaxjob_runs_under_the_training_operator(cluster, build_dir):
             names = [e["name"] for e in pod["spec"]["containers"][0]["env"]]
             assert len(names) == len(set(names)), f"a variable set twice: {names}"
             env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
-            # injected by the operator; our render adds no JAX_* variables for this target. The port
-            # is the one our coordinator listens on (from the container port named jaxjob-port).
+            # injected by the operator; of the JAX_* variables our render adds only the device count
+            # (every target). The port is the one our coordinator listens on (the port named jaxjob-port).
             assert env["COORDINATOR_PORT"] == "1234"
             assert env["NUM_PROCESSES"] == str(hosts)
             assert env["PROCESS_ID"] == pod["metadata"]["labels"]["training.kubeflow.org/replica-index"]
             assert env["COORDINATOR_ADDRESS"].startswith(f"{name}-worker-0")
-            assert not any(k.startswith("JAX_") for k in env)
+            assert {k for k in env if k.startswith("JAX_")} == {"JAX_LOCAL_DEVICE_COUNT"}
         code, output = finish(run)
         assert code == 0, output
         assert "succeeded" in output and "kwok: simulated log of a fake pod" in output
