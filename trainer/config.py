@@ -28,12 +28,12 @@ RUNTIME = "runtime"
 
 
 def setting(default, help: str, *, choices=None, variable: str | None = None, render: str | None = None,
-            parse=None, group: str = "train", hidden: bool = False):
+            parse=None, metavar: str | None = None, group: str = "train", hidden: bool = False):
     """A TrainConfig field. variable: the variables key (dotted) the renderers pass as this flag;
     render: how they spell it where the field's type would not say (int for integer seconds);
     parse: argparse type for values that are not a plain int/float/str."""
     meta = {"help": help, "choices": choices, "variable": variable, "render": render, "parse": parse,
-            "group": group, "hidden": hidden}
+            "metavar": metavar, "group": group, "hidden": hidden}
     if isinstance(default, (list, tuple)):
         return field(default_factory=lambda: tuple(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -66,8 +66,8 @@ class TrainConfig:
                              choices=PRECISIONS, variable="training.precision")
     model: str = setting(DEFAULT_MODEL, "the network (trainer/models)", choices=MODEL_NAMES,
                          variable="training.model")
-    hidden: tuple[int, ...] = setting(DEFAULT_HIDDEN, "hidden layer sizes, e.g. 1024,1024", parse=_sizes,
-                                      variable="training.hidden_sizes")
+    hidden_sizes: tuple[int, ...] = setting(DEFAULT_HIDDEN, "hidden layer sizes, e.g. 1024,1024", parse=_sizes,
+                                            variable="training.hidden_sizes", metavar="SIZES")
     platform: str = setting("cpu", "JAX platform", choices=("cpu", "gpu"), variable="accelerator", group=RUNTIME)
     data_dir: str = setting(DEFAULT_DATA_DIR, "MNIST files (downloaded there if missing)", variable="data.dir")
     download: bool = setting(True, "download MNIST when it is missing", variable="data.download")
@@ -91,14 +91,15 @@ class TrainConfig:
     cpu_threads: int = setting(0, "XLA CPU threads (0 = this process's share of the CPUs it shares with peers "
                                   "on this host)")
     compilation_cache: str | None = setting(None, "persistent XLA compilation cache ('' = off; default: "
-                                                  "$JAX_COMPILATION_CACHE_DIR, else <checkpoint-dir>/xla-cache)")
+                                                  "$JAX_COMPILATION_CACHE_DIR, else <checkpoint-dir>/xla-cache)",
+                                            metavar="DIR")
     fault_after_step: int = setting(0, "test hook: SIGKILL this process after that global step", hidden=True)
     hang_after_step: int = setting(0, "test hook: stop making progress after that global step", hidden=True)
 
     def fingerprint(self) -> dict:
         """What a checkpoint's state depends on; resuming under other values would be wrong."""
         return {
-            "hidden": list(self.hidden), "optimizer": self.optimizer, "learning_rate": self.learning_rate,
+            "hidden": list(self.hidden_sizes), "optimizer": self.optimizer, "learning_rate": self.learning_rate,
             "momentum": self.momentum, "batch_size": self.batch_size, "seed": self.seed,
             "train_examples": self.train_examples, "lr_schedule": self.lr_schedule,
             # the cosine schedule's length depends on the number of epochs
@@ -112,7 +113,7 @@ class TrainConfig:
 
 
 def flag(f: dataclasses.Field) -> str:
-    return "--hidden-sizes" if f.name == "hidden" else "--" + f.name.replace("_", "-")
+    return "--" + f.name.replace("_", "-")
 
 
 def add_arguments(parser: argparse.ArgumentParser, group: str | None = None) -> None:
@@ -129,7 +130,7 @@ def add_arguments(parser: argparse.ArgumentParser, group: str | None = None) -> 
             continue
         kind = meta["parse"] or (type(default) if default is not None else str)
         parser.add_argument(flag(f), dest=f.name, type=kind, default=default, choices=meta["choices"],
-                            metavar="DIR" if f.name == "compilation_cache" else None, help=help_)
+                            metavar=meta["metavar"], help=help_)
 
 
 # Flags the renderers add that are not TrainConfig fields (ClusterSpec overrides, trainer/cluster.py).

@@ -37,8 +37,8 @@ def check_config(cfg: TrainConfig) -> None:
         (cfg.allreduce_dtype == "float32" or cfg.strategy == "pmap",
          f"--allreduce-dtype {cfg.allreduce_dtype} needs --strategy pmap"),
         (cfg.model_parallelism == 1 or cfg.strategy == "sharded", "--model-parallelism > 1 needs --strategy sharded"),
-        (all(h % cfg.model_parallelism == 0 for h in models.get(cfg.model).model_axis_sizes(cfg.hidden)),
-         f"--model-parallelism {cfg.model_parallelism} must divide the hidden sizes {list(cfg.hidden)}"),
+        (all(h % cfg.model_parallelism == 0 for h in models.get(cfg.model).model_axis_sizes(cfg.hidden_sizes)),
+         f"--model-parallelism {cfg.model_parallelism} must divide the hidden sizes {list(cfg.hidden_sizes)}"),
     ]
     for ok, message in rules:
         if not ok:
@@ -183,11 +183,11 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     spe = data.steps_per_epoch(num_examples, cfg.batch_size)
     total = cfg.epochs * spe
     optimizer = optimization.make_optimizer(cfg.optimizer, cfg.learning_rate, cfg.momentum, total, cfg.lr_schedule)
-    params = models.get(cfg.model).network().init_params(cfg.seed, tuple(cfg.hidden))
+    params = models.get(cfg.model).network().init_params(cfg.seed, tuple(cfg.hidden_sizes))
     host_state = (params, optimization.init_opt_state(optimizer, params))
     step, host_state = _restore(cfg, spec, host_state, jax, log)
     strategy = make_strategy(cfg.strategy, optimizer, local_devices, cfg.model_parallelism, cfg.allreduce_dtype,
-                             cfg.precision, cfg.model, tuple(cfg.hidden))
+                             cfg.precision, cfg.model, tuple(cfg.hidden_sizes))
     state = strategy.put_state(host_state)
     train_data = strategy.put_data(dataset.train_images, dataset.train_labels)
 
