@@ -74,7 +74,8 @@ class TrainConfig:
     mirror: str = setting(DEFAULT_MIRROR, "where MNIST is downloaded from", variable="data.mirror")
     checkpoint_dir: str | None = setting(None, "checkpoints and metrics.jsonl (none = no checkpoints)",
                                          variable="checkpoint.dir")
-    checkpoint_every: int = setting(0, "steps between checkpoints (0 = at the end)", variable="checkpoint.every_steps")
+    checkpoint_every: int = setting(200, "steps between checkpoints (0 = only at the end)",
+                                    variable="checkpoint.every_steps")
     init_timeout: float = setting(DEFAULT_INIT_TIMEOUT, "seconds to wait for every peer",
                                   variable="init_timeout_seconds", render="int", group=RUNTIME)
     heartbeat_timeout: int = setting(DEFAULT_HEARTBEAT_TIMEOUT, "seconds before a silent peer is dead",

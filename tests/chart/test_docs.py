@@ -125,3 +125,27 @@ def test_app_version_is_the_default_image_tag():
     defaults = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
     assert chart["apiVersion"] == "v2" and chart["kubeVersion"]
     assert chart["appVersion"] == defaults["image"]["tag"]
+
+
+def test_the_trainers_defaults_are_the_charts():
+    """A setting the renders pass has one default: values.yaml's equals the trainer's own, except the
+    directories (the container's paths against a local run's)."""
+    import dataclasses
+
+    from generator.values import defaults
+    from trainer.config import TrainConfig, flag, rendered_flags
+
+    values = defaults()
+    fields = {flag(f): f for f in dataclasses.fields(TrainConfig)}
+    compared = 0
+    for row in rendered_flags():
+        if row["flag"] not in fields or row["variable"] in ("data.dir", "checkpoint.dir"):
+            continue
+        value = values
+        for key in row["variable"].split("."):
+            value = value[key]
+        f = fields[row["flag"]]
+        default = f.default if f.default is not dataclasses.MISSING else list(f.default_factory())
+        assert value == default, f"{row['variable']}: values.yaml {value!r}, trainer {default!r}"
+        compared += 1
+    assert compared >= 15
