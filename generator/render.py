@@ -61,6 +61,12 @@ def trainer_flags(values: dict) -> list[str]:
     return flags
 
 
+def device_env(values: dict) -> tuple[str, str]:
+    """JAX_LOCAL_DEVICE_COUNT, set on every target: the devices each process expects (and creates on
+    CPU), which trainer.distributed reads for a program of your own as for ours."""
+    return "JAX_LOCAL_DEVICE_COUNT", str(int(values["local_device_count"]))
+
+
 def program_args(values: dict) -> list[str]:
     """The container's (or SLURM task's) args: the user's program.args, or `train` and the flags."""
     return list(values["program"]["args"]) if values["program"]["command"] else ["train"] + trainer_flags(values)
@@ -92,10 +98,11 @@ class _Context:
     def container_env(self) -> list[dict]:
         """The container's env: PYTHONUNBUFFERED where the engine does not set it, our JAX_* variables
         where it does not set those, JAX_LOCAL_DEVICE_COUNT (every target: the devices each process
-        expects, which a program of your own reads through trainer.distributed), then the user's env."""
+        expects), then the user's env."""
         env = [{"name": "PYTHONUNBUFFERED", "value": "1"}] if targets.target(self.v).unbuffered else []
         env += self.process_env()
-        env.append({"name": "JAX_LOCAL_DEVICE_COUNT", "value": str(int(self.v["local_device_count"]))})
+        name, value = device_env(self.v)
+        env.append({"name": name, "value": value})
         return env + list(self.v["env"])
 
     def process_env(self) -> list[dict]:

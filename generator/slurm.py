@@ -18,7 +18,7 @@ import jinja2
 from trainer import exit_codes
 
 from .paths import TEMPLATES_DIR
-from .render import TemplateBug, program_args
+from .render import TemplateBug, device_env, program_args
 from .targets import TARGETS
 
 TEMPLATE_NAME = TARGETS["slurm"].template
@@ -103,8 +103,7 @@ def render_sbatch(values: dict) -> str:
         layout=layout(values),
         command=command,
         arg_lines=arg_lines(args),
-        env=[("JAX_LOCAL_DEVICE_COUNT", str(int(values["local_device_count"])))]
-        + [(e["name"], e.get("value", "")) for e in values.get("env") or []],
+        env=[device_env(values)] + [(e["name"], e.get("value", "")) for e in values.get("env") or []],
         container=container,
         extra_directives=slurm["extra_directives"],
         preempted=exit_codes.PREEMPTED,

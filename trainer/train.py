@@ -37,7 +37,7 @@ def check_config(cfg: TrainConfig) -> None:
         (cfg.allreduce_dtype == "float32" or cfg.strategy == "pmap",
          f"--allreduce-dtype {cfg.allreduce_dtype} needs --strategy pmap"),
         (cfg.model_parallelism == 1 or cfg.strategy == "sharded", "--model-parallelism > 1 needs --strategy sharded"),
-        (all(h % cfg.model_parallelism == 0 for h in models.get(cfg.model).model_axis_sizes(cfg.hidden_sizes)),
+        (all(h % cfg.model_parallelism == 0 for h in getattr(cfg, models.get(cfg.model).model_axis_rule)),
          f"--model-parallelism {cfg.model_parallelism} must divide the hidden sizes {list(cfg.hidden_sizes)}"),
     ]
     for ok, message in rules:

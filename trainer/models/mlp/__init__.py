@@ -12,7 +12,8 @@ DEFAULT_HIDDEN = (1024, 1024)
 class MLP:
     name = "mlp"
     inputs, classes = INPUTS, CLASSES
-    # What a model axis (strategy sharded) must divide: every hidden size (their features are split).
+    # The training setting (a TrainConfig field and a training.* variable) whose sizes a model axis
+    # (strategy sharded) must divide: every hidden size, as their features are split.
     model_axis_rule = "hidden_sizes"
 
     @staticmethod
@@ -22,9 +23,6 @@ class MLP:
     def matmul_shapes(self, hidden=DEFAULT_HIDDEN) -> list[tuple[int, int]]:
         sizes = self.layer_sizes(tuple(hidden))
         return list(zip(sizes[:-1], sizes[1:]))
-
-    def model_axis_sizes(self, hidden=DEFAULT_HIDDEN) -> list[int]:
-        return list(hidden)
 
     def param_specs(self, hidden=DEFAULT_HIDDEN) -> dict[str, tuple]:
         """Mesh axis per parameter dimension: hidden features are split over "model"
