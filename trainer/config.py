@@ -74,6 +74,8 @@ class TrainConfig:
     mirror: str = setting(DEFAULT_MIRROR, "where MNIST is downloaded from", variable="data.mirror")
     checkpoint_dir: str | None = setting(None, "checkpoints and metrics.jsonl (none = no checkpoints)",
                                          variable="checkpoint.dir")
+    run_name: str = setting("jax-training", "the job's name: its outputs (checkpoints, metrics, model, summary) go to "
+                                            "<checkpoint-dir>/<run-name>", variable="name", metavar="NAME")
     checkpoint_every: int = setting(200, "steps between checkpoints (0 = only at the end)",
                                     variable="checkpoint.every_steps")
     init_timeout: float = setting(DEFAULT_INIT_TIMEOUT, "seconds to wait for every peer",
