@@ -1,0 +1,63 @@
+"""A job's outputs directory, `<checkpoint-dir>/<run-name>/`, the one home of what a run produces:
+
+    run.json            which job owns the directory (its name and configuration fingerprint)
+    checkpoints/        ckpt-<step>.npz, the newest two (trainer/checkpoint.py)
+    metrics.jsonl       one JSON record per log step, epoch, start and end
+    model/              the exported model: model.safetensors, config.json, README.md (its card)
+    summary.json        the final result: accuracies, steps, times, configuration, versions
+    curves.png          loss and accuracy curves (drawn where the results are collected: `jaxgen results`)
+    xla-cache/          compiled programs, so a restart skips compilation
+
+Process 0 writes it; on resume it reads it and broadcasts. Standard library only: jaxgen reads the
+layout and the summary too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+RUN_FILE = "run.json"
+CHECKPOINTS = "checkpoints"
+METRICS = "metrics.jsonl"
+MODEL = "model"
+MODEL_FILE = "model.safetensors"
+MODEL_CONFIG = "config.json"
+MODEL_CARD = "README.md"
+SUMMARY = "summary.json"
+CURVES = "curves.png"
+XLA_CACHE = "xla-cache"
+
+
+def run_dir(checkpoint_dir: str | os.PathLike, run_name: str) -> Path:
+    return Path(checkpoint_dir) / run_name
+
+
+def read_summary(directory: str | os.PathLike) -> dict | None:
+    """The summary.json of an outputs directory, or None when the run has not finished."""
+    try:
+        return json.loads((Path(directory) / SUMMARY).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def result_line(summary: dict) -> str:
+    """One line: what a Kubernetes termination message and the end of the log say."""
+    return (f"test accuracy {summary['test_accuracy']:.4f}, train accuracy {summary['train_accuracy']:.4f} "
+            f"after {summary['epochs']} epochs ({summary['steps']} steps) in {summary['wall_seconds']:.1f} s, "
+            f"{summary['examples_per_second']:.0f} examples/s")
+
+
+def describe(summary: dict, directory: str | os.PathLike) -> list[str]:
+    """The lines that tell a person where a finished run's results are and what to do with them."""
+    d = Path(directory)
+    lines = [f"result: {result_line(summary)}"]
+    if summary.get("restarts"):
+        lines.append(f"  restarts: {summary['restarts']} (resumed from step "
+                     f"{', '.join(str(s) for s in summary.get('resumed_from', []))})")
+    rows = [("model", d / MODEL / MODEL_FILE), ("card", d / MODEL / MODEL_CARD), ("metrics", d / METRICS),
+            ("curves", d / CURVES), ("summary", d / SUMMARY)]
+    lines += [f"  {label + ':':9}{path}" for label, path in rows if path.exists()]
+    lines.append(f"  evaluate: python -m trainer evaluate --model {d / MODEL}")
+    return lines
