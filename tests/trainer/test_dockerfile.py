@@ -5,6 +5,8 @@ import re
 import jax
 import numpy
 import optax
+import PIL
+import safetensors
 
 from tests.support.paths import REPO_ROOT
 
@@ -21,6 +23,8 @@ def test_pins_match_the_tested_versions():
     assert arg("JAX_VERSION") == jax.__version__
     assert arg("OPTAX_VERSION") == optax.__version__
     assert arg("NUMPY_VERSION") == numpy.__version__
+    assert arg("SAFETENSORS_VERSION") == safetensors.__version__
+    assert arg("PILLOW_VERSION") == PIL.__version__
     assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+", arg("PYTHON_IMAGE"))  # jax 0.10 is the last for 3.11
 
 
