@@ -1,8 +1,10 @@
-"""Atomic, resumable checkpoints: one .npz per saved step, written to a temporary file, fsynced and
-renamed into place, so a crash mid-write leaves the previous checkpoint intact and never a partial one.
+"""Atomic, resumable checkpoints: one .npz per saved step in the job's `checkpoints/` directory
+(trainer/outputs.py), written to a temporary file, fsynced and renamed into place, so a crash
+mid-write leaves the previous checkpoint intact and never a partial one.
 
 A checkpoint holds the flattened (params, opt_state) leaves, the global step and a fingerprint of
 the configuration that determines the state's meaning (model, optimizer, batch, seed, data).
+Every failure to write or read one is a CheckpointError: one line and the checkpoint exit code.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.errors import CheckpointError, ConfigError
+from trainer.errors import CheckpointError
 
 PATTERN = re.compile(r"^ckpt-(\d{10})\.npz$")
 KEEP = 2
@@ -33,8 +35,8 @@ def check_writable(directory: str | os.PathLike) -> None:
         with tempfile.TemporaryFile(dir=directory, prefix=".write-check-"):
             pass
     except OSError as e:
-        raise ConfigError(f"--checkpoint-dir {directory}: cannot write checkpoints there: "
-                          f"{e.strerror or e}") from None
+        raise CheckpointError(f"--checkpoint-dir {directory}: cannot write checkpoints there: "
+                              f"{e.strerror or e}") from None
 
 
 def list_steps(directory: Path) -> list[int]:
@@ -45,7 +47,14 @@ def list_steps(directory: Path) -> list[int]:
 
 def save(directory: str | os.PathLike, step: int, leaves: list[np.ndarray], fingerprint: dict,
          names: list[str] | None = None) -> Path:
-    directory = Path(directory)
+    try:
+        return _save(Path(directory), step, leaves, fingerprint, names)
+    except OSError as e:  # ENOSPC, EROFS, EACCES…: retrying the job cannot help
+        raise CheckpointError(f"cannot write the checkpoint of step {step} to {directory}: "
+                              f"{e.strerror or e}") from None
+
+
+def _save(directory: Path, step: int, leaves: list[np.ndarray], fingerprint: dict, names: list[str] | None) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     arrays = {f"leaf_{i:04d}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
     meta = json.dumps({"step": step, "num_leaves": len(leaves), "names": names or [], "fingerprint": fingerprint},
@@ -71,22 +80,17 @@ def save(directory: str | os.PathLike, step: int, leaves: list[np.ndarray], fing
     return final
 
 
-def load_latest(directory: str | os.PathLike, fingerprint: dict, log=print):
-    """(step, leaves) of the newest readable checkpoint in `directory`, or None if there is none.
+def load_latest(directory: str | os.PathLike, fingerprint: dict):
+    """(step, leaves) of the newest checkpoint in `directory`, or None if there is none.
 
     A checkpoint of another configuration is an error (resuming from it would silently train
-    something else); an unreadable file is skipped in favour of the previous one.
+    something else), and so is one that cannot be read: writes are atomic, so such a file is
+    foreign or damaged, and starting over from an older one would hide that.
     """
     directory = Path(directory)
     for step in reversed(list_steps(directory)):
         path = _path(directory, step)
-        try:
-            with np.load(path) as z:
-                meta = json.loads(bytes(z["__meta__"]).decode())
-                leaves = [z[f"leaf_{i:04d}"] for i in range(meta["num_leaves"])]
-        except Exception as e:  # noqa: BLE001 - any unreadable file means "try the previous one"
-            log(f"skipping unreadable checkpoint {path}: {e}")
-            continue
+        meta, leaves = _read_state(path)
         if meta["fingerprint"] != fingerprint:
             diffs = [
                 f"{k}: {meta['fingerprint'].get(k)!r} != {fingerprint.get(k)!r}"
@@ -101,12 +105,25 @@ def load_latest(directory: str | os.PathLike, fingerprint: dict, log=print):
     return None
 
 
+def _read_state(path: Path) -> tuple[dict, list[np.ndarray]]:
+    """(metadata, leaves) of one checkpoint file; anything else is a CheckpointError naming it."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["__meta__"]).decode())
+            if not isinstance(meta, dict) or not isinstance(meta.get("fingerprint"), dict):
+                raise ValueError("no configuration fingerprint: not a checkpoint of this trainer")
+            return meta, [z[f"leaf_{i:04d}"] for i in range(meta["num_leaves"])]
+    except Exception as e:  # noqa: BLE001  (zipfile, numpy, json and key errors alike)
+        reason = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{path}: unreadable checkpoint ({reason[:200]}); move it away or use another "
+                              "--checkpoint-dir") from None
+
+
 def read(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]]:
     """(metadata, {leaf name: array}) of one checkpoint file, for inspection and tests."""
-    with np.load(path) as z:
-        meta = json.loads(bytes(z["__meta__"]).decode())
-        names = meta["names"] or [f"leaf_{i:04d}" for i in range(meta["num_leaves"])]
-        return meta, {name: z[f"leaf_{i:04d}"] for i, name in enumerate(names)}
+    meta, leaves = _read_state(Path(path))
+    names = meta["names"] or [f"leaf_{i:04d}" for i in range(meta["num_leaves"])]
+    return meta, dict(zip(names, leaves))
 
 
 def latest_path(directory: str | os.PathLike) -> Path | None:

@@ -1,4 +1,4 @@
-"""`python -m trainer {train,query,allreduce}` (argparse: nothing beyond the standard library before
+"""`python -m trainer {train,query,allreduce,evaluate,predict}` (argparse: nothing beyond the standard library before
 a command runs, and jax only once the ClusterSpec and the CPU device count are known)."""
 
 from __future__ import annotations
@@ -32,13 +32,36 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (("query", "print local and global devices"),
                        ("allreduce", "also check that a psum of ones equals the global device count")):
         _cluster_args(sub.add_parser(name, help=text), train=False)
+    e = sub.add_parser("evaluate", help="re-score the MNIST test set with an exported model",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _model_args(e)
+    for f in config.fields_named("data_dir", "download", "mirror"):
+        config.add_field_argument(e, f)
+    p = sub.add_parser("predict", help="classify images (an IDX image file, gzipped or not, or PNGs) with an "
+                                       "exported model", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _model_args(p)
+    p.add_argument("images", nargs="+", metavar="IMAGES", help="IDX image files or 28x28 grayscale PNGs")
     return parser
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, metavar="PATH",
+                   help="an exported model: <outputs>/model or its model.safetensors")
+    config.add_field_argument(p, *config.fields_named("platform"))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     spec = None
     try:
+        if args.command == "evaluate":
+            from trainer.inference import evaluate
+
+            return evaluate(args.model, args.data_dir, args.download, args.mirror, args.platform)
+        if args.command == "predict":
+            from trainer.inference import predict
+
+            return predict(args.model, args.images, args.platform)
         spec = resolve_cluster(
             os.environ,
             coordinator_address=args.coordinator_address,

@@ -122,18 +122,28 @@ def flag(f: dataclasses.Field) -> str:
 def add_arguments(parser: argparse.ArgumentParser, group: str | None = None) -> None:
     """Add the flags of every TrainConfig field (of one group, when given) to parser."""
     for f in dataclasses.fields(TrainConfig):
-        meta = f.metadata
-        if group and meta["group"] != group:
-            continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        help_ = argparse.SUPPRESS if meta["hidden"] else meta["help"]
-        if isinstance(default, bool):
-            parser.add_argument(flag(f), dest=f.name, action=argparse.BooleanOptionalAction, default=default,
-                                help=help_)
-            continue
-        kind = meta["parse"] or (type(default) if default is not None else str)
-        parser.add_argument(flag(f), dest=f.name, type=kind, default=default, choices=meta["choices"],
-                            metavar=meta["metavar"], help=help_)
+        if not group or f.metadata["group"] == group:
+            add_field_argument(parser, f)
+
+
+def fields_named(*names: str) -> list[dataclasses.Field]:
+    """TrainConfig's fields of these names (for commands that take a few of the settings)."""
+    by_name = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    return [by_name[name] for name in names]
+
+
+def add_field_argument(parser, f: dataclasses.Field) -> None:
+    """The flag of one TrainConfig field: its default, help, choices and parser."""
+    meta = f.metadata
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    help_ = argparse.SUPPRESS if meta["hidden"] else meta["help"]
+    if isinstance(default, bool):
+        parser.add_argument(flag(f), dest=f.name, action=argparse.BooleanOptionalAction, default=default,
+                            help=help_)
+        return
+    kind = meta["parse"] or (type(default) if default is not None else str)
+    parser.add_argument(flag(f), dest=f.name, type=kind, default=default, choices=meta["choices"],
+                        metavar=meta["metavar"], help=help_)
 
 
 # Flags the renderers add that are not TrainConfig fields (ClusterSpec overrides, trainer/cluster.py).

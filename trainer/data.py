@@ -104,6 +104,11 @@ def parse_idx(path: Path) -> np.ndarray:
         raw = gzip.decompress(path.read_bytes())
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise DataError(f"{path}: not a valid gzip file ({e})") from None
+    return decode_idx(raw, path)
+
+
+def decode_idx(raw: bytes, path: Path) -> np.ndarray:
+    """Decode the bytes of an IDX ubyte file (uncompressed) into an array; errors name `path`."""
     if len(raw) < 4:
         raise DataError(f"{path}: too short for an IDX header")
     zero, dtype, ndim = struct.unpack(">HBB", raw[:4])

@@ -55,6 +55,9 @@ def report(error: TrainerError, spec=None) -> int:
     shutdown for peers that are gone. `spec`: the ClusterSpec, when it was resolved."""
     rank = spec.process_id if spec is not None else os.environ.get("JAX_PROCESS_ID") or "?"
     print(f"Rank {rank}: error: {error}", file=sys.stderr, flush=True)
+    from trainer.results import terminate_with
+
+    terminate_with(f"error (exit {error.exit_code}): {error}")
     if "jax" in sys.modules:
         from trainer.preemption import flush_and_exit
 

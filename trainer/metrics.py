@@ -8,13 +8,22 @@ import sys
 import time
 from pathlib import Path
 
+from trainer.errors import CheckpointError
+
 
 class Logger:
+    """`log(message)` from every process (its start, warnings, errors); `log.progress(message)` from
+    process 0 only, as progress and metrics are the same on every process."""
+
     def __init__(self, rank: int):
         self.rank = rank
 
     def __call__(self, message: str) -> None:
         print(f"Rank {self.rank}: {message}", flush=True)
+
+    def progress(self, message: str) -> None:
+        if self.rank == 0:
+            self(message)
 
 
 class MetricsFile:
@@ -23,15 +32,21 @@ class MetricsFile:
     def __init__(self, path: str | os.PathLike | None):
         self.path = Path(path) if path else None
         if self.path:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise CheckpointError(f"cannot write the metrics to {self.path}: {e.strerror or e}") from None
 
     def write(self, record: dict) -> None:
         if not self.path:
             return
         record = {"time": round(time.time(), 3), **record}
-        with open(self.path, "a") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
-            f.flush()
+        try:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(record, sort_keys=True) + "\n")
+                f.flush()
+        except OSError as e:  # a full or read-only volume: as a checkpoint that cannot be written
+            raise CheckpointError(f"cannot write the metrics to {self.path}: {e.strerror or e}") from None
 
 
 def progress(total: int, desc: str, enabled: bool):

@@ -44,8 +44,10 @@ def read_summary(directory: str | os.PathLike) -> dict | None:
 
 def result_line(summary: dict) -> str:
     """One line: what a Kubernetes termination message and the end of the log say."""
+    epochs = summary["epochs"]
     return (f"test accuracy {summary['test_accuracy']:.4f}, train accuracy {summary['train_accuracy']:.4f} "
-            f"after {summary['epochs']} epochs ({summary['steps']} steps) in {summary['wall_seconds']:.1f} s, "
+            f"after {epochs} epoch{'s' if epochs != 1 else ''} ({summary['steps']} steps) in "
+            f"{summary['wall_seconds']:.1f} s, "
             f"{summary['examples_per_second']:.0f} examples/s")
 
 

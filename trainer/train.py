@@ -9,12 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from trainer import checkpoint, data, models
+from trainer import checkpoint, data, models, ownership, results
 from trainer.cluster import ClusterSpec
 from trainer.config import PRECISIONS, TrainConfig
 from trainer.errors import ConfigError, PeerLostError
 from trainer.exit_codes import PREEMPTED
 from trainer.metrics import Logger, MetricsFile, progress
+from trainer.outputs import CHECKPOINTS, METRICS, XLA_CACHE, run_dir as outputs_dir
 from trainer.preemption import StopRequest
 from trainer.watchdog import Watchdog
 
@@ -22,6 +23,8 @@ from trainer.watchdog import Watchdog
 def check_config(cfg: TrainConfig) -> None:
     rules = [
         (cfg.epochs >= 1, f"--epochs {cfg.epochs} must be >= 1"),
+        (cfg.run_name not in ("", ".", "..") and "/" not in cfg.run_name and "\0" not in cfg.run_name,
+         f"--run-name {cfg.run_name!r} must name one directory (no '/', not '.' or '..')"),
         (cfg.log_every >= 1, f"--log-every {cfg.log_every} must be >= 1"),
         (cfg.batch_size >= 1, f"--batch-size {cfg.batch_size} must be >= 1"),
         (cfg.learning_rate > 0, f"--learning-rate {cfg.learning_rate} must be > 0"),
@@ -60,14 +63,19 @@ def check_layout(cfg: TrainConfig, spec: ClusterSpec, local_devices: int, num_ex
         raise ConfigError(f"--batch-size {cfg.batch_size} exceeds the {num_examples} training examples")
 
 
+def run_dir(cfg: TrainConfig):
+    """The job's outputs directory (trainer/outputs.py), or None without --checkpoint-dir."""
+    return outputs_dir(cfg.checkpoint_dir, cfg.run_name) if cfg.checkpoint_dir else None
+
+
 def compilation_cache_dir(cfg: TrainConfig) -> str | None:
     """--compilation-cache, else $JAX_COMPILATION_CACHE_DIR (which jax reads itself), else a
-    directory under the checkpoint dir, which survives restarts with the checkpoints."""
+    directory of the job's outputs, which survives restarts with the checkpoints."""
     if cfg.compilation_cache is not None:
         return cfg.compilation_cache or None
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return os.environ["JAX_COMPILATION_CACHE_DIR"]
-    return os.path.join(cfg.checkpoint_dir, "xla-cache") if cfg.checkpoint_dir else None
+    return str(run_dir(cfg) / XLA_CACHE) if cfg.checkpoint_dir else None
 
 
 def _restore(cfg, spec, host_state, jax, log):
@@ -75,7 +83,7 @@ def _restore(cfg, spec, host_state, jax, log):
     leaves, treedef = jax.tree.flatten(host_state)
     found = None
     if spec.process_id == 0 and cfg.checkpoint_dir:
-        found = checkpoint.load_latest(cfg.checkpoint_dir, cfg.fingerprint(), log)
+        found = checkpoint.load_latest(run_dir(cfg) / CHECKPOINTS, cfg.fingerprint())
     step = found[0] if found else 0
     if found:
         leaves = [np.asarray(x, dtype=t.dtype).reshape(t.shape) for x, t in zip(found[1], leaves)]
@@ -97,7 +105,7 @@ def _save(cfg, spec, strategy, state, step, jax, log):
     host_state = strategy.get_state(state)  # collective for sharded arrays: every process calls it
     if spec.process_id == 0 and cfg.checkpoint_dir:
         paths_leaves = jax.tree_util.tree_flatten_with_path(host_state)[0]
-        path = checkpoint.save(cfg.checkpoint_dir, step, [leaf for _, leaf in paths_leaves], cfg.fingerprint(),
+        path = checkpoint.save(run_dir(cfg) / CHECKPOINTS, step, [leaf for _, leaf in paths_leaves], cfg.fingerprint(),
                                [jax.tree_util.keystr(p) for p, _ in paths_leaves])
         # The time a stop signal's save needs: it must fit in the pod's termination grace period.
         log(f"checkpoint saved at step {step}: {path} ({time.perf_counter() - started:.2f} s)")
@@ -132,6 +140,18 @@ def _test_accuracy(jax, spec, params, dataset, cfg: TrainConfig) -> float:
     return correct / len(dataset.test_labels)
 
 
+def _finish(cfg, spec, local_devices, metrics_path, final, step, params, outputs, log) -> None:
+    """Process 0: the summary and the exported model in the outputs, the result in the log and in
+    the termination message."""
+    summary = results.summarize(cfg, spec, local_devices, results.read_records(metrics_path), final, step)
+    if outputs:
+        results.write(outputs, params, cfg, summary)
+        log(f"outputs: {outputs} (model {outputs / summary['model']}, summary, metrics)")
+    result = results.line(summary)
+    log(f"result: {result}")
+    results.terminate_with(f"result: {result}" + (f"; outputs {outputs}" if outputs else ""))
+
+
 def _hang_forever(log, step: int) -> None:
     log(f"hang injection: this process stops making progress after step {step}")
     while True:
@@ -152,8 +172,10 @@ def _run_chunk(strategy, state, train_data, indices, count, distributed):
 def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     log = Logger(spec.process_id)
     check_config(cfg)
-    if spec.process_id == 0 and cfg.checkpoint_dir:  # process 0 writes the checkpoints
+    outputs = run_dir(cfg)
+    if spec.process_id == 0 and outputs:  # process 0 writes the job's outputs
         checkpoint.check_writable(cfg.checkpoint_dir)
+        ownership.claim(outputs, cfg.run_name, cfg.fingerprint())
     stop = StopRequest(log)
     stop.install()
     log(f"cluster: {spec.describe()}")
@@ -192,8 +214,11 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     train_data = strategy.put_data(dataset.train_images, dataset.train_labels)
 
     rank0 = spec.process_id == 0
-    metrics_path = cfg.metrics_file or (os.path.join(cfg.checkpoint_dir, "metrics.jsonl") if cfg.checkpoint_dir else None)
+    metrics_path = cfg.metrics_file or (outputs / METRICS if outputs else None)
     metrics = MetricsFile(metrics_path if rank0 else None)
+    # The last epoch's figures, from an earlier attempt's records when this one resumes at the end.
+    final = next((r for r in reversed(results.read_records(metrics_path if rank0 else None))
+                  if r.get("event") == "epoch"), {})
     metrics.write({"event": "start", "step": step, "total_steps": total, "processes": spec.num_processes,
                    "local_devices": local_devices, "strategy": cfg.strategy, "batch_size": cfg.batch_size,
                    "precision": cfg.precision})
@@ -202,7 +227,7 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     # all-reduce otherwise (jax 0.10), and a log line or checkpoint needs its step done anyway.
     chunk = min(cfg.steps_per_dispatch, cfg.log_every, spe)
     indices = np.zeros((chunk, cfg.batch_size // spec.num_processes), np.int32)
-    saved_step = step
+    saved_step = start_step = step
     stop.training = True  # from here on a stop signal saves the state
     watchdog = Watchdog(cfg.hang_timeout, log)
     stopped = False
@@ -228,7 +253,7 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
                 bar.update(len(chunk_losses))
             if s % cfg.log_every == 0 or s == spe:
                 if bar is None:
-                    log(f"epoch {epoch + 1}/{cfg.epochs}, batch {s}/{spe}, loss={losses[-1]:.4f}")
+                    log.progress(f"epoch {epoch + 1}/{cfg.epochs}, batch {s}/{spe}, loss={losses[-1]:.4f}")
                 metrics.write({"event": "step", "epoch": epoch + 1, "step": step, "loss": losses[-1]})
             if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < total:
                 _save(cfg, spec, strategy, state, step, jax, log)
@@ -252,22 +277,29 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
         params_host = strategy.get_state(state)[0]
         test_acc = _test_accuracy(jax, spec, params_host, dataset, cfg)
         watchdog.beat(step)
-        log(f"epoch {epoch + 1}/{cfg.epochs}, average epoch loss={epoch_loss:.4f}")
-        log(f"epoch {epoch + 1}/{cfg.epochs}, train accuracy={train_acc:.4f}, test accuracy={test_acc:.4f}, "
-            f"{seconds:.1f} s, {len(losses) * cfg.batch_size / seconds:.0f} examples/s")
-        metrics.write({"event": "epoch", "epoch": epoch + 1, "step": step, "loss": epoch_loss,
-                       "train_accuracy": train_acc, "test_accuracy": test_acc, "seconds": round(seconds, 3),
-                       "batches": len(losses), "examples_per_second": len(losses) * cfg.batch_size / seconds})
+        log.progress(f"epoch {epoch + 1}/{cfg.epochs}, average epoch loss={epoch_loss:.4f}")
+        log.progress(f"epoch {epoch + 1}/{cfg.epochs}, train accuracy={train_acc:.4f}, test accuracy={test_acc:.4f}, "
+                     f"{seconds:.1f} s, {len(losses) * cfg.batch_size / seconds:.0f} examples/s")
+        final = {"event": "epoch", "epoch": epoch + 1, "step": step, "loss": epoch_loss,
+                 "train_accuracy": train_acc, "test_accuracy": test_acc, "seconds": round(seconds, 3),
+                 "batches": len(losses), "examples_per_second": len(losses) * cfg.batch_size / seconds}
+        metrics.write(final)
     if stopped:
         cause = f"received {stop.signal_name}" if stop.signal_name else "a peer received a stop signal"
         log(f"preempted ({cause}): every process stops after step {step}")
+    host_state = None
     if saved_step != step:  # the same decision on every process (the save may be collective)
-        _save(cfg, spec, strategy, state, step, jax, log)
+        host_state = _save(cfg, spec, strategy, state, step, jax, log)
     metrics.write({"event": "preempted" if stopped else "end", "step": step})
     if stopped:
         log(f"stopped at step {step} of {total}; exiting with {PREEMPTED} (preempted: a rerun resumes here)")
     else:
-        log("training completed.")
+        params_host = (host_state or strategy.get_state(state))[0]  # collective: every process calls it
+        if step == start_step:  # resumed at the end: score the restored model (collective too)
+            final = {**final, "test_accuracy": _test_accuracy(jax, spec, params_host, dataset, cfg)}
+        if rank0:
+            _finish(cfg, spec, local_devices, metrics_path, final, step, params_host, outputs, log)
+        log.progress("training completed.")
     if spec.distributed:
         jax.distributed.shutdown()
     return PREEMPTED if stopped else 0

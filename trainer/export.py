@@ -1,0 +1,135 @@
+"""The trained model as a file the field reads: `model/model.safetensors` (the parameters, named by
+layer, no optimizer state), `model/config.json` (what the parameters mean) and `model/README.md`
+(its card).
+
+safetensors, not npz, Orbax or flax's msgpack: loading it runs no code (npz may hold pickles), it is
+read by JAX, NumPy, PyTorch and Hugging Face tooling alike through one small, widely kept library
+(Orbax and flax serialization are checkpoint formats for their own stacks), its header names every
+tensor with its dtype and shape, and it is memory-mapped rather than copied. Without jax: this module
+reads and writes host arrays only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from trainer import __version__, models
+from trainer.errors import CheckpointError, ConfigError
+from trainer.outputs import MODEL_CARD, MODEL_CONFIG, MODEL_FILE
+
+# How an image becomes the model's input; stated in config.json so other code can do the same.
+PREPROCESSING = "flatten each 28x28 uint8 image (row-major) to 784 values and divide by 255 (float32)"
+
+
+def _config(cfg, test_accuracy: float | None, steps: int) -> dict:
+    model = models.get(cfg.model)
+    return {
+        "format": "jax-training/mlp-v1", "model": cfg.model, "inputs": model.inputs, "classes": model.classes,
+        "hidden_sizes": list(cfg.hidden_sizes), "activation": "relu", "precision": cfg.precision,
+        "preprocessing": PREPROCESSING,
+        "parameters": {"w<i>": "kernel of layer i, shape (inputs, outputs), float32",
+                       "b<i>": "bias of layer i, shape (outputs,), float32"},
+        "forward": "x = relu(x @ w<i> + b<i>) for every layer but the last; logits = x @ w<last> + b<last>",
+        "test_accuracy": test_accuracy, "steps": steps, "version": __version__,
+    }
+
+
+def _card(config: dict, summary: dict) -> str:
+    layers = " → ".join(str(n) for n in (config["inputs"], *config["hidden_sizes"], config["classes"]))
+    accuracy = f"{summary['test_accuracy']:.4f}" if summary.get("test_accuracy") is not None else "n/a"
+    settings = summary.get("config", {})
+    return f"""---
+library_name: jax
+tags: [jax, mnist, image-classification, jax-training]
+datasets: [mnist]
+metrics: [accuracy]
+---
+# {summary.get('name', 'model')}: an MNIST digit classifier
+
+A multilayer perceptron ({layers}, ReLU) trained data-parallel by jax-training {__version__}
+on {summary.get('processes', '?')} process(es) x {summary.get('local_devices', '?')} device(s).
+
+| | |
+|---|---|
+| test accuracy (MNIST, 10,000 images) | {accuracy} |
+| train accuracy (last epoch) | {summary.get('train_accuracy')} |
+| steps, epochs | {summary.get('steps')}, {summary.get('epochs')} |
+| optimizer, learning rate, batch | {settings.get('optimizer')}, {settings.get('learning_rate')}, {settings.get('batch_size')} |
+| precision of the matmuls | {config['precision']} (parameters are float32) |
+
+## Input and output
+Input: {config['preprocessing']}. Output: 10 logits; the digit is their argmax.
+
+## Use it
+`{MODEL_FILE}` holds the float32 parameters `w0, b0, w1, b1, …` (layer by layer; no optimizer
+state). With NumPy and the `safetensors` package only:
+
+```python
+import numpy as np
+from safetensors.numpy import load_file
+
+params = load_file("{MODEL_FILE}")
+def predict(images):  # uint8, shape (n, 28, 28)
+    x = images.reshape(len(images), -1).astype(np.float32) / 255
+    layers = len(params) // 2
+    for i in range(layers):
+        x = x @ params[f"w{{i}}"] + params[f"b{{i}}"]
+        x = np.maximum(x, 0) if i < layers - 1 else x
+    return x.argmax(-1)
+```
+
+`python -m trainer evaluate --model .` re-scores the MNIST test set; `python -m trainer predict
+--model . IMAGES…` classifies an IDX file or PNG images.
+
+## Limitations
+Trained on MNIST only: centred, white-on-black 28x28 handwritten digits. Other images (black on
+white, photos, other sizes) need the same preprocessing and still fall outside what it has seen.
+"""
+
+
+def save(directory: str | os.PathLike, params: dict[str, np.ndarray], cfg, summary: dict) -> Path:
+    """Write model.safetensors, config.json and README.md into `directory` (each replaced atomically)."""
+    from safetensors.numpy import save_file
+
+    directory = Path(directory)
+    config = _config(cfg, summary.get("test_accuracy"), summary.get("steps", 0))
+    tensors = {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in params.items()}
+    metadata = {"format": "np", "model": cfg.model, "hidden_sizes": ",".join(map(str, cfg.hidden_sizes))}
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        _replace(directory / MODEL_FILE, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
+        _replace(directory / MODEL_CONFIG, lambda tmp: tmp.write_text(json.dumps(config, indent=1) + "\n"))
+        _replace(directory / MODEL_CARD, lambda tmp: tmp.write_text(_card(config, summary)))
+    except OSError as e:
+        raise CheckpointError(f"cannot write the model to {directory}: {e.strerror or e}") from None
+    return directory / MODEL_FILE
+
+
+def _replace(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def load(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict]:
+    """(params, config) of an exported model: its directory or its .safetensors file."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    path = Path(path)
+    file = path / MODEL_FILE if path.is_dir() else path
+    try:
+        config = json.loads((file.parent / MODEL_CONFIG).read_text())
+        params = load_file(str(file))
+    except (OSError, ValueError, SafetensorError) as e:
+        raise ConfigError(f"--model {path}: not an exported model ({getattr(e, 'strerror', None) or e})") from None
+    if not isinstance(config, dict) or config.get("model") not in models.NAMES:
+        raise ConfigError(f"--model {path}: {file.parent / MODEL_CONFIG} names no known model")
+    return params, config

@@ -1,0 +1,87 @@
+"""`python -m trainer evaluate|predict --model PATH`: use an exported model (trainer/export.py) in one
+process: re-score the MNIST test set, or classify images from an IDX file or PNGs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from trainer import data, export
+from trainer.errors import ConfigError, DataError
+
+SIDE = 28  # MNIST images are 28 x 28
+
+
+def _jax(platform: str):
+    from trainer.runtime import configure_platform
+
+    return configure_platform(platform, 1)
+
+
+def evaluate(model_path: str, data_dir: str, download: bool, mirror: str, platform: str) -> int:
+    params, config = export.load(model_path)
+    dataset = data.load_mnist(data_dir, download, mirror)
+    _jax(platform)
+    from trainer.strategies import count_correct
+
+    correct = count_correct(params, dataset.test_images, dataset.test_labels, precision=config["precision"],
+                            model=config["model"])
+    total = len(dataset.test_labels)
+    print(f"test accuracy={correct / total:.4f} ({correct}/{total} MNIST test images, {model_path})", flush=True)
+    return 0
+
+
+def read_images(path: Path) -> tuple[list[str], np.ndarray]:
+    """(names, uint8 images (n, 28, 28)) of an IDX image file (gzipped or not) or one PNG."""
+    try:
+        head = path.read_bytes()[:4]
+    except OSError as e:
+        raise DataError(f"{path}: cannot read: {e.strerror}") from None
+    if head.startswith(b"\x89PNG"):
+        return [str(path)], _png(path)[None]
+    if head[:2] == b"\x1f\x8b" or head[:3] == b"\x00\x00\x08":
+        images = data.parse_idx(path) if head[:2] == b"\x1f\x8b" else data.decode_idx(path.read_bytes(), path)
+        if images.ndim != 3 or images.shape[1:] != (SIDE, SIDE):
+            raise DataError(f"{path}: IDX images of shape {images.shape[1:]}, expected ({SIDE}, {SIDE})")
+        return [f"{path}[{i}]" for i in range(len(images))], images
+    raise DataError(f"{path}: neither a PNG nor an IDX image file")
+
+
+def _png(path: Path) -> np.ndarray:
+    """A PNG as a 28 x 28 grayscale image (resized if needed; MNIST digits are white on black)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            gray = image.convert("L")
+            if gray.size != (SIDE, SIDE):
+                gray = gray.resize((SIDE, SIDE), Image.Resampling.LANCZOS)
+            return np.asarray(gray, np.uint8)
+    except (OSError, UnidentifiedImageError) as e:
+        raise DataError(f"{path}: not a readable PNG ({e})") from None
+
+
+def predict(model_path: str, inputs: list[str], platform: str) -> int:
+    params, config = export.load(model_path)
+    names, batches = [], []
+    for item in inputs:
+        found, images = read_images(Path(item))
+        names += found
+        batches.append(images)
+    if not names:
+        raise ConfigError("predict needs at least one image file")
+    images = np.concatenate(batches)
+    jax = _jax(platform)
+    from trainer import models
+
+    x = images.reshape(len(images), -1).astype(np.float32) / np.float32(255.0)
+    logits = models.get(config["model"]).network().apply(jax.device_put(params), x, config["precision"])
+    probabilities = np.asarray(jax.nn.softmax(logits, axis=-1))
+    try:
+        for name, p in zip(names, probabilities):
+            print(f"{name}: {int(p.argmax())} (p={p.max():.3f})", flush=True)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    return 0

@@ -1,0 +1,50 @@
+"""Which job owns an outputs directory: run.json, written by process 0 when a job first starts there.
+
+A job of the same name and configuration resumes in the directory; any other is refused at start,
+before it could prune the owner's checkpoints or mix its metrics into the owner's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from trainer import __version__
+from trainer.errors import CheckpointError
+from trainer.outputs import RUN_FILE
+
+
+def _differences(theirs: dict, ours: dict) -> str:
+    keys = sorted(set(theirs) | set(ours))
+    return "; ".join(f"{k} {theirs.get(k)!r} there, {ours.get(k)!r} now" for k in keys if theirs.get(k) != ours.get(k))
+
+
+def claim(directory: str | os.PathLike, name: str, fingerprint: dict) -> None:
+    """Take `directory` for the job `name`, or check that it is already this job's."""
+    directory = Path(directory)
+    path = directory / RUN_FILE
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            record = {"name": name, "fingerprint": fingerprint, "created": round(time.time(), 3),
+                      "version": __version__}
+            tmp = path.with_name(f".{RUN_FILE}.tmp")
+            tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+            os.replace(tmp, path)
+            return
+        owner = json.loads(path.read_text())
+    except OSError as e:
+        raise CheckpointError(f"{directory}: cannot use it for the job's outputs: {e.strerror or e}") from None
+    except ValueError as e:
+        raise CheckpointError(f"{path}: unreadable ({e}); move it away or use another --checkpoint-dir") from None
+    theirs = owner.get("fingerprint") if isinstance(owner, dict) else None
+    if not isinstance(theirs, dict):
+        raise CheckpointError(f"{path}: not a jax-training run record; move it away or use another --checkpoint-dir")
+    if owner.get("name") != name or theirs != fingerprint:
+        what = _differences(theirs, fingerprint) or f"job {owner.get('name')!r} there, {name!r} now"
+        started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(owner.get("created") or 0))
+        raise CheckpointError(f"{directory} holds the outputs of job {owner.get('name')!r} (started {started}) with "
+                              f"other settings ({what}), so job {name!r} of this configuration may not use it: "
+                              "choose another name or --checkpoint-dir, or the original settings")

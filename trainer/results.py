@@ -1,0 +1,108 @@
+"""The end of a run, written by process 0: summary.json, the exported model, the result line in the
+log and in the pod's termination message (what `kubectl get pod` and `kubectl describe` show)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from trainer import __version__
+from trainer.errors import CheckpointError
+from trainer.outputs import MODEL, MODEL_FILE, SUMMARY, result_line
+
+# Kubernetes' default terminationMessagePath; outside a pod it does not exist and nothing is written.
+TERMINATION_LOG = "/dev/termination-log"
+
+
+def read_records(path: str | os.PathLike | None) -> list[dict]:
+    """The records of a metrics.jsonl, every attempt's (a restart appends); [] without one."""
+    if not path:
+        return []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return []
+    records = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def summarize(cfg, spec, local_devices: int, records: list[dict], final: dict, steps: int) -> dict:
+    """The run's summary, across restarts: `records` is the metrics file, `final` the last epoch's."""
+    starts = [r for r in records if r.get("event") == "start"]
+    epochs = [r for r in records if r.get("event") == "epoch"]
+    trained = sum(r.get("seconds", 0) for r in epochs)
+    examples = sum(r.get("batches", 0) for r in epochs) * cfg.batch_size
+    import jax
+
+    settings = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if not f.metadata["hidden"]}
+    return {
+        "name": cfg.run_name, "status": "completed",
+        "test_accuracy": final.get("test_accuracy"), "train_accuracy": final.get("train_accuracy"),
+        "loss": final.get("loss"), "epochs": cfg.epochs, "steps": steps,
+        "wall_seconds": round(_running_seconds(records), 3),
+        "training_seconds": round(trained, 3),
+        "examples_per_second": round(examples / trained, 1) if trained else None,
+        "restarts": max(len(starts) - 1, 0),
+        "resumed_from": [r["step"] for r in starts if r.get("step")],
+        "processes": spec.num_processes, "local_devices": local_devices,
+        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
+        "model": f"{MODEL}/{MODEL_FILE}", "version": __version__, "jax_version": jax.__version__,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _running_seconds(records: list[dict]) -> float:
+    """Seconds the job ran, summed over its attempts (each from its start record to its last record,
+    the current one to now): the time between a stop and a restart is not the run's."""
+    total, begun, last = 0.0, None, None
+    for record in records:
+        at = record.get("time")
+        if not isinstance(at, (int, float)):
+            continue
+        if record.get("event") == "start":
+            total += (last - begun) if begun is not None else 0.0
+            begun = at
+        last = at
+    return total + (time.time() - begun if begun is not None else 0.0)
+
+
+def write(run_dir: Path, params: dict, cfg, summary: dict) -> None:
+    """The model, then summary.json (its presence says the run finished and everything is there)."""
+    from trainer import export
+
+    export.save(run_dir / MODEL, params, cfg, summary)
+    tmp = run_dir / f".{SUMMARY}.tmp"
+    try:
+        tmp.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, run_dir / SUMMARY)
+    except OSError as e:
+        raise CheckpointError(f"cannot write {run_dir / SUMMARY}: {e.strerror or e}") from None
+
+
+def line(summary: dict) -> str:
+    """result_line() with what a missing value would break replaced by n/a."""
+    complete = {k: (v if v is not None else float("nan")) for k, v in summary.items()}
+    return result_line(complete)
+
+
+def terminate_with(message: str, path: str = TERMINATION_LOG) -> None:
+    """Leave `message` in the pod's termination message (at most 4096 bytes are kept); a no-op
+    outside a pod."""
+    if not os.path.exists(path):
+        return
+    try:
+        with open(path, "w") as f:
+            f.write(message[:4000])
+    except OSError as e:
+        print(f"cannot write the termination message to {path}: {e.strerror}", file=sys.stderr)
