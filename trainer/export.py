@@ -38,9 +38,30 @@ def _config(cfg, test_accuracy: float | None, steps: int) -> dict:
     }
 
 
+# How to use the model without this project: in its card and in the README (a test runs it).
+LOAD_SNIPPET = """\
+import numpy as np
+from safetensors.numpy import load_file
+
+params = load_file("model/model.safetensors")  # w0, b0, w1, b1, ...: float32, layer by layer
+
+def predict(images):  # uint8 MNIST images, shape (n, 28, 28)
+    x = images.reshape(len(images), -1).astype(np.float32) / 255
+    layers = len(params) // 2
+    for i in range(layers):
+        x = x @ params[f"w{i}"] + params[f"b{i}"]
+        if i < layers - 1:
+            x = np.maximum(x, 0)  # ReLU
+    return x.argmax(-1)  # the digits
+"""
+
+
+def _figure(value) -> str:
+    return f"{value:.4f}" if isinstance(value, (int, float)) else "n/a"
+
+
 def _card(config: dict, summary: dict) -> str:
     layers = " → ".join(str(n) for n in (config["inputs"], *config["hidden_sizes"], config["classes"]))
-    accuracy = f"{summary['test_accuracy']:.4f}" if summary.get("test_accuracy") is not None else "n/a"
     settings = summary.get("config", {})
     return f"""---
 library_name: jax
@@ -55,8 +76,8 @@ on {summary.get('processes', '?')} process(es) x {summary.get('local_devices', '
 
 | | |
 |---|---|
-| test accuracy (MNIST, 10,000 images) | {accuracy} |
-| train accuracy (last epoch) | {summary.get('train_accuracy')} |
+| test accuracy (MNIST, 10,000 images) | {_figure(summary.get('test_accuracy'))} |
+| train accuracy (last epoch) | {_figure(summary.get('train_accuracy'))} |
 | steps, epochs | {summary.get('steps')}, {summary.get('epochs')} |
 | optimizer, learning rate, batch | {settings.get('optimizer')}, {settings.get('learning_rate')}, {settings.get('batch_size')} |
 | precision of the matmuls | {config['precision']} (parameters are float32) |
@@ -66,24 +87,13 @@ Input: {config['preprocessing']}. Output: 10 logits; the digit is their argmax.
 
 ## Use it
 `{MODEL_FILE}` holds the float32 parameters `w0, b0, w1, b1, …` (layer by layer; no optimizer
-state). With NumPy and the `safetensors` package only:
+state). With NumPy and the `safetensors` package only, from the folder that holds `model/`:
 
 ```python
-import numpy as np
-from safetensors.numpy import load_file
+{LOAD_SNIPPET}```
 
-params = load_file("{MODEL_FILE}")
-def predict(images):  # uint8, shape (n, 28, 28)
-    x = images.reshape(len(images), -1).astype(np.float32) / 255
-    layers = len(params) // 2
-    for i in range(layers):
-        x = x @ params[f"w{{i}}"] + params[f"b{{i}}"]
-        x = np.maximum(x, 0) if i < layers - 1 else x
-    return x.argmax(-1)
-```
-
-`python -m trainer evaluate --model .` re-scores the MNIST test set; `python -m trainer predict
---model . IMAGES…` classifies an IDX file or PNG images.
+From the same folder, `python -m trainer evaluate --model model` re-scores the MNIST test set and
+`python -m trainer predict --model model IMAGES…` classifies an IDX file or PNG images.
 
 ## Limitations
 Trained on MNIST only: centred, white-on-black 28x28 handwritten digits. Other images (black on

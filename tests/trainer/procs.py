@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.paths import MNIST_DIR, REPO_ROOT
+from trainer import outputs
+from trainer.config import TrainConfig
 
 
 def free_port() -> int:
@@ -22,6 +24,15 @@ def free_port() -> int:
 
 def trainer_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "trainer", *args]
+
+
+def outputs_of(checkpoint_dir) -> Path:
+    """The outputs directory of a job with the trainer's default --run-name under `checkpoint_dir`."""
+    return outputs.run_dir(checkpoint_dir, TrainConfig().run_name)
+
+
+def checkpoints_of(checkpoint_dir) -> Path:
+    return outputs_of(checkpoint_dir) / outputs.CHECKPOINTS
 
 
 def small_train_args(checkpoint_dir, *extra: str) -> list[str]:

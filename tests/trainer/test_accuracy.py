@@ -2,11 +2,15 @@
 in float32 and in bfloat16."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from tests.support.paths import MNIST_DIR
-from tests.trainer.procs import run_cluster, trainer_argv
+from trainer import export
+from tests.trainer.procs import outputs_of, run_cluster, trainer_argv
 
 
 @pytest.mark.slow
@@ -18,12 +22,57 @@ def test_defaults_reach_98_percent_test_accuracy(tmp_path, precision):
                         lambda rank: trainer_argv("train", "--data-dir", str(MNIST_DIR), "--no-download",
                                                   "--checkpoint-dir", str(ckpt), "--precision", precision),
                         1, 1, 850)
-    epochs = [r for r in map(json.loads, (ckpt / "metrics.jsonl").read_text().splitlines()) if r["event"] == "epoch"]
+    epochs = [r for r in map(json.loads, (outputs_of(ckpt) / "metrics.jsonl").read_text().splitlines()) if r["event"] == "epoch"]
     assert [e["epoch"] for e in epochs] == [1, 2, 3, 4, 5]
     report = ", ".join(f"epoch {e['epoch']}: {e['test_accuracy']:.4f} in {e['seconds']:.1f} s" for e in epochs)
     print(f"test accuracy with the defaults in {precision}: {report}")
     assert epochs[-1]["test_accuracy"] >= 0.98, report
     assert epochs[-1]["loss"] < epochs[0]["loss"]
     assert "Rank 0: training completed." in procs[0].output
-    assert [r for r in map(json.loads, (ckpt / "metrics.jsonl").read_text().splitlines())
+    assert [r for r in map(json.loads, (outputs_of(ckpt) / "metrics.jsonl").read_text().splitlines())
             if r["event"] == "start"][0]["precision"] == precision
+    check_the_exported_model(outputs_of(ckpt), epochs[-1], procs[0].output, precision)
+
+
+# Runs the README's snippet where this project cannot be imported, and scores the test set with it.
+SNIPPET_CHECK = """
+import gzip, json, sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("trainer", "generator"):
+            raise ImportError(f"{name}: this project must not be needed")
+sys.meta_path.insert(0, Refuse())
+exec(open(sys.argv[1]).read())
+def idx(name, offset):
+    return np.frombuffer(gzip.decompress(open(f"{sys.argv[2]}/{name}", "rb").read()), np.uint8, offset=offset)
+images = idx("t10k-images-idx3-ubyte.gz", 16).reshape(-1, 28, 28)
+labels = idx("t10k-labels-idx1-ubyte.gz", 8)
+print(json.dumps({"accuracy": float((predict(images) == labels).mean()),
+                  "project_loaded": [m for m in sys.modules if m.split(".")[0] in ("trainer", "generator")]}))
+"""
+
+
+def check_the_exported_model(outputs, last_epoch: dict, log: str, precision: str) -> None:
+    """The model is exported with its card and summary; `evaluate` and the README's snippet score it
+    as the training log's last line did."""
+    summary = json.loads((outputs / "summary.json").read_text())
+    assert summary["test_accuracy"] == last_epoch["test_accuracy"] and summary["steps"] == 5 * 468
+    assert summary["status"] == "completed" and summary["config"]["precision"] == precision
+    assert f"Rank 0: result: test accuracy {last_epoch['test_accuracy']:.4f}" in log
+    assert (outputs / "model" / "README.md").read_text().count(export.LOAD_SNIPPET) == 1
+    scored = subprocess.run([sys.executable, "-m", "trainer", "evaluate", "--model", str(outputs / "model"),
+                             "--data-dir", str(MNIST_DIR), "--no-download"], capture_output=True, text=True,
+                            timeout=300)
+    assert scored.returncode == 0, scored.stderr
+    assert scored.stdout.startswith(f"test accuracy={last_epoch['test_accuracy']:.4f} ("), scored.stdout
+    snippet = outputs / "snippet.py"
+    snippet.write_text(export.LOAD_SNIPPET)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    ran = subprocess.run([sys.executable, "-I", "-c", SNIPPET_CHECK, str(snippet), str(MNIST_DIR)], cwd=outputs,
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout)
+    assert result["project_loaded"] == []
+    # NumPy's float32 forward pass: the same predictions as the trainer's, but for a few near-ties
+    # (bfloat16 training: the trainer scores in bfloat16).
+    assert abs(result["accuracy"] - last_epoch["test_accuracy"]) <= (0.0005 if precision == "float32" else 0.003)

@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 
 from tests.support.paths import MNIST_DIR
-from tests.trainer.procs import free_port, kill, run_cluster, small_train_args, start, trainer_argv, wait_all, wait_for_text
+from tests.trainer.procs import (checkpoints_of, free_port, kill, outputs_of, run_cluster, small_train_args, start,
+                                 trainer_argv, wait_all, wait_for_text)
 from trainer import checkpoint, exit_codes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def final_params(directory) -> dict[str, np.ndarray]:
-    meta, leaves = checkpoint.read(checkpoint.latest_path(directory))
+    meta, leaves = checkpoint.read(checkpoint.latest_path(checkpoints_of(directory)))
     return meta, {name: value for name, value in leaves.items() if name.startswith("[0]")}
 
 
@@ -60,7 +61,7 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path):
     crashed = start(trainer_argv(*small_train_args(tmp_path / "crash", *args, "--fault-after-step", "45")),
                     tmp_path / "crash-1.log")
     assert wait_all([crashed], 180) == [-signal.SIGKILL]
-    assert checkpoint.list_steps(tmp_path / "crash") == [30, 40]  # killed at 45, after the checkpoint of 40
+    assert checkpoint.list_steps(checkpoints_of(tmp_path / "crash")) == [30, 40]  # killed at 45, after the checkpoint of 40
     procs = run_cluster(tmp_path, "resume", lambda r: trainer_argv(*small_train_args(tmp_path / "crash", *args)), 1, 1, 180)
     assert "resuming from the checkpoint of step 40" in procs[0].output
 
@@ -73,14 +74,17 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path):
 def test_checkpoint_of_another_configuration_is_refused(tmp_path):
     run_cluster(tmp_path, "first", lambda r: trainer_argv(*small_train_args(tmp_path / "c")), 1, 1, 120)
     proc = start(trainer_argv(*small_train_args(tmp_path / "c", "--learning-rate", "0.5", "--epochs", "2")), tmp_path / "second.log")
-    assert wait_all([proc], 120) == [6]
-    assert "was written by another configuration (epochs: 1 != 2; learning_rate: 0.1 != 0.5)" in proc.output
+    assert wait_all([proc], 120) == [exit_codes.CHECKPOINT]
+    assert (f"Rank 0: error: {outputs_of(tmp_path / 'c')} holds the outputs of job 'jax-training' (started "
+            in proc.output)
+    assert "with other settings (epochs 1 there, 2 now; learning_rate 0.1 there, 0.5 now)" in proc.output
+    assert proc.output.count("error:") == 1 and "Traceback" not in proc.output
 
 
 def test_unusable_checkpoint_dir_fails_at_start_naming_the_flag(tmp_path):
     (tmp_path / "a-file").write_text("not a directory")
     proc = start(trainer_argv(*small_train_args(tmp_path / "a-file" / "c")), tmp_path / "train.log")
-    assert wait_all([proc], 60) == [exit_codes.CONFIG]
+    assert wait_all([proc], 60) == [exit_codes.CHECKPOINT]
     assert f"--checkpoint-dir {tmp_path / 'a-file' / 'c'}: cannot write checkpoints there" in proc.output
     assert "Traceback" not in proc.output
 
@@ -112,7 +116,7 @@ def test_peer_killed_mid_training_is_reported_by_the_survivor_who_exits_promptly
                 "--epochs", "50", "--log-every", "5", "--heartbeat-timeout", str(heartbeat), "--init-timeout", "60"]
         procs.append(start(trainer_argv(*args), tmp_path / f"rank{rank}.log", env))
     try:
-        wait_for_text(procs[1 - victim], "batch 10/", 120)
+        wait_for_text(procs[0], "batch 10/", 120)  # process 0 logs the progress
         kill(procs[victim])
         killed_at = time.monotonic()
         survivor = procs[1 - victim]

@@ -12,7 +12,8 @@ import signal
 import numpy as np
 import pytest
 
-from tests.trainer.procs import free_port, kill, run_cluster, small_train_args, start, trainer_argv, wait_all, wait_for_text
+from tests.trainer.procs import (checkpoints_of, free_port, kill, outputs_of, run_cluster, small_train_args, start,
+                                 trainer_argv, wait_all, wait_for_text)
 from trainer import checkpoint, exit_codes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -32,7 +33,7 @@ def start_pair(tmp_path, name, ckpt, *extra, rank_extra=None):
 
 
 def params(directory) -> dict:
-    return {k: v for k, v in checkpoint.read(checkpoint.latest_path(directory))[1].items() if k.startswith("[0]")}
+    return {k: v for k, v in checkpoint.read(checkpoint.latest_path(checkpoints_of(directory)))[1].items() if k.startswith("[0]")}
 
 
 def stop_step(output: str) -> int:
@@ -57,14 +58,14 @@ def test_sigterm_to_one_process_stops_all_at_one_step_and_the_rerun_matches_an_u
     step = stop_step(procs[0].output)
     assert step == stop_step(procs[1].output)
     assert 40 <= step < 40 * 32
-    assert checkpoint.list_steps(stopped_dir)[-1] == step
+    assert checkpoint.list_steps(checkpoints_of(stopped_dir))[-1] == step
     assert re.search(rf"Rank 0: checkpoint saved at step {step}: \S+ \(\d+\.\d+ s\)", procs[0].output)
 
     resumed = run_cluster(tmp_path, "resumed", lambda r: trainer_argv(*small_train_args(stopped_dir, *ARGS)), 2, 1, 240)
     assert f"resuming from the checkpoint of step {step}" in resumed[1].output
     run_cluster(tmp_path, "straight", lambda r: trainer_argv(*small_train_args(tmp_path / "straight", *ARGS)), 2, 1, 240)
     a, b = params(tmp_path / "straight"), params(stopped_dir)
-    assert checkpoint.list_steps(stopped_dir)[-1] == checkpoint.list_steps(tmp_path / "straight")[-1] == 40 * 32
+    assert checkpoint.list_steps(checkpoints_of(stopped_dir))[-1] == checkpoint.list_steps(checkpoints_of(tmp_path / "straight"))[-1] == 40 * 32
     for key in a:
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
@@ -80,7 +81,7 @@ def test_sigusr1_stops_a_single_process_with_a_checkpoint(tmp_path):
     assert codes == [exit_codes.PREEMPTED], proc.output[-2000:]
     step = stop_step(proc.output)
     assert "preempted (received SIGUSR1)" in proc.output
-    assert checkpoint.list_steps(tmp_path / "c")[-1] == step
+    assert checkpoint.list_steps(checkpoints_of(tmp_path / "c"))[-1] == step
 
 
 def test_hang_is_dumped_and_exits_with_the_hang_code_on_every_process(tmp_path):

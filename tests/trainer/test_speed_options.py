@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.trainer.procs import free_port, run_cluster, small_train_args, start, trainer_argv, wait_all
+from tests.trainer.procs import checkpoints_of, free_port, outputs_of, run_cluster, small_train_args, start, trainer_argv, wait_all
 from trainer import checkpoint
 from generator.plot import read_records
 from trainer.runtime import cpu_budget
@@ -15,7 +15,7 @@ from trainer.train import _chunk_end
 
 
 def params_of(directory) -> dict[str, np.ndarray]:
-    meta, leaves = checkpoint.read(checkpoint.latest_path(directory))
+    meta, leaves = checkpoint.read(checkpoint.latest_path(checkpoints_of(directory)))
     return {name: value for name, value in leaves.items() if name.startswith("[0]")}
 
 
@@ -53,7 +53,7 @@ def test_steps_per_dispatch_and_the_compilation_cache_do_not_change_the_paramete
             assert len(os.listdir(cache)) >= 2, "the compiled programs were not written to the cache"
         if name == "warm":
             assert f"compilation cache: {cache}" in procs[0].output
-    assert (tmp_path / "one" / "xla-cache").is_dir()  # default: under the checkpoint dir
+    assert (outputs_of(tmp_path / "one") / "xla-cache").is_dir()  # default: in the job's outputs
     for name in ("seven", "cached", "warm"):
         for key, value in results["one"].items():
             np.testing.assert_array_equal(value, results[name][key], err_msg=f"{name} {key}")
@@ -67,7 +67,7 @@ def test_bfloat16_allreduce_stays_close_to_float32_and_threads_are_shared(tmp_pa
         args = small_train_args(tmp_path / name, "--epochs", "3", *extra)
         procs = run_cluster(tmp_path, name, lambda rank: trainer_argv(*args), 2, 1, 180)
         results[name] = params_of(tmp_path / name)
-        accuracy[name] = [r["test_accuracy"] for r in read_records(tmp_path / name / "metrics.jsonl")
+        accuracy[name] = [r["test_accuracy"] for r in read_records(outputs_of(tmp_path / name) / "metrics.jsonl")
                           if r["event"] == "epoch"][-1]
         budget = cpu_budget()
         assert (f"2 processes share this host's {budget} CPUs: {max(budget // 2, 1)} XLA CPU threads each"

@@ -1,0 +1,142 @@
+"""A job's outputs directory: what a finished run leaves, the model's use, and every way writing or
+reading it can fail ending in one line with the checkpoint exit code."""
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from tests.support.paths import MNIST_DIR
+from tests.trainer.procs import checkpoints_of, outputs_of, small_train_args, start, trainer_argv, wait_all
+from trainer import exit_codes
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def one_line_error(proc, code: int, text: str) -> None:
+    assert wait_all([proc], 120) == [code], proc.output[-2000:]
+    assert "Traceback" not in proc.output, proc.output[-2000:]
+    errors = [line for line in proc.output.splitlines() if "error:" in line]
+    assert len(errors) == 1 and text in errors[0], errors
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """The outputs of one small finished run."""
+    root = tmp_path_factory.mktemp("finished")
+    proc = start(trainer_argv(*small_train_args(root)), root / "train.log")
+    assert wait_all([proc], 120) == [0], proc.output[-2000:]
+    return outputs_of(root), proc.output
+
+
+def test_a_finished_run_leaves_its_model_summary_and_metrics(finished):
+    outputs, log = finished
+    assert sorted(p.name for p in outputs.iterdir()) == [
+        "checkpoints", "metrics.jsonl", "model", "run.json", "summary.json", "xla-cache"]
+    assert sorted(p.name for p in (outputs / "model").iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    summary = json.loads((outputs / "summary.json").read_text())
+    assert summary["steps"] == 32 and summary["restarts"] == 0 and summary["config"]["hidden_sizes"] == [64, 64]
+    assert f"Rank 0: result: test accuracy {summary['test_accuracy']:.4f}, train accuracy" in log
+    from safetensors.numpy import load_file
+
+    params = load_file(str(outputs / "model" / "model.safetensors"))  # parameters only, named by layer
+    assert {k: v.shape for k, v in params.items()} == {
+        "w0": (784, 64), "b0": (64,), "w1": (64, 64), "b1": (64,), "w2": (64, 10), "b2": (10,)}
+
+
+def test_evaluate_prints_the_accuracy_the_training_ended_with(finished):
+    outputs, _ = finished
+    summary = json.loads((outputs / "summary.json").read_text())
+    done = subprocess.run(trainer_argv("evaluate", "--model", str(outputs / "model" / "model.safetensors"),
+                                       "--data-dir", str(MNIST_DIR), "--no-download"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"test accuracy={summary['test_accuracy']:.4f} (")
+
+
+def test_predict_classifies_an_idx_file_and_pngs(finished, tmp_path):
+    from PIL import Image
+
+    from trainer.data import parse_idx
+
+    outputs, _ = finished
+    images = parse_idx(MNIST_DIR / "t10k-images-idx3-ubyte.gz")[:3]
+    pngs = []
+    for i, image in enumerate(images):
+        pngs.append(tmp_path / f"digit-{i}.png")
+        Image.fromarray(image).save(pngs[-1])
+    done = subprocess.run(trainer_argv("predict", "--model", str(outputs / "model"),
+                                       str(MNIST_DIR / "t10k-images-idx3-ubyte.gz"), *map(str, pngs)),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 10000 + 3
+    by_idx = [line.split(": ")[1].split()[0] for line in lines[:3]]
+    by_png = [line.split(": ")[1].split()[0] for line in lines[-3:]]
+    assert by_idx == by_png and lines[-1].startswith(f"{pngs[-1]}: ")
+    bad = subprocess.run(trainer_argv("predict", "--model", str(outputs / "model"), str(outputs / "summary.json")),
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == exit_codes.DATA and bad.stderr.strip().endswith("neither a PNG nor an IDX image file")
+
+
+def test_a_rerun_of_the_finished_job_resumes_at_its_end_and_keeps_its_result(finished, tmp_path):
+    outputs, _ = finished
+    copy = tmp_path / "c"
+    shutil.copytree(outputs.parent, copy, ignore=shutil.ignore_patterns("train.log"))
+    before = json.loads((outputs / "summary.json").read_text())
+    proc = start(trainer_argv(*small_train_args(copy)), tmp_path / "rerun.log")
+    assert wait_all([proc], 120) == [0], proc.output[-2000:]
+    assert "resuming from the checkpoint of step 32" in proc.output
+    after = json.loads((outputs_of(copy) / "summary.json").read_text())
+    assert after["test_accuracy"] == before["test_accuracy"] and after["resumed_from"] == [32]
+
+
+def test_a_job_of_another_configuration_is_refused_and_the_first_keeps_its_results(finished, tmp_path):
+    outputs, _ = finished
+    copy = tmp_path / "c"
+    shutil.copytree(outputs.parent, copy, ignore=shutil.ignore_patterns("train.log"))
+    kept = {p: p.read_bytes() for p in outputs_of(copy).rglob("*") if p.is_file() and "xla-cache" not in p.parts}
+    proc = start(trainer_argv(*small_train_args(copy, "--learning-rate", "0.05")), tmp_path / "second.log")
+    one_line_error(proc, exit_codes.CHECKPOINT, "with other settings (learning_rate 0.1 there, 0.05 now)")
+    assert {p: p.read_bytes() for p in kept} == kept
+
+
+def test_a_foreign_checkpoint_is_one_line(tmp_path):
+    checkpoints_of(tmp_path).mkdir(parents=True)
+    np.savez(checkpoints_of(tmp_path) / "ckpt-0000000008.npz", weights=np.zeros(3))
+    proc = start(trainer_argv(*small_train_args(tmp_path)), tmp_path / "train.log")
+    one_line_error(proc, exit_codes.CHECKPOINT, "ckpt-0000000008.npz: unreadable checkpoint")
+
+
+def in_a_mount(tmp_path, options: str, *extra: str):
+    """The small run with its checkpoint dir on a fresh tmpfs (a mount namespace of its own)."""
+    target = tmp_path / "mnt"
+    target.mkdir()
+    script = (f"mount -t tmpfs -o {options} tmpfs {target} && exec "
+              + " ".join(map(repr, trainer_argv(*small_train_args(target, *extra)))))
+    return start(["unshare", "--mount", "sh", "-c", script], tmp_path / "train.log")
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux) and root")
+def test_a_full_volume_is_one_line(tmp_path):
+    # 300 KiB: the metrics and run.json fit, the first checkpoint (about 460 KB) does not.
+    proc = in_a_mount(tmp_path, "size=300k", "--compilation-cache", "", "--checkpoint-every", "8")
+    one_line_error(proc, exit_codes.CHECKPOINT, "cannot write the checkpoint of step 8 to ")
+    assert proc.output.splitlines()[-1].endswith("No space left on device")
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux) and root")
+def test_a_read_only_volume_is_one_line(tmp_path):
+    proc = in_a_mount(tmp_path, "ro,size=1m")
+    one_line_error(proc, exit_codes.CHECKPOINT, "cannot write checkpoints there: Read-only file system")
+
+
+def test_progress_is_logged_by_process_0_only(tmp_path):
+    from tests.trainer.procs import run_cluster
+
+    procs = run_cluster(tmp_path, "two", lambda rank: trainer_argv(*small_train_args(tmp_path / "c")), 2, 1, 180)
+    assert "batch 8/32" in procs[0].output and "result: test accuracy" in procs[0].output
+    assert "batch 8/32" not in procs[1].output and "result:" not in procs[1].output
+    assert "Rank 1: cluster:" in procs[1].output  # its start
