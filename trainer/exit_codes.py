@@ -34,7 +34,8 @@ TABLE = (
     ExitCode("data", 3, "fail", "a dataset file is missing, truncated or corrupt, or cannot be downloaded"),
     ExitCode("coordinator", 4, "retry", "the coordinator or a peer did not join within the init timeout"),
     ExitCode("device-count", 5, "fail", "the devices found differ from hosts_count x local_device_count"),
-    ExitCode("checkpoint", 6, "fail", "the checkpoint directory holds a checkpoint of another configuration"),
+    ExitCode("checkpoint", 6, "fail", "the outputs directory belongs to another configuration, or a checkpoint, "
+                                      "metrics or model file cannot be written or read (full, read-only, foreign)"),
     ExitCode("peer-lost", 141, "ignore", "a peer process died mid-run (a collective or the coordinator failed)"),
     ExitCode("hang", 142, "retry", "no training step completed within the hang timeout (stacks dumped)"),
     ExitCode("preempted", 143, "ignore", "SIGTERM/SIGUSR1: every process checkpointed the same step and stopped"),

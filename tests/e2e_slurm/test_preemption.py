@@ -13,17 +13,17 @@ import pytest
 from trainer import checkpoint
 
 from .slurm import rank_lines, render_script
-from .test_training import TRAIN_TIMEOUT, job_output, metrics, variables
+from .test_training import TRAIN_TIMEOUT, job_output, metrics, outputs, variables
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-def _wait_for_step(slurm, job: int, tmp_path: Path, step: int, timeout: float) -> None:
+def _wait_for_step(slurm, job: int, tmp_path: Path, name: str, step: int, timeout: float) -> None:
     """Until metrics.jsonl records a step at or past `step` (the job is training)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        path = tmp_path / "checkpoints" / "metrics.jsonl"
-        if path.exists() and any(r.get("step", 0) >= step for r in metrics(tmp_path) if r["event"] == "step"):
+        path = outputs(tmp_path, name) / "metrics.jsonl"
+        if path.exists() and any(r.get("step", 0) >= step for r in metrics(tmp_path, name) if r["event"] == "step"):
             return
         assert slurm.in_queue(job), f"job {job} ended before step {step}:\n{slurm.log_tail()}"
         time.sleep(0.3)
@@ -40,7 +40,7 @@ def test_scancel_signal_checkpoints_and_the_requeued_job_resumes(slurm, tmp_path
     assert "#SBATCH --requeue" in text and "#SBATCH --signal=USR1@120" in text
 
     job = slurm.sbatch(script, cwd=tmp_path)
-    _wait_for_step(slurm, job, tmp_path, 100, TRAIN_TIMEOUT)
+    _wait_for_step(slurm, job, tmp_path, name, 100, TRAIN_TIMEOUT)
     slurm.run("scancel", "--signal=TERM", str(job))
     signalled = time.monotonic()
     slurm.wait(job, TRAIN_TIMEOUT + 300)  # the requeued run included (SLURM delays its start)
@@ -57,7 +57,7 @@ def test_scancel_signal_checkpoints_and_the_requeued_job_resumes(slurm, tmp_path
     assert "(start 1)" in output  # the same job id, started again by SLURM
     assert f"Rank 0: resuming from the checkpoint of step {step}" in output
     assert output.count("training completed.") == 2  # both ranks of the requeued run
-    events = [(r["event"], r["step"]) for r in metrics(tmp_path) if r["event"] in ("start", "preempted", "end")]
+    events = [(r["event"], r["step"]) for r in metrics(tmp_path, name) if r["event"] in ("start", "preempted", "end")]
     assert events == [("start", 0), ("preempted", step), ("start", step), ("end", 234)], events
-    assert checkpoint.list_steps(tmp_path / "checkpoints")[-1] == 234
+    assert checkpoint.list_steps(outputs(tmp_path, name) / "checkpoints")[-1] == 234
     print(f"job {job}: stopped at step {step}, requeued, completed {time.monotonic() - signalled:.0f} s after the signal")

@@ -47,8 +47,13 @@ def variables(tmp_path: Path, name: str) -> dict:
     }
 
 
-def metrics(tmp_path: Path) -> list[dict]:
-    path = tmp_path / "checkpoints" / "metrics.jsonl"
+def outputs(tmp_path: Path, name: str) -> Path:
+    """The job's outputs directory: <checkpoint.dir>/<name>."""
+    return tmp_path / "checkpoints" / name
+
+
+def metrics(tmp_path: Path, name: str) -> list[dict]:
+    path = outputs(tmp_path, name) / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -69,20 +74,25 @@ def assert_both_ranks_from_slurm(output: str, job_id: int):
 
 
 def test_two_tasks_train_mnist_to_completion(slurm, tmp_path):
-    values = variables(tmp_path, "e2e-train")
+    name = "e2e-train"
+    values = variables(tmp_path, name)
     script = render_script(values, tmp_path)
     job = slurm.sbatch(script, cwd=tmp_path)
     seconds = slurm.wait(job, TRAIN_TIMEOUT)
-    output = job_output(tmp_path, "e2e-train", job)
+    output = job_output(tmp_path, name, job)
     assert slurm.accounting(job) == ("COMPLETED", "0:0"), output + slurm.log_tail()
     print(f"job {job}: 1 epoch, 2 tasks x 1 CPU device, {seconds:.1f} s in the queue")
 
     assert_both_ranks_from_slurm(output, job)
-    records = metrics(tmp_path)
+    records = metrics(tmp_path, name)
     start = records[0]
     assert (start["event"], start["step"], start["processes"]) == ("start", 0, 2)
     epoch = next(r for r in records if r["event"] == "epoch")
     assert epoch["test_accuracy"] > 0.9, epoch
+    # The results stay on the shared filesystem: the summary and the exported model.
+    summary = json.loads((outputs(tmp_path, name) / "summary.json").read_text())
+    assert summary["test_accuracy"] == epoch["test_accuracy"] and summary["processes"] == 2
+    assert (outputs(tmp_path, name) / "model" / "model.safetensors").is_file()
     assert records[-1] == {**records[-1], "event": "end", "step": start["total_steps"]}
     # The data came through the sha256-verified download from the file:// mirror.
     downloaded = sorted(p.name for p in (tmp_path / "data").glob("*.gz"))
@@ -104,7 +114,7 @@ def test_killed_task_fails_the_job_and_resubmission_resumes(slurm, tmp_path):
     name = "e2e-resume"
     script = render_script(variables(tmp_path, name), tmp_path)
     job = slurm.sbatch(script, cwd=tmp_path)
-    _wait_for_checkpoint(slurm, job, tmp_path / "checkpoints", TRAIN_TIMEOUT)
+    _wait_for_checkpoint(slurm, job, outputs(tmp_path, name) / "checkpoints", TRAIN_TIMEOUT)
 
     victims = [pid for pid, env in job_processes(job).items() if env.get("SLURM_PROCID") == "1"]
     assert len(victims) == 1, f"expected one task 1 of job {job}, found {victims}"
@@ -117,7 +127,7 @@ def test_killed_task_fails_the_job_and_resubmission_resumes(slurm, tmp_path):
     print(f"job {job}: task 1 killed, job ended FAILED ({code}) {seconds:.1f} s later")
     assert "training completed" not in output
 
-    saved = sorted(int(m.group(1)) for p in (tmp_path / "checkpoints").glob("ckpt-*.npz")
+    saved = sorted(int(m.group(1)) for p in (outputs(tmp_path, name) / "checkpoints").glob("ckpt-*.npz")
                    if (m := re.match(r"ckpt-(\d+)\.npz$", p.name)))
     assert saved, "the killed run left no checkpoint"
 
@@ -130,9 +140,9 @@ def test_killed_task_fails_the_job_and_resubmission_resumes(slurm, tmp_path):
     step = int(resumed.group(1))
     assert step == saved[-1] and step > 0
     assert_both_ranks_from_slurm(output, again)
-    starts = [r for r in metrics(tmp_path) if r["event"] == "start"]
+    starts = [r for r in metrics(tmp_path, name) if r["event"] == "start"]
     assert [s["step"] for s in starts] == [0, step]
-    assert metrics(tmp_path)[-1]["step"] == starts[-1]["total_steps"]
+    assert metrics(tmp_path, name)[-1]["step"] == starts[-1]["total_steps"]
 
 
 def test_your_own_program_runs_as_the_tasks(slurm, tmp_path):
