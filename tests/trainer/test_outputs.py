@@ -140,3 +140,10 @@ def test_progress_is_logged_by_process_0_only(tmp_path):
     assert "batch 8/32" in procs[0].output and "result: test accuracy" in procs[0].output
     assert "batch 8/32" not in procs[1].output and "result:" not in procs[1].output
     assert "Rank 1: cluster:" in procs[1].output  # its start
+
+
+def test_the_readme_shows_the_snippet_the_model_card_carries():
+    from tests.support.paths import REPO_ROOT
+    from trainer import export
+
+    assert f"```python\n{export.LOAD_SNIPPET}```" in (REPO_ROOT / "README.md").read_text()
