@@ -41,6 +41,7 @@ sync-schema:
 	$(PY) -c 'from trainer import models; print(models.facts_json(), end="")' > charts/jax-training/files/models.json
 	$(PY) -m generator.targets > scripts/lib/targets.sh
 	$(PY) -c 'from generator import targets; print(targets.chart_rows(), end="")' > charts/jax-training/files/targets.json
+	$(PY) -c 'from generator import checks; print(checks.warnings_json(), end="")' > charts/jax-training/files/warnings.json
 
 chart-docs:
 	$(PY) scripts/chart-readme.py

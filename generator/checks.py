@@ -17,7 +17,7 @@ import re2
 from trainer import models  # the model registry's facts (no jax import)
 from trainer.cluster import PROCESS_ENV  # the variables the trainer reads its rank from (no jax import)
 
-from .names import DNS_LABEL_MAX, longest_hostname
+from .names import DNS_LABEL_MAX, longest_hostname, outputs_claim, rendered_claim
 from .paths import SCHEMA_FILE
 from .slurm_checks import slurm_errors
 from .targets import target
@@ -143,6 +143,7 @@ def semantic_errors(values: dict) -> list[str]:
         if len(volume) > 1:
             errors.append(f"$.{field}: give exactly one volume source, got {', '.join(sorted(volume))}")
         errors += _volume_source_errors(f"$.{field}", volume)
+    errors += _persistence_errors(values)
     if target(values).kubernetes:
         for i, entry in enumerate(values.get("env") or []):
             if entry.get("name") in PROCESS_ENV:
@@ -154,6 +155,24 @@ def semantic_errors(values: dict) -> list[str]:
     if values["slurm"]["nodes"] > hosts:
         errors.append(f"$.slurm.nodes: {values['slurm']['nodes']} nodes for {hosts} tasks leaves nodes idle")
     errors += slurm_errors(values)
+    return errors
+
+
+def _persistence_errors(values: dict) -> list[str]:
+    """A claim for the outputs: on Kubernetes only, instead of checkpoint.volume, mountable by every pod."""
+    persistence, errors = values["persistence"], []
+    if not outputs_claim(values):
+        return errors
+    if not target(values).kubernetes:
+        errors.append("$.persistence: a PersistentVolumeClaim is for Kubernetes targets; on slurm checkpoint.dir "
+                      "is on the shared filesystem (set persistence.enabled false and persistence.existing_claim '')")
+    if values["checkpoint"]["volume"]:
+        errors.append("$.persistence: the claim is mounted at checkpoint.dir, and so is checkpoint.volume; "
+                      "set only one of them")
+    hosts = values["hosts_count"]
+    if rendered_claim(values) and persistence["access_mode"] == "ReadWriteOncePod" and hosts > 1:
+        errors.append(f"$.persistence.access_mode: ReadWriteOncePod lets one pod mount the claim, but all {hosts} "
+                      "pods mount it (use ReadWriteMany, or ReadWriteOnce with every pod on one node)")
     return errors
 
 
@@ -184,6 +203,24 @@ def _gpu_resources(resources: dict) -> list[tuple[str, object]]:
     """(section, count) for each of limits and requests that names nvidia.com/gpu."""
     return [(kind, resources[kind]["nvidia.com/gpu"]) for kind in ("limits", "requests")
             if isinstance(resources.get(kind), dict) and "nvidia.com/gpu" in resources[kind]]
+
+
+EMPTYDIR_WARNING = ("checkpoint.dir is an emptyDir: a restarted pod starts over at step 0, and the checkpoints, "
+                    "metrics and model are lost with the pods; set persistence.enabled=true (or checkpoint.volume) "
+                    "to keep them")
+
+
+def warnings(values: dict) -> list[str]:
+    """What valid values still lose: the job's outputs on a volume that dies with its pod."""
+    volume = values["checkpoint"]["volume"]
+    if target(values).kubernetes and not outputs_claim(values) and (not volume or "emptyDir" in volume):
+        return [EMPTYDIR_WARNING]
+    return []
+
+
+def warnings_json() -> str:
+    """The warnings' texts as the chart's NOTES.txt reads them (files/warnings.json, make sync-schema)."""
+    return json.dumps({"emptydir": EMPTYDIR_WARNING}, indent=1) + "\n"
 
 
 def validation_errors(values: dict) -> list[str]:

@@ -77,6 +77,10 @@ def render(file, extra_files, sets, target, release_namespace, output_dir, fmt):
         else:
             click.echo(script, nl=False)
         return
+    from .checks import warnings
+
+    for warning in warnings(values):
+        click.echo(f"warning: {warning}", err=True)
     docs = render_documents(values)
     if output_dir is not None:
         dump = (lambda doc: dump_yaml([doc])) if fmt == "yaml" else dump_json

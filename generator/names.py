@@ -26,6 +26,20 @@ def hostname(values: dict, index: int) -> str | None:
     return t.pod_hostname(values["name"], index) if t.hostname else None
 
 
+def outputs_claim(values: dict) -> str:
+    """The PersistentVolumeClaim mounted at checkpoint.dir by the persistence setting: an existing
+    one, else the rendered <name>-outputs; "" when persistence is off."""
+    persistence = values["persistence"]
+    if persistence["existing_claim"]:
+        return persistence["existing_claim"]
+    return f"{values['name']}-outputs" if persistence["enabled"] else ""
+
+
+def rendered_claim(values: dict) -> str:
+    """The claim this render creates ("" when none: persistence off, or an existing claim)."""
+    return "" if values["persistence"]["existing_claim"] else outputs_claim(values)
+
+
 def longest_hostname(values: dict) -> str | None:
     """The longest pod hostname this render creates (the last index has the most digits)."""
     return hostname(values, values["hosts_count"] - 1)

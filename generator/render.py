@@ -18,6 +18,7 @@ from .targets import CONTAINER
 MANAGED_BY = "jaxgen"
 COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 GPU_RESOURCE = "nvidia.com/gpu"
+CLAIM_TEMPLATE = "persistentvolumeclaim.yaml.j2"
 
 
 class TemplateBug(RuntimeError):
@@ -149,8 +150,10 @@ class _Context:
         return mounts
 
     def volumes(self) -> list[dict]:
+        claim = names.outputs_claim(self.v)
+        outputs = {"persistentVolumeClaim": {"claimName": claim}} if claim else self.v["checkpoint"]["volume"]
         volumes = [self.volume("data", self.v["data"]["volume"]),
-                   self.volume("checkpoints", self.v["checkpoint"]["volume"]),
+                   self.volume("checkpoints", outputs),
                    {"name": "tmp", "emptyDir": {}}]
         if self.v["accelerator"] == "gpu":
             volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": self.v["shm_size"]}})
@@ -201,12 +204,28 @@ class _Context:
             annotations["alpha.jobset.sigs.k8s.io/exclusive-topology"] = self.v["jobset"]["exclusive_topology"]
         return annotations
 
+    def outputs_claim(self) -> dict | None:
+        """The PersistentVolumeClaim of the job's outputs, when the persistence setting renders one.
+        Helm keeps it on uninstall (resource-policy keep): the results are the user's."""
+        name = names.rendered_claim(self.v)
+        if not name:
+            return None
+        p = self.v["persistence"]
+        spec = {"accessModes": [p["access_mode"]], "resources": {"requests": {"storage": p["size"]}}}
+        if p["storage_class"]:
+            spec["storageClassName"] = "" if p["storage_class"] == "-" else p["storage_class"]
+        annotations = {**self.v["annotations"], **p["annotations"], "helm.sh/resource-policy": "keep"}
+        return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": name, "namespace": self.v["namespace"], "labels": self.labels("outputs"),
+                             "annotations": annotations},
+                "spec": spec}
+
     def globals(self) -> dict:
         return {name: getattr(self, name) for name in (
             "selector_labels", "labels", "container_env", "container_resources",
             "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
-            "volumes", "target")}
+            "volumes", "target", "outputs_claim")}
 
 
 def render_text(values: dict) -> str:
@@ -215,8 +234,11 @@ def render_text(values: dict) -> str:
     if not target.kubernetes:
         from .slurm import render_sbatch
         return render_sbatch(values)
-    template = _environment().get_template(target.template)
-    return template.render(values=values, version=__version__, **_Context(values).globals())
+    context = _Context(values).globals()
+    text = _environment().get_template(target.template).render(values=values, version=__version__, **context)
+    if names.rendered_claim(values):
+        text = _environment().get_template(CLAIM_TEMPLATE).render(**context) + text
+    return text
 
 
 def render_documents(values: dict) -> list[dict]:

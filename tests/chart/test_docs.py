@@ -46,11 +46,11 @@ def test_process_env_names_are_the_trainers():
 
 
 def test_generated_chart_files_are_current():
-    from generator import targets
+    from generator import checks, targets
     from trainer import config, models
 
     for name, expected in (("trainer-flags.json", config.flags_json()), ("models.json", models.facts_json()),
-                           ("targets.json", targets.chart_rows())):
+                           ("targets.json", targets.chart_rows()), ("warnings.json", checks.warnings_json())):
         assert (CHART_DIR / "files" / name).read_text() == expected, f"files/{name} drifted: run `make sync-schema`"
 
 

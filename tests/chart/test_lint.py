@@ -82,7 +82,8 @@ def test_kubeconform_every_render(all_renders, values_files, version):
     documents = [d for d in yaml.safe_load_all(all_renders) if d]
     assert summary == {"valid": len(documents), "invalid": 0, "errors": 0, "skipped": 0}
     kinds = {d["kind"] for d in documents}
-    assert kinds == {"Service", "Job", "JAXJob", "JobSet", "TrainJob", "TrainingRuntime", "Pod"}  # core kinds, the CRDs, the test hook
+    assert kinds == {"Service", "Job", "PersistentVolumeClaim", "JAXJob", "JobSet", "TrainJob", "TrainingRuntime",
+                     "Pod"}  # core kinds, the CRDs, the test hook
     assert len(values_files) >= 30
 
 

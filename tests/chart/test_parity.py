@@ -80,8 +80,10 @@ def test_matrix(case, tmp_path):
     docs = assert_parity(path, values["name"])
     kinds = sorted(d["kind"] for d in docs)
     own_runtime = values.get("trainjob", {}).get("own_runtime")
-    assert kinds == {"indexed-job": ["Job", "Service"], "jaxjob": ["JAXJob"], "jobset": ["JobSet"],
-                     "trainjob": ["TrainJob", "TrainingRuntime"] if own_runtime else ["TrainJob"]}[values["target"]]
+    claim = ["PersistentVolumeClaim"] if values.get("persistence", {}).get("enabled") else []
+    assert kinds == sorted(claim + {"indexed-job": ["Job", "Service"], "jaxjob": ["JAXJob"], "jobset": ["JobSet"],
+                                    "trainjob": ["TrainJob", "TrainingRuntime"] if own_runtime else ["TrainJob"]
+                                    }[values["target"]])
 
 
 def test_yaml_values_file(tmp_path):

@@ -133,3 +133,38 @@ def test_whole_floats_are_integers_in_json():
 def test_empty_output_dir_is_an_error():
     result = jaxgen("render", "-o", "")
     assert result.exit_code == 2 and "-o/--output-dir: empty path" in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("target", ["indexed-job", "jaxjob", "jobset", "trainjob"])
+def test_the_outputs_on_an_emptydir_are_a_warning_and_a_claim_keeps_them(target, tmp_path):
+    from generator.checks import EMPTYDIR_WARNING
+
+    default = jaxgen("render", "--target", target)
+    assert default.exit_code == 0 and default.stderr == f"warning: {EMPTYDIR_WARNING}\n"
+    assert all(doc["kind"] != "PersistentVolumeClaim" for doc in default.documents())
+    kept = jaxgen("render", "--target", target, "--set", "persistence.enabled=true", "-o", str(tmp_path / "out"))
+    assert kept.exit_code == 0 and kept.stderr == ""
+    claim = yaml.safe_load((tmp_path / "out" / "persistentvolumeclaim-jax-training-outputs.yaml").read_text())
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    assert claim["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    mounted = [v for d in (tmp_path / "out").glob("*.yaml") for v in _volumes(yaml.safe_load(d.read_text()))
+               if v["name"] == "checkpoints"]
+    assert mounted == [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": "jax-training-outputs"}}]
+    existing = jaxgen("render", "--target", target, "--set", "persistence.existing_claim=results")
+    assert existing.stderr == "" and all(doc["kind"] != "PersistentVolumeClaim" for doc in existing.documents())
+    assert "claimName: results" in existing.stdout
+
+
+def _volumes(node) -> list[dict]:
+    """Every pod spec's volumes anywhere in a document."""
+    if isinstance(node, dict):
+        found = list(node["volumes"]) if isinstance(node.get("volumes"), list) else []
+        return found + [v for value in node.values() for v in _volumes(value)]
+    if isinstance(node, list):
+        return [v for item in node for v in _volumes(item)]
+    return []
+
+
+def test_slurm_has_no_emptydir_warning():
+    result = jaxgen("render", "--target", "slurm")
+    assert result.exit_code == 0 and result.stderr == ""

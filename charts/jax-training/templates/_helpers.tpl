@@ -199,6 +199,17 @@ variables where it does not set those, JAX_LOCAL_DEVICE_COUNT (every target), th
 {{- end -}}
 
 {{/* A pod volume (JSON) from a volume source; an empty source is an emptyDir. Call with (list NAME SOURCE). */}}
+{{/* The PersistentVolumeClaim mounted at checkpoint.dir by persistence ("" when off): an existing
+one, else the rendered <name>-outputs (generator/names.py outputs_claim). */}}
+{{- define "jax-training.outputsClaim" -}}
+{{- $p := .Values.persistence -}}
+{{- if $p.existing_claim -}}
+{{- $p.existing_claim -}}
+{{- else if $p.enabled -}}
+{{- printf "%s-outputs" (include "jax-training.name" .) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "jax-training.volume" -}}
 {{- $name := index . 0 -}}
 {{- $source := index . 1 | default dict -}}
@@ -273,8 +284,10 @@ at once; disruptions and the "ignore" codes (stop signal, lost peer) do not coun
 {{- end -}}
 {{- define "jax-training.volumes" -}}
 {{- $v := .Values -}}
+{{- $claim := include "jax-training.outputsClaim" . -}}
+{{- $outputs := ternary (dict "persistentVolumeClaim" (dict "claimName" $claim)) $v.checkpoint.volume (ne $claim "") -}}
 {{- $volumes := list (include "jax-training.volume" (list "data" $v.data.volume) | fromJson)
-  (include "jax-training.volume" (list "checkpoints" $v.checkpoint.volume) | fromJson)
+  (include "jax-training.volume" (list "checkpoints" $outputs) | fromJson)
   (dict "name" "tmp" "emptyDir" dict) -}}
 {{- if eq $v.accelerator "gpu" -}}
 {{- $volumes = append $volumes (dict "name" "dshm" "emptyDir" (dict "medium" "Memory" "sizeLimit" $v.shm_size)) -}}

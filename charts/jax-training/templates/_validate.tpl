@@ -84,6 +84,17 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- if include "jax-training.outputsClaim" . -}}
+{{- if eq $v.target "slurm" -}}
+{{- $errors = append $errors "$.persistence: a PersistentVolumeClaim is for Kubernetes targets; on slurm checkpoint.dir is on the shared filesystem (set persistence.enabled false and persistence.existing_claim '')" -}}
+{{- end -}}
+{{- if $v.checkpoint.volume -}}
+{{- $errors = append $errors "$.persistence: the claim is mounted at checkpoint.dir, and so is checkpoint.volume; set only one of them" -}}
+{{- end -}}
+{{- if and (not $v.persistence.existing_claim) (eq $v.persistence.access_mode "ReadWriteOncePod") (gt $hosts 1) -}}
+{{- $errors = append $errors (printf "$.persistence.access_mode: ReadWriteOncePod lets one pod mount the claim, but all %d pods mount it (use ReadWriteMany, or ReadWriteOnce with every pod on one node)" $hosts) -}}
+{{- end -}}
+{{- end -}}
 {{- if ne $v.target "slurm" -}}
 {{- $processEnv := .Files.Get "files/process-env.json" | fromJsonArray -}}
 {{- range $i, $entry := $v.env | default list -}}
