@@ -118,9 +118,11 @@ def schema():
 
 from .local_run import run_command  # noqa: E402  (light: click and the standard library only)
 from .plot import plot_command  # noqa: E402  (matplotlib is imported inside the command)
+from .results import results_command  # noqa: E402
 
 cli.add_command(run_command)
 cli.add_command(plot_command)
+cli.add_command(results_command)
 
 
 def main() -> None:

@@ -3,10 +3,17 @@
 The target's pod spec is rendered exactly as for the cluster; its container's command, args and
 env are run as hosts_count processes on this machine: the coordinator becomes 127.0.0.1 and a
 free port, the completion index / process id is filled in per process, volumes become local
-directories, and a failure of any process restarts all of them, resuming from the checkpoint, as
-the rendered failure policy would (trainer/exit_codes.py): a permanent error fails the job at
-once, a stop signal's 143 and a lost peer's 141 restart it without using the restart budget, other
-failures use it. The exit code is the job's result.
+directories, and a failure of any process restarts all of them, as the rendered failure policy
+would (trainer/exit_codes.py): a permanent error fails the job at once, a stop signal's 143 and a
+lost peer's 141 restart it without using the restart budget, other failures use it. The exit code
+is the job's result.
+
+Volumes live as long as on a cluster: an emptyDir is per pod and emptied when the pods restart (so
+a restart with the default checkpoint volume starts over, as it would in a cluster); a
+PersistentVolumeClaim is a directory under the outputs folder that outlives the run (a rerun
+resumes from it). At the end, the job's outputs (model, metrics, summary) are collected from
+process 0's checkpoint volume into <outputs>/<name>/, as scripts/run.sh fetches them from a
+cluster, and their summary is printed (`jaxgen results`).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from pathlib import Path
 
 import click
 
-from trainer import exit_codes
+from trainer import exit_codes, outputs
 from trainer.cluster import PROCESS_ENV
 
 from .errors import UserError
@@ -36,6 +43,8 @@ from .targets import LOCAL as LOCAL_TARGETS, restart_budget, target as target_of
 COMPLETION_INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 # Variables of the surrounding shell that would change how the trainer resolves its ClusterSpec.
 CLUSTER_VARIABLES = (*PROCESS_ENV, "JAX_PLATFORMS", "XLA_FLAGS")
+CHECKPOINTS_VOLUME = "checkpoints"  # the volume at checkpoint.dir (render.py's volume_mounts)
+DEFAULT_OUTPUTS = "jax-training-outputs"
 DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
 SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failure that caused it
 
@@ -72,19 +81,21 @@ class LocalJob:
     plans: list[ProcessPlan]
     run_dir: Path
     volume_dirs: dict[str, dict[int, Path]] = field(default_factory=dict)
+    # emptyDir volumes: emptied when the pods restart
+    pod_dirs: list[Path] = field(default_factory=list)
     # SIGTERM, then SIGKILL after this long (the pod's terminationGracePeriodSeconds)
     grace_seconds: float = DEFAULT_GRACE_SECONDS
 
 
-def _volume_dir(volume: dict, rank: int, run_dir: Path) -> Path:
+def _volume_dir(volume: dict, rank: int, run_dir: Path, claims: Path) -> Path:
     name = volume["name"]
     if "hostPath" in volume:
         return Path(volume["hostPath"]["path"])
     if "emptyDir" in volume:
-        return run_dir / f"rank-{rank}" / name  # per pod, like an emptyDir; kept across restarts
+        return run_dir / f"rank-{rank}" / name  # per pod, like an emptyDir
     if "persistentVolumeClaim" in volume:
-        claims = run_dir / "pvc"  # shared by all pods; validation allows only object names, and the
-        path = claims / volume["persistentVolumeClaim"]["claimName"]  # path is kept under the work dir
+        # shared by all pods; validation allows only object names, and the path is kept under `claims`
+        path = claims / volume["persistentVolumeClaim"]["claimName"]
         if os.path.normpath(path).startswith(str(claims) + os.sep):
             return path
         raise UserError(f"volume {name!r}: claimName must be a PersistentVolumeClaim name, not a path")
@@ -99,7 +110,8 @@ def _map_paths(text: str, mounts: list[tuple[str, Path]]) -> str:
     return text
 
 
-def plan_job(values: dict, docs: list[dict], run_dir: Path) -> LocalJob:
+def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | None = None) -> LocalJob:
+    """claims_dir: where PersistentVolumeClaims live (default: run_dir/pvc)."""
     target = values["target"]
     spec = pod_spec(docs, target)
     container = next((c for c in spec["containers"] if c["name"] == "jax"), None)
@@ -108,6 +120,7 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path) -> LocalJob:
     count = values["hosts_count"]
     port = free_port()
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    claims = claims_dir or run_dir / "pvc"
     job = LocalJob([], run_dir, grace_seconds=float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)))
     base_env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARIABLES}
     repo_root = str(Path(__file__).resolve().parents[1])  # so `-m trainer` works without installing
@@ -117,8 +130,11 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path) -> LocalJob:
         for mount in container.get("volumeMounts", []):
             if mount["mountPath"] == "/dev/shm":
                 continue  # the host's /dev/shm serves local processes
-            local = _volume_dir(volumes[mount["name"]], rank, run_dir)
+            volume = volumes[mount["name"]]
+            local = _volume_dir(volume, rank, run_dir, claims)
             local.mkdir(parents=True, exist_ok=True)
+            if "emptyDir" in volume:
+                job.pod_dirs.append(local)
             job.volume_dirs.setdefault(mount["name"], {})[rank] = local
             mounts.append((mount["mountPath"], local))
         command = [sys.executable if c == "python" else c for c in container.get("command", [])]
@@ -242,9 +258,21 @@ class Runner:
                 return None
             time.sleep(0.1)
 
+    def _new_pods(self) -> None:
+        """Restarted pods get new, empty emptyDirs, as on a cluster."""
+        checkpoints = self.job.volume_dirs.get(CHECKPOINTS_VOLUME, {}).get(0)
+        if checkpoints in self.job.pod_dirs:
+            self.say(f"the {CHECKPOINTS_VOLUME} volume is an emptyDir, new with each pod: the restarted processes "
+                     "start over at step 0, as on a cluster (persistence.enabled=true keeps it)")
+        for directory in self.job.pod_dirs:
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir(parents=True, exist_ok=True)
+
     def run(self) -> int:
         attempt = restarts = 0
         while True:
+            if attempt:
+                self._new_pods()
             threads = self._start_all(attempt)
             failure = self._wait()
             if failure is None:
@@ -314,18 +342,63 @@ def _trap_stop_signals(runner: Runner) -> dict:
     return {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
 
 
+def outputs_of(job: LocalJob) -> Path | None:
+    """Process 0's outputs directory (--checkpoint-dir/--run-name of the built-in trainer), or None."""
+    argv = job.plans[0].argv if job.plans else []
+    flags = {flag: argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag in ("--checkpoint-dir", "--run-name")}
+    if "--checkpoint-dir" not in flags or "--run-name" not in flags:
+        return None
+    return Path(flags["--checkpoint-dir"]) / flags["--run-name"]
+
+
+def collect(source: Path, destination: Path) -> None:
+    """Copy a job's results (not its checkpoints or compilation cache) to `destination`, replacing it."""
+    staging = destination.with_name(f".{destination.name}.collecting")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        shutil.copytree(source, staging, ignore=shutil.ignore_patterns(outputs.CHECKPOINTS, outputs.XLA_CACHE))
+        shutil.rmtree(destination, ignore_errors=True)
+        os.replace(staging, destination)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise UserError(f"--outputs {destination.parent}: cannot collect the results: {error.strerror or error}") from None
+
+
+def _finish(job: LocalJob, name: str, outputs_dir: Path | None, say) -> None:
+    """Collect process 0's outputs into outputs_dir/<name> and print their summary."""
+    from .results import report
+
+    source = outputs_of(job)
+    if outputs_dir is None or source is None or not source.is_dir():
+        return
+    persistent = not any(source == d or d in source.parents for d in job.pod_dirs)
+    destination = outputs_dir / name
+    collect(source, destination)
+    say(f"results of {name} collected in {destination}")
+    hint = (f"rerun the same command: it resumes from {source / outputs.CHECKPOINTS}" if persistent else
+            "none: the checkpoints were on an emptyDir, gone with the run; persistence.enabled=true keeps them")
+    report(destination, resume_hint=hint)
+
+
 @click.command("run")
 @variables_options(LOCAL_TARGETS)
 @click.option("--local", "local", is_flag=True, hidden=True, help="Run on this machine (the default and only mode).")
-@click.option("--work-dir", type=click.Path(file_okay=False), help="Directory for emptyDir volumes (kept).")
-@click.option("--keep", is_flag=True, help="Keep the temporary directory (checkpoints, metrics.jsonl).")
-def run_command(file, extra_files, sets, target, local, work_dir, keep):
+@click.option("--outputs", "outputs_dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_OUTPUTS,
+              show_default=True, help="Where the job's results are kept (<outputs>/<name>: model, metrics, "
+                                      "summary, curves) and its claims live (<outputs>/claims/<claim>).")
+@click.option("--discard", is_flag=True, help="Keep nothing: claims and results go with the scratch directory.")
+@click.option("--work-dir", type=click.Path(file_okay=False), help="Scratch directory (emptyDir volumes; kept).")
+@click.option("--keep", is_flag=True, help="Keep the scratch directory (the pods' emptyDir volumes).")
+def run_command(file, extra_files, sets, target, local, outputs_dir, discard, work_dir, keep):
     """Run FILE's job as hosts_count processes on this machine (`--local` is accepted and changes nothing).
 
     Each process gets the rendered container's command, args and env, with the coordinator at
-    127.0.0.1 and local_device_count CPU devices. A failure restarts all processes, resuming from
-    the checkpoint, up to backoff_limit times (jobset.max_restarts for jobset); a permanent error
-    (exit 2, 3, 5, 6) fails at once, and a stop signal's 143 or a lost peer's 141 is not counted.
+    127.0.0.1 and local_device_count CPU devices. A failure restarts all processes up to
+    backoff_limit times (jobset.max_restarts for jobset); a permanent error (exit 2, 3, 5, 6) fails
+    at once, and a stop signal's 143 or a lost peer's 141 is not counted. Restarted processes get
+    new emptyDir volumes, as new pods would; a persistentVolumeClaim (persistence.enabled) lives in
+    OUTPUTS/claims and outlives the run. At the end the results are collected into OUTPUTS/<name>
+    and summarized.
     """
     del local  # accepted for scripts written for earlier versions; running here is the only mode
     from .render import render_documents
@@ -336,16 +409,18 @@ def run_command(file, extra_files, sets, target, local, work_dir, keep):
         raise UserError(f"target: {values['target']!r} cannot run locally; use one of {', '.join(LOCAL_TARGETS)}")
     docs = render_documents(values)
     run_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix=f"jaxgen-{values['name']}-"))
+    kept = None if discard else outputs_dir.resolve()
     job = runner = None
     try:  # from here on, whatever happens, the work dir goes (unless kept) and no process outlives us
         run_dir.mkdir(parents=True, exist_ok=True)
-        job = plan_job(values, docs, run_dir)
+        job = plan_job(values, docs, run_dir, kept / "claims" if kept else None)
         deadline = values.get("active_deadline_seconds")
         runner = Runner(job, restart_budget(values), time.monotonic() + deadline if deadline else None)
         previous = _trap_stop_signals(runner)
         try:
             runner.say(f"{values['target']} {values['name']}: {len(job.plans)} processes x "
-                       f"{values['local_device_count']} CPU devices, work dir {run_dir}")
+                       f"{values['local_device_count']} CPU devices, scratch {run_dir}"
+                       + (f", results in {kept / values['name']}" if kept else ""))
             code = runner.run()
         except Stopped as stop:
             runner.say(f"{stop}: stopping every process (again to kill them at once)")
@@ -355,11 +430,11 @@ def run_command(file, extra_files, sets, target, local, work_dir, keep):
             runner.stop_all()  # nothing left running after an error either (a no-op once all exited)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        _finish(job, values["name"], kept, runner.say)
     finally:
-        metrics = job.volume_dirs.get("checkpoints", {}).get(0) if job else None
         if work_dir or keep:
-            if metrics and runner:
-                runner.say(f"kept {run_dir}; metrics: {metrics / 'metrics.jsonl'}")
+            if runner:
+                runner.say(f"kept the scratch directory {run_dir}")
         else:
             shutil.rmtree(run_dir, ignore_errors=True)
     sys.exit(code)

@@ -9,25 +9,29 @@ usage() {
 Usage: scripts/clean.sh [OPTIONS] [BUILD_DIR]
        scripts/clean.sh [OPTIONS] --name NAME
 
-Deletes every object of the release (JAXJobs, JobSets, Jobs, Services, Pods labelled
+Deletes every object of the release (TrainJobs, JAXJobs, JobSets, Jobs, Services, Pods labelled
 app.kubernetes.io/name=jax-training and app.kubernetes.io/instance=NAME) in its namespace and
 waits until they are gone. BUILD_DIR defaults to ./build. With nothing deployed, or run twice, it succeeds and says so.
+The PersistentVolumeClaim of the job's outputs (persistence.enabled) is kept, with the model,
+metrics and checkpoints on it, unless --delete-outputs is given.
 
 Options:
   --name NAME             the release's name, instead of reading it from BUILD_DIR
   --timeout SECONDS       how long to wait for the deletion (default: 300)
+  --delete-outputs        also delete the outputs claim (the results and checkpoints on it are lost)
 $KUBE_OPTIONS_HELP
   -h, --help              show this help
 EOF
 }
 
-timeout=300 build="" name=""
+timeout=300 build="" name="" delete_outputs=false
 while [ $# -gt 0 ]; do
   parse_kube_option "$@"
   if [ "$KUBE_SHIFT" -gt 0 ]; then shift "$KUBE_SHIFT"; continue; fi
   case "$1" in
     --name) name="${2:?--name needs a value}"; shift ;;
     --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
+    --delete-outputs) delete_outputs=true ;;
     -h|--help) usage; exit 0 ;;
     -*) usage >&2; echo "error: unknown option $1" >&2; exit 2 ;;
     *) [ -z "$build" ] || { echo "error: only one BUILD_DIR" >&2; exit 2; }; build="$1" ;;
@@ -53,11 +57,19 @@ source "$JAXT_ROOT/scripts/lib/targets.sh"  # CLEANUP_RESOURCES, owners first
 for k in "${CLEANUP_RESOURCES[@]}"; do
   grep -qx "$k" <<<"$available" && kinds+=("$k")
 done
+# The outputs claim goes last, and only when asked: the results on it are the user's.
+claims="$(kube get persistentvolumeclaims -l "$selector" -o name | tr '\n' ' ')"
+say_kept() {
+  $delete_outputs || [ -z "$claims" ] ||
+    log "kept ${claims% } (the job's outputs): --delete-outputs or kubectl delete -n $NAMESPACE ${claims% } removes it"
+}
+$delete_outputs && kinds+=(persistentvolumeclaims)
 kinds_csv="$(IFS=,; echo "${kinds[*]}")"
 
 found="$(kube get "$kinds_csv" -l "$selector" -o name)"
 if [ -z "$found" ]; then
   log "nothing to delete: no object labelled $selector in namespace $NAMESPACE"
+  say_kept
   exit 0
 fi
 log "deleting $(wc -l <<<"$found") object(s) of release $NAME in namespace $NAMESPACE"
@@ -74,3 +86,4 @@ fi
 left="$(kube get "$kinds_csv" -l "$selector" -o name)"
 [ -z "$left" ] || die "still present after deletion: $(tr '\n' ' ' <<<"$left")"
 log "release $NAME deleted from namespace $NAMESPACE"
+say_kept

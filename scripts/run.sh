@@ -57,7 +57,9 @@ if $local_run; then
   [ -f "$values" ] || die "$values not found: prepare the build folder with scripts/prepare.sh"
   python="$JAXT_VENV/bin/python"
   [ -x "$python" ] || die "no Python environment at $JAXT_VENV (run scripts/setup.sh python)"
-  PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" exec "$python" -m generator run --local "$values" "${passthrough[@]}"
+  # The results go to BUILD_DIR/results/<name>, where a cluster run brings them too.
+  PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" exec "$python" -m generator run --local "$values" \
+    --outputs "$build/results" "${passthrough[@]}"
 fi
 
 load_release "$build"

@@ -60,6 +60,6 @@ def describe(summary: dict, directory: str | os.PathLike) -> list[str]:
                      f"{', '.join(str(s) for s in summary.get('resumed_from', []))})")
     rows = [("model", d / MODEL / MODEL_FILE), ("card", d / MODEL / MODEL_CARD), ("metrics", d / METRICS),
             ("curves", d / CURVES), ("summary", d / SUMMARY)]
-    lines += [f"  {label + ':':9}{path}" for label, path in rows if path.exists()]
-    lines.append(f"  evaluate: python -m trainer evaluate --model {d / MODEL}")
+    lines += [f"  {label + ':':10}{path}" for label, path in rows if path.exists()]
+    lines.append(f"  {'evaluate:':10}python -m trainer evaluate --model {d / MODEL}")
     return lines

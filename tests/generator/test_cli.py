@@ -168,3 +168,20 @@ def _volumes(node) -> list[dict]:
 def test_slurm_has_no_emptydir_warning():
     result = jaxgen("render", "--target", "slurm")
     assert result.exit_code == 0 and result.stderr == ""
+
+
+def test_results_of_a_run_that_did_not_finish_or_of_no_run(tmp_path):
+    run = tmp_path / "runs" / "job"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text("{}")
+    (run / "metrics.jsonl").write_text('{"event": "start", "step": 0, "time": 1}\n'
+                                       '{"event": "step", "epoch": 1, "step": 40, "loss": 0.5, "time": 2}\n')
+    unfinished = jaxgen("results", str(tmp_path / "runs"))
+    assert unfinished.exit_code == 1
+    assert unfinished.stdout == f"{run}: the run did not finish (summary.json is missing; its last record is step 40)\n"
+    missing = jaxgen("results", str(tmp_path / "nowhere"))
+    assert missing.exit_code == 2 and missing.stderr == f"error: {tmp_path / 'nowhere'}: no such directory\n"
+    (tmp_path / "runs" / "other").mkdir()
+    (tmp_path / "runs" / "other" / "run.json").write_text("{}")
+    two = jaxgen("results", str(tmp_path / "runs"))
+    assert two.exit_code == 2 and "2 job outputs directories" in two.stderr and "name one of them" in two.stderr

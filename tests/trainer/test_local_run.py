@@ -1,5 +1,6 @@
 """`jaxgen run --local`: the rendered pod spec as local processes, restart-all on failure, cleanup."""
 
+import json
 import os
 import re
 import signal
@@ -20,8 +21,10 @@ CPU_LOCAL = str(EXAMPLES_DIR / "cpu-local.json")
 MIRROR = f"data.mirror={MNIST_DIR.as_uri()}/"
 
 
-def jaxgen_run(*extra: str) -> list[str]:
-    return [sys.executable, "-m", "generator", "run", "--local", CPU_LOCAL, "--set", MIRROR, *extra]
+def jaxgen_run(tmp_path, *extra: str) -> list[str]:
+    """jaxgen run of the cpu-local example, keeping its results in tmp_path/outputs."""
+    return [sys.executable, "-m", "generator", "run", "--local", CPU_LOCAL, "--set", MIRROR,
+            "--outputs", str(tmp_path / "outputs"), *extra]
 
 
 def started_pids(output: str) -> dict[str, int]:
@@ -81,8 +84,9 @@ def test_slurm_target_is_refused_with_a_clear_error(tmp_path):
 @pytest.mark.timeout(600)
 def test_killed_worker_restarts_all_resumes_and_succeeds(tmp_path):
     work = tmp_path / "work"
-    proc = start(jaxgen_run("--set", "training.epochs=1", "--set", "checkpoint.every_steps=100",
-                            "--set", "backoff_limit=2", "--work-dir", str(work)), tmp_path / "run.log")
+    proc = start(jaxgen_run(tmp_path, "--set", "training.epochs=1", "--set", "checkpoint.every_steps=100",
+                            "--set", "backoff_limit=2", "--set", "persistence.enabled=true", "--work-dir", str(work)),
+                 tmp_path / "run.log")
     try:
         wait_for_text(proc, "checkpoint saved at step 200", 300)
         victim = started_pids(proc.output)["mnist-cpu-1"]
@@ -97,16 +101,47 @@ def test_killed_worker_restarts_all_resumes_and_succeeds(tmp_path):
     resumed = re.search(r"\[mnist-cpu-0\] Rank 0: resuming from the checkpoint of step (\d+)", out)
     assert resumed and int(resumed.group(1)) >= 200, out[-4000:]
     assert "[mnist-cpu-1] Rank 1: resuming from the checkpoint of step" in out  # broadcast from rank 0
-    assert out.count("training completed.") == 2  # both processes of the second attempt
+    assert out.count("training completed.") == 1  # process 0 of the second attempt (it logs the progress)
     assert "all 2 processes completed" in out
-    assert (work / "rank-0" / "checkpoints" / "ckpt-0000000468.npz").exists()
+    claim = tmp_path / "outputs" / "claims" / "mnist-cpu-outputs" / "mnist-cpu"
+    assert (claim / "checkpoints" / "ckpt-0000000468.npz").exists()
     assert re.search(r"Rank 0: epoch 1/1, train accuracy=0\.9\d+, test accuracy=0\.9[5-9]", out), out[-2000:]
+    # The results are collected beside the claim and summarized, with how to resume.
+    results = tmp_path / "outputs" / "mnist-cpu"
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["restarts"] == 1 and summary["resumed_from"] == [int(resumed.group(1))]
+    assert sorted(p.name for p in results.iterdir()) == ["curves.png", "metrics.jsonl", "model", "run.json",
+                                                         "summary.json"]
+    assert f"result: test accuracy {summary['test_accuracy']:.4f}" in out
+    assert f"  resume:   rerun the same command: it resumes from {claim / 'checkpoints'}" in out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_restart_gets_new_emptydirs_and_starts_over(tmp_path):
+    """As new pods on a cluster would: the default checkpoint volume does not survive a restart."""
+    proc = start(jaxgen_run(tmp_path, "--set", "training.epochs=1", "--set", "training.hidden_sizes=[32]",
+                            "--set", "checkpoint.every_steps=100", "--set", "backoff_limit=1"), tmp_path / "run.log")
+    try:
+        wait_for_text(proc, "checkpoint saved at step 200", 200)
+        os.kill(started_pids(proc.output)["mnist-cpu-1"], signal.SIGKILL)
+        codes = wait_all([proc], 200)
+    finally:
+        kill(proc)
+    out = proc.output
+    assert codes == [0], out[-3000:]
+    assert ("the checkpoints volume is an emptyDir, new with each pod: the restarted processes start over at "
+            "step 0, as on a cluster") in out
+    assert "resuming from the checkpoint" not in out
+    summary = json.loads((tmp_path / "outputs" / "mnist-cpu" / "summary.json").read_text())
+    assert summary["restarts"] == 0 and summary["steps"] == 468  # the new pods' volume knew nothing of the first
+    assert "  resume:   none: the checkpoints were on an emptyDir" in out
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_failure_without_restart_budget_fails_the_job(tmp_path):
-    proc = start(jaxgen_run("--set", "training.epochs=1", "--set", "backoff_limit=0"), tmp_path / "run.log")
+    proc = start(jaxgen_run(tmp_path, "--set", "training.epochs=1", "--set", "backoff_limit=0"), tmp_path / "run.log")
     try:
         wait_for_text(proc, "batch 100/468", 200)
         os.kill(started_pids(proc.output)["mnist-cpu-0"], signal.SIGKILL)
@@ -120,7 +155,7 @@ def test_failure_without_restart_budget_fails_the_job(tmp_path):
 
 def test_claim_name_cannot_leave_the_work_dir(tmp_path):
     work = tmp_path / "deep" / "work"
-    proc = start(jaxgen_run("--set", "checkpoint.volume.persistentVolumeClaim.claimName=../../escaped",
+    proc = start(jaxgen_run(tmp_path, "--set", "checkpoint.volume.persistentVolumeClaim.claimName=../../escaped",
                             "--work-dir", str(work)), tmp_path / "run.log")
     assert wait_all([proc], 60) == [2]
     assert "$.checkpoint.volume.persistentVolumeClaim.claimName" in proc.output
@@ -129,10 +164,10 @@ def test_claim_name_cannot_leave_the_work_dir(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_ctrl_c_stops_every_child(tmp_path):
-    proc = start(jaxgen_run(), tmp_path / "run.log", env={"TMPDIR": str(tmp_path)})
+    proc = start(jaxgen_run(tmp_path), tmp_path / "run.log", env={"TMPDIR": str(tmp_path)})
     try:
         wait_for_text(proc, "started mnist-cpu-1", 60)
-        work_dir = re.search(r"work dir (\S+)", proc.output).group(1)
+        work_dir = re.search(r"scratch (\S+?),", proc.output).group(1)
         assert work_dir.startswith(str(tmp_path)) and os.path.isdir(work_dir)
         time.sleep(1)
         pids = started_pids(proc.output)
@@ -150,12 +185,12 @@ def test_ctrl_c_stops_every_child(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_sigterm_to_a_worker_checkpoints_restarts_uncounted_and_ends_as_an_uninterrupted_run(tmp_path):
-    settings = ["--set", "training.epochs=1", "--set", "checkpoint.every_steps=0", "--set", "backoff_limit=0"]
-    straight = start(jaxgen_run(*settings, "--work-dir", str(tmp_path / "straight")), tmp_path / "straight.log")
+    settings = ["--set", "training.epochs=1", "--set", "checkpoint.every_steps=0", "--set", "backoff_limit=0",
+                "--set", "persistence.enabled=true"]
+    straight = start(jaxgen_run(tmp_path / "straight", *settings), tmp_path / "straight.log")
     assert wait_all([straight], 400) == [0], straight.output[-3000:]
 
-    work = tmp_path / "stopped"
-    proc = start(jaxgen_run(*settings, "--work-dir", str(work)), tmp_path / "run.log")
+    proc = start(jaxgen_run(tmp_path / "stopped", *settings), tmp_path / "run.log")
     try:
         wait_for_text(proc, "[mnist-cpu-0] Rank 0: epoch 1/1, batch 100/468", 300)
         os.kill(started_pids(proc.output)["mnist-cpu-1"], signal.SIGTERM)
@@ -173,8 +208,8 @@ def test_sigterm_to_a_worker_checkpoints_restarts_uncounted_and_ends_as_an_unint
     assert "restarting all processes (exit code 143 does not count against the 0 restarts)" in out
     assert f"[mnist-cpu-1] Rank 1: resuming from the checkpoint of step {step}" in out
     assert "all 2 processes completed" in out
-    final = "rank-0/checkpoints/ckpt-0000000468.npz"
-    (_, a), (_, b) = checkpoint.read(tmp_path / "straight" / final), checkpoint.read(work / final)
+    final = "outputs/claims/mnist-cpu-outputs/mnist-cpu/checkpoints/ckpt-0000000468.npz"
+    (_, a), (_, b) = checkpoint.read(tmp_path / "straight" / final), checkpoint.read(tmp_path / "stopped" / final)
     for key in a:
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
@@ -182,7 +217,7 @@ def test_sigterm_to_a_worker_checkpoints_restarts_uncounted_and_ends_as_an_unint
 @pytest.mark.timeout(120)
 def test_permanent_error_fails_the_job_without_a_restart(tmp_path):
     # A flag the trainer refuses at start (jaxgen itself refuses env that would shadow the job's).
-    proc = start(jaxgen_run("--set", "backoff_limit=3",
+    proc = start(jaxgen_run(tmp_path, "--set", "backoff_limit=3",
                             "--set", "program.command=[python, -m, trainer, train, --coordinator-port, x]"),
                  tmp_path / "run.log")
     assert wait_all([proc], 90) == [exit_codes.CONFIG], proc.output[-3000:]
@@ -196,10 +231,10 @@ def test_permanent_error_fails_the_job_without_a_restart(tmp_path):
 def test_stop_signals_leave_no_process_and_no_work_dir(tmp_path, signals):
     """A second Ctrl-C or SIGTERM during the graceful stop kills at once; a closed terminal (SIGHUP)
     stops like Ctrl-C. Either way no trainer is left running and the work dir is removed."""
-    proc = start(jaxgen_run(), tmp_path / "run.log", env={"TMPDIR": str(tmp_path)})
+    proc = start(jaxgen_run(tmp_path), tmp_path / "run.log", env={"TMPDIR": str(tmp_path)})
     try:
         wait_for_text(proc, "started mnist-cpu-1", 60)
-        work_dir = re.search(r"work dir (\S+)", proc.output).group(1)
+        work_dir = re.search(r"scratch (\S+?),", proc.output).group(1)
         time.sleep(1)
         pids = started_pids(proc.output)
         for name in signals:
@@ -215,9 +250,20 @@ def test_stop_signals_leave_no_process_and_no_work_dir(tmp_path, signals):
 
 
 def test_a_program_that_cannot_start_is_one_line_and_leaves_nothing(tmp_path):
-    proc = start(jaxgen_run("--set", "program.command=[/no/such/program]"), tmp_path / "run.log",
+    proc = start(jaxgen_run(tmp_path, "--set", "program.command=[/no/such/program]"), tmp_path / "run.log",
                  env={"TMPDIR": str(tmp_path)})
     assert wait_all([proc], 60) == [2]
     assert "error: $.program.command: cannot start '/no/such/program'" in proc.output
     assert "Traceback" not in proc.output
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("jaxgen-")]
+    assert not (tmp_path / "outputs" / "mnist-cpu").exists()  # nothing ran, nothing collected
+
+
+@pytest.mark.timeout(200)
+def test_discard_keeps_nothing(tmp_path):
+    proc = start(jaxgen_run(tmp_path, "--discard", "--set", "training.epochs=1", "--set", "training.hidden_sizes=[32]",
+                            "--set", "persistence.enabled=true"), tmp_path / "run.log", env={"TMPDIR": str(tmp_path)})
+    assert wait_all([proc], 180) == [0], proc.output[-3000:]
+    assert "result: test accuracy" in proc.output  # the trainer's own last line
+    assert not (tmp_path / "outputs").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("jaxgen-")]
