@@ -35,6 +35,12 @@ def outputs_claim(values: dict) -> str:
     return f"{values['name']}-outputs" if persistence["enabled"] else ""
 
 
+def results_claim(values: dict) -> str:
+    """The claim that holds the job's outputs after its pods are gone: the persistence claim, or a
+    checkpoint.volume that is a claim; "" when the outputs are on a volume that goes with the pods."""
+    return outputs_claim(values) or values["checkpoint"]["volume"].get("persistentVolumeClaim", {}).get("claimName", "")
+
+
 def rendered_claim(values: dict) -> str:
     """The claim this render creates ("" when none: persistence off, or an existing claim)."""
     return "" if values["persistence"]["existing_claim"] else outputs_claim(values)

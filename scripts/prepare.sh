@@ -62,6 +62,7 @@ for f in "$out"/*.yaml "$out"/*.json "$out"/*.sbatch; do [ -f "$f" ] && rendered
 PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$python" - "$out" "$file" "${jaxgen_args[@]}" <<'EOF'
 import json, shlex, sys
 from pathlib import Path
+from generator.results import results_pod
 from generator.targets import target as target_of
 from generator.values import load_values
 
@@ -82,6 +83,9 @@ values = load_values(files, sets, target, namespace)
 (out / "release" / "values.json").write_text(json.dumps(values, indent=2) + "\n")
 release = {"NAME": values["name"], "NAMESPACE": values["namespace"], "TARGET": values["target"],
            "HOSTS_COUNT": values["hosts_count"], **target_of(values).facts(values["name"])}
+pod = results_pod(values) if target_of(values).kubernetes else None
+if pod:  # run.sh copies the results from the claim through it (release/ is not applied with the job)
+    (out / "release" / "results-pod.json").write_text(json.dumps(pod, indent=2) + "\n")
 (out / "release" / "release.env").write_text("".join(f"{k}={shlex.quote(str(v))}\n" for k, v in release.items()))
 EOF
 log "valid; rendered $rendered file(s) into $out"

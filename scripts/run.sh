@@ -11,8 +11,11 @@ Usage: scripts/run.sh [OPTIONS] [BUILD_DIR]
        scripts/run.sh --local [BUILD_DIR] [-- ARGS...]
 
 Server-side applies the manifests of BUILD_DIR (written by scripts/prepare.sh; default: ./build),
-waits until the job (Indexed Job, JobSet or JAXJob) succeeds or fails, streams the logs of rank 0
-meanwhile, and exits with the job's result. It follows the object it applied (by uid): if that
+waits until the job (Indexed Job, JobSet, JAXJob or TrainJob) succeeds or fails, streams the logs
+of rank 0 meanwhile, and exits with the job's result. Then it brings the job's results (summary,
+metrics, model; not the checkpoints) from its outputs claim (persistence) into
+BUILD_DIR/results/NAME through a short-lived pod, and prints their summary (jaxgen results);
+without a claim it prints rank 0's termination message, the one-line result. It follows the object it applied (by uid): if that
 object is deleted or replaced while it waits, it says so and exits 1. A job that already finished
 is not re-applied: run.sh refuses (exit 2) unless --replace deletes the previous run first.
 --local runs the same variables (BUILD_DIR/release/values.json) on this machine with
@@ -188,9 +191,40 @@ while :; do
 done
 stop_logs
 
+# --- the job's results: from its claim into BUILD_DIR/results/NAME (where run.sh --local keeps them)
+jaxgen() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" -m generator "$@"; }
+fetch_results() {
+  local manifest="$build/release/results-pod.json" dest="$build/results/$NAME" pod="$NAME-results" message
+  if [ ! -f "$manifest" ]; then  # no claim: rank 0's termination message is all that is left
+    message="$(kube get pods -l "$pods,$index_label=0" -o go-template="{{range .items}}$own{{range .status.containerStatuses}}{{with .state.terminated}}{{if .message}}{{.message}}{{\"\\n\"}}{{end}}{{end}}{{end}}{{end}}{{end}}" 2>/dev/null | sed -n '/./h; ${x;p}')"
+    [ -z "$message" ] || log "rank 0: $message"
+    log "the job's outputs were on an emptyDir and are gone with its pods (persistence.enabled=true keeps them)"
+    return 0
+  fi
+  log "copying the results from the claim into $dest"
+  kube delete pod "$pod" --ignore-not-found --wait=true >/dev/null 2>&1 || true
+  if ! kube apply -f "$manifest" >/dev/null 2>"$tmp/results.err" ||
+     ! kube wait --for=condition=Ready "pod/$pod" --timeout=180s >/dev/null 2>>"$tmp/results.err"; then
+    log "warning: cannot start pod $pod to copy the results: $(tail -n1 "$tmp/results.err")"
+    kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+    return 0
+  fi
+  rm -rf "$dest.part" && mkdir -p "$dest.part"
+  if kube exec "$pod" -c results -- tar -C "/outputs/$NAME" -cf - --exclude ./checkpoints --exclude ./xla-cache . \
+       2>"$tmp/results.err" | tar -C "$dest.part" -xf -; then
+    rm -rf "$dest" && mv "$dest.part" "$dest"
+  else
+    log "warning: cannot copy the results from pod $pod: $(tail -n1 "$tmp/results.err")"
+    rm -rf "$dest.part"
+  fi
+  kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  [ -d "$dest" ] && jaxgen results "$dest" || true
+}
+
 case "$verdict" in
   succeeded)
     log "$what succeeded ($HOSTS_COUNT hosts)"
+    fetch_results
     exit 0 ;;
   failed)
     reason="$(kube get "$kind" "$NAME" -o go-template='{{range .status.conditions}}{{if and (eq .type "Failed") (eq .status "True")}}{{.reason}}: {{.message}}{{end}}{{end}}')"
@@ -203,6 +237,7 @@ case "$verdict" in
     else
       log "no failed pod is left to name the failed index (they may have been deleted)"
     fi
+    fetch_results
     exit 1 ;;
   timeout)
     log "timed out after ${timeout}s waiting for $what; it is left running. Pods:"

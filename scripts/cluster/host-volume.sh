@@ -2,10 +2,14 @@
 # Creates a PersistentVolumeClaim NAME in NAMESPACE bound to a static PersistentVolume on the real
 # node's disk (STATE_DIR/node/volumes/NAME), optionally filled with a copy of SOURCE_DIR. The
 # directory belongs to uid 1000, the pods' user (a hostPath volume gets no fsGroup change). It is
-# replaced if it exists, and goes away with the node (down.sh).
+# replaced if it exists, and goes away with the node (down.sh). With --no-claim only the volume is
+# made, reserved for a claim NAME that someone else creates (a render with persistence.enabled and
+# persistence.storage_class "-").
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-[ $# -ge 3 ] && [ $# -le 4 ] || die "usage: scripts/cluster/host-volume.sh STATE_DIR NAMESPACE NAME [SOURCE_DIR]"
+claim=true
+[ "${1:-}" = --no-claim ] && { claim=false; shift; }
+[ $# -ge 3 ] && [ $# -le 4 ] || die "usage: scripts/cluster/host-volume.sh [--no-claim] STATE_DIR NAMESPACE NAME [SOURCE_DIR]"
 state="$1" namespace="$2" name="$3" source="${4:-}"
 [ -d "$state/node" ] || die "$state runs no real node (scripts/cluster/up.sh --real-node)"
 export KUBECONFIG="$state/kubeconfig"
@@ -22,12 +26,14 @@ kind: PersistentVolume
 metadata: {name: $pv}
 spec:
   capacity: {storage: 1Gi}
-  accessModes: [ReadWriteMany]
+  accessModes: [ReadWriteOnce, ReadWriteMany]
   persistentVolumeReclaimPolicy: Retain
   storageClassName: ""
   hostPath: {path: $dir, type: Directory}
   claimRef: {namespace: $namespace, name: $name}
----
+YAML
+if ! $claim; then echo "$dir"; exit 0; fi
+kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: $name, namespace: $namespace}

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 from tests.e2e_k8s.kube import SCRIPTS, finish, start_run
+from tests.support.paths import EXAMPLES_DIR, MNIST_DIR, REPO_ROOT
 
 HOSTS = 2
 MIN_ACCURACY = 0.97  # one epoch of the default model reaches ~0.974
@@ -16,6 +21,45 @@ def host_volume(cluster, name: str, files_from: Path | None = None) -> Path:
     """Claim `name`, bound to a static PersistentVolume on the node's disk (scripts/cluster/host-volume.sh)."""
     args = [SCRIPTS / "cluster" / "host-volume.sh", cluster.state_dir, cluster.namespace, name]
     return Path(cluster.run([*args, *([files_from] if files_from else [])], timeout=180).stdout.strip())
+
+
+def outputs_volume(cluster, name: str) -> Path:
+    """A static PersistentVolume on the node's disk reserved for the claim of job `name`'s outputs
+    (rendered with persistence.enabled and storage_class "-"); returns the volume's directory."""
+    args = [SCRIPTS / "cluster" / "host-volume.sh", "--no-claim", cluster.state_dir, cluster.namespace,
+            f"{name}-outputs"]
+    return Path(cluster.run(args, timeout=180).stdout.strip())
+
+
+# The variables that keep a job's outputs on the volume of outputs_volume().
+PERSISTENCE = ("persistence.enabled=true", 'persistence.storage_class="-"')
+
+
+def assert_results_fetched(build: Path, name: str, output: str) -> dict:
+    """run.sh brought the results into the build folder and printed their summary."""
+    results = build / "results" / name
+    summary = json.loads((results / "summary.json").read_text())
+    for part in ("metrics.jsonl", "model/model.safetensors", "model/README.md", "curves.png"):
+        assert (results / part).is_file(), (part, sorted(str(p) for p in results.rglob("*")))
+    assert not (results / "checkpoints").exists()
+    assert f"result: test accuracy {summary['test_accuracy']:.4f}" in output, output[-3000:]
+    assert f"model:    {results / 'model' / 'model.safetensors'}" in output, output[-3000:]
+    return summary
+
+
+@functools.lru_cache(maxsize=1)
+def uninterrupted_accuracy() -> float:
+    """The test accuracy of one uninterrupted epoch of the cpu-local example (the settings every real
+    run here uses), trained by one local process: the batch order and the averaged gradients do not
+    depend on the process count, so 2 pods compute the same parameters."""
+    settings = json.loads((EXAMPLES_DIR / "cpu-local.json").read_text())["training"]
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run([sys.executable, "-m", "trainer", "train", "--data-dir", str(MNIST_DIR), "--no-download",
+                               "--epochs", "1", "--batch-size", str(settings["batch_size"]),
+                               "--learning-rate", str(settings["learning_rate"]), "--checkpoint-dir", tmp],
+                              capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return final_accuracy(done.stdout)
 
 
 def final_accuracy(output: str) -> float:

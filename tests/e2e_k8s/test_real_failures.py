@@ -1,8 +1,10 @@
 """Failures in real pods, handled by the job's own failure policy (rendered from trainer/exit_codes.py).
 
-- A worker deleted mid-training (`kubectl delete pod`, the default grace period): every process
-  checkpoints the same step on SIGTERM and exits 143; the Indexed Job does not count that against
-  its backoff limit (0 here), replaces the pods and the run resumes from exactly that step.
+- A worker deleted mid-training (`kubectl delete pod`, the default grace period), of an Indexed
+  Job and of a JobSet, with the outputs on a claim (persistence): every process checkpoints the
+  same step on SIGTERM and exits 143; the job does not count that against its backoff limit (0
+  here), replaces the pods and the run resumes from exactly that step; run.sh brings the results
+  into the build folder.
 - A configuration error (an impossible flag) fails the Job on the first pod failure, no retries.
 - A hang (a test-only flag stops one process's progress) is dumped (every thread's stack) by the
   watchdog, which exits with the hang code, and the Job starts the rank again.
@@ -16,8 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e_k8s.kube import SCRIPTS, assert_complete, finish, prepare, start_run, wait_until
-from tests.e2e_k8s.real import final_accuracy, host_volume
+from tests.e2e_k8s.kube import SCRIPTS, assert_complete, finish, prepare, release_selector, start_run, wait_until
+from tests.e2e_k8s.real import (PERSISTENCE, assert_results_fetched, final_accuracy, outputs_volume,
+                                 uninterrupted_accuracy)
 from trainer import exit_codes
 
 
@@ -47,22 +50,22 @@ def failed_condition(cluster, name: str):
 
 
 @pytest.mark.timeout(1200)
-def test_deleted_worker_saves_and_resumes_without_counting(real, tmp_path):
+@pytest.mark.parametrize("target", ["indexed-job", "jobset"])
+def test_deleted_worker_saves_and_resumes_without_counting(real, tmp_path, target):
     cluster, sets = real
-    name = "real-preempt"
-    checkpoints = host_volume(cluster, f"{name}-checkpoints")
+    name = f"real-preempt-{target}"
+    outputs = outputs_volume(cluster, name) / name
     build = tmp_path / "build"
     # No periodic checkpoint: the only one before the end is the one written on SIGTERM.
-    prepare(cluster, build, name, *sets, "backoff_limit=0", "checkpoint.every_steps=0",
-            f'checkpoint.volume={{"persistentVolumeClaim": {{"claimName": "{name}-checkpoints"}}}}',
-            base="cpu-local.json")
+    prepare(cluster, build, name, *sets, "backoff_limit=0", "checkpoint.every_steps=0", *PERSISTENCE,
+            base="cpu-local.json", target=target)
     run = start_run(cluster, build, timeout=600)
     try:
-        metrics = checkpoints / "metrics.jsonl"
+        metrics = outputs / "metrics.jsonl"
         wait_until("training past step 150", lambda: metrics.exists() and re.search(
             r'"step": (1[5-9]\d|[2-9]\d\d)', metrics.read_text()), timeout=300, interval=0.5)
-        victim = next(p["metadata"]["name"] for p in pods_of(cluster, name)
-                      if p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == "1")
+        victim = next(p["metadata"]["name"] for p in cluster.items("pods", release_selector(name))
+                      if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "1")
         cluster.kubectl("delete", "pod", victim, "--wait=false")
         code, output = finish(run, timeout=660)
     finally:
@@ -74,11 +77,18 @@ def test_deleted_worker_saves_and_resumes_without_counting(real, tmp_path):
     assert saved and resumed, output[-6000:]
     assert resumed[0] == saved[0], (saved, resumed)  # exactly the step saved on SIGTERM
     assert int(resumed[0]) < 468
-    job = cluster.get("job", name)
-    assert_complete(job)
-    assert job["status"].get("failed", 0) == 0, job["status"]  # the stop was not counted
-    assert final_accuracy(output) >= 0.97
-    cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
+    if target == "indexed-job":
+        job = cluster.get("job", name)
+        assert_complete(job)
+        assert job["status"].get("failed", 0) == 0, job["status"]  # the stop was not counted
+    else:
+        jobset = cluster.get("jobset", name)
+        assert jobset["status"].get("restarts", 0) == 0, jobset["status"]  # its child Job replaced the pod
+    accuracy = final_accuracy(output)
+    assert abs(accuracy - uninterrupted_accuracy()) <= 0.003, (accuracy, uninterrupted_accuracy())
+    summary = assert_results_fetched(build, name, output)
+    assert summary["test_accuracy"] == accuracy and summary["resumed_from"] == [int(resumed[0])]
+    cluster.run([SCRIPTS / "clean.sh", "--delete-outputs", build], timeout=180)
 
 
 @pytest.mark.timeout(600)

@@ -8,13 +8,16 @@ MNIST reaches the pods on a read-only volume (a static PersistentVolume holding 
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from tests.e2e_k8s.kube import (SCRIPTS, assert_complete, finish, prepare, release_selector, start_run,
                                 wait_until)
-from tests.e2e_k8s.real import MIN_ACCURACY, containerd_cli, containerd_task, final_accuracy, host_volume, train
+from tests.e2e_k8s.real import (MIN_ACCURACY, PERSISTENCE, assert_results_fetched, containerd_cli, containerd_task,
+                                 final_accuracy, outputs_volume, train)
+from generator.checks import EMPTYDIR_WARNING
 from tests.e2e_k8s.test_helm import CHART, helm_cmd
 
 # Accuracies of uninterrupted runs, by configuration, for the fault test to compare with.
@@ -33,10 +36,14 @@ def test_indexed_job_prepare_run_clean_twice(real, tmp_path):
     name = "real-job"
     for round_ in range(2):
         build = tmp_path / f"build-{round_}"
-        prepare(cluster, build, name, *sets, base="cpu-local.json")
+        prepared = prepare(cluster, build, name, *sets, base="cpu-local.json")
+        assert f"warning: {EMPTYDIR_WARNING}" in prepared.stderr  # the default keeps nothing
         output = train(cluster, build)
         accuracy = final_accuracy(output)
         assert accuracy >= MIN_ACCURACY, output[-3000:]
+        # What is left of an emptyDir run: rank 0's termination message, and the plain truth.
+        assert f"rank 0: result: test accuracy {accuracy:.4f}" in output, output[-3000:]
+        assert "the job's outputs were on an emptyDir and are gone with its pods" in output
         UNINTERRUPTED.setdefault("1 epoch", accuracy)
         assert_complete(cluster.get("job", name))
 
@@ -66,8 +73,9 @@ def test_operator_targets_train(real, tmp_path, target):
 def test_helm_install_trains_and_helm_test_reaches_the_coordinator(real, helm, tmp_path):
     cluster, sets = real
     name = "real-helm"
+    volume = outputs_volume(cluster, name)
     build = tmp_path / "build"
-    prepare(cluster, build, name, *sets, base="cpu-local.json")
+    prepare(cluster, build, name, *sets, *PERSISTENCE, base="cpu-local.json")
     values = build / "release" / "values.json"
     cluster.run(helm_cmd(helm, cluster, "install", name, CHART, "-f", values), timeout=120)
     try:
@@ -81,24 +89,34 @@ def test_helm_install_trains_and_helm_test_reaches_the_coordinator(real, helm, t
                                       "batch.kubernetes.io/job-completion-index=0")
         log = cluster.kubectl("logs", rank0[0]["metadata"]["name"], "-c", "jax").stdout
         assert final_accuracy(log) >= MIN_ACCURACY, log[-3000:]
+        # The results are on the release's claim, and its termination message says how it ended.
+        summary = json.loads((volume / name / "summary.json").read_text())
+        assert summary["test_accuracy"] == final_accuracy(log)
+        message = rank0[0]["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
+        assert message.startswith(f"result: test accuracy {summary['test_accuracy']:.4f}"), message
     finally:
-        cluster.run(helm_cmd(helm, cluster, "uninstall", name, "--wait", "--timeout", "2m"), timeout=180)
+        uninstall = cluster.run(helm_cmd(helm, cluster, "uninstall", name, "--wait", "--timeout", "2m"), timeout=180)
     wait_until("the release's pods to go", lambda: not cluster.items("pods", release_selector(name)), timeout=120)
+    # helm uninstall keeps the claim and its results (helm.sh/resource-policy: keep), and says so.
+    said = uninstall.stdout + uninstall.stderr
+    assert "kept due to the resource policy" in said and f"{name}-outputs" in said, said
+    assert [c["metadata"]["name"] for c in cluster.items("persistentvolumeclaims", release_selector(name))] == [
+        f"{name}-outputs"]
+    cluster.kubectl("delete", "pvc", f"{name}-outputs", "--wait=true", timeout=120)
 
 
 @pytest.mark.timeout(1200)
 def test_killed_worker_resumes_from_the_last_checkpoint(real, tmp_path):
     cluster, sets = real
     name = "real-fault"
-    checkpoints = host_volume(cluster, "real-fault-checkpoints")
+    checkpoints = outputs_volume(cluster, name) / name / "checkpoints"
     build = tmp_path / "build"
-    prepare(cluster, build, name, *sets, "backoff_limit=1", "checkpoint.every_steps=100",
-            'checkpoint.volume={"persistentVolumeClaim": {"claimName": "real-fault-checkpoints"}}',
+    prepare(cluster, build, name, *sets, "backoff_limit=1", "checkpoint.every_steps=100", *PERSISTENCE,
             base="cpu-local.json")
     run = start_run(cluster, build, timeout=600)
     try:
         wait_until("a checkpoint of step 200", lambda: any(checkpoints.glob("*200*")), timeout=300,
-                   interval=0.5, diagnose=lambda: "\n".join(str(p) for p in checkpoints.iterdir()))
+                   interval=0.5, diagnose=lambda: "\n".join(str(p) for p in checkpoints.parent.rglob("*")))
         task = containerd_task(cluster, f"{name}-1-")
         cluster.run([*containerd_cli(), "tasks", "kill", "--signal", "SIGKILL", task])
         code, output = finish(run, timeout=660)
@@ -116,7 +134,13 @@ def test_killed_worker_resumes_from_the_last_checkpoint(real, tmp_path):
         UNINTERRUPTED["1 epoch"] = final_accuracy(train(cluster, tmp_path / "plain"))
         cluster.run([SCRIPTS / "clean.sh", tmp_path / "plain"], timeout=180)
     assert abs(accuracy - UNINTERRUPTED["1 epoch"]) <= 0.003, (accuracy, UNINTERRUPTED)
-    cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
+    summary = assert_results_fetched(build, name, output)
+    assert summary["test_accuracy"] == accuracy and summary["restarts"] >= 1
+    cleaned = cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
+    assert f"kept persistentvolumeclaim/{name}-outputs (the job's outputs)" in cleaned.stderr
+    assert cluster.items("persistentvolumeclaims", release_selector(name))  # the results stay
+    cluster.run([SCRIPTS / "clean.sh", "--delete-outputs", build], timeout=180)
+    assert not cluster.items("persistentvolumeclaims", release_selector(name))
 
 
 @pytest.mark.timeout(300)
