@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 
@@ -136,6 +137,11 @@ def test_a_restart_gets_new_emptydirs_and_starts_over(tmp_path):
     summary = json.loads((tmp_path / "outputs" / "mnist-cpu" / "summary.json").read_text())
     assert summary["restarts"] == 0 and summary["steps"] == 468  # the new pods' volume knew nothing of the first
     assert "  resume:   none: the checkpoints were on an emptyDir" in out
+    # The collected model scores as the run ended.
+    scored = subprocess.run([sys.executable, "-m", "trainer", "evaluate", "--model",
+                             str(tmp_path / "outputs" / "mnist-cpu" / "model"), "--data-dir", str(MNIST_DIR),
+                             "--no-download"], capture_output=True, text=True, timeout=120)
+    assert scored.stdout.startswith(f"test accuracy={summary['test_accuracy']:.4f} ("), scored.stdout + scored.stderr
 
 
 @pytest.mark.slow
