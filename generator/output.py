@@ -26,8 +26,14 @@ def dump_json_list(docs: list[dict]) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}, indent=2, ensure_ascii=False) + "\n"
 
 
+# kubectl apply -f DIR applies the files in name order: what a job needs when it is created (the
+# outputs claim its pods mount, the TrainingRuntime a TrainJob names) sorts before every other file.
+NEEDED_FIRST = ("PersistentVolumeClaim", "TrainingRuntime")
+
+
 def file_name(doc: dict, fmt: str) -> str:
-    return f"{doc['kind'].lower()}-{doc['metadata']['name']}.{fmt}"
+    first = "0-" if doc["kind"] in NEEDED_FIRST else ""
+    return f"{first}{doc['kind'].lower()}-{doc['metadata']['name']}.{fmt}"
 
 
 def _umask() -> int:

@@ -144,7 +144,10 @@ def test_the_outputs_on_an_emptydir_are_a_warning_and_a_claim_keeps_them(target,
     assert all(doc["kind"] != "PersistentVolumeClaim" for doc in default.documents())
     kept = jaxgen("render", "--target", target, "--set", "persistence.enabled=true", "-o", str(tmp_path / "out"))
     assert kept.exit_code == 0 and kept.stderr == ""
-    claim = yaml.safe_load((tmp_path / "out" / "persistentvolumeclaim-jax-training-outputs.yaml").read_text())
+    # kubectl apply -f DIR takes the files by name: the claim before the job whose pods mount it.
+    files = sorted(p.name for p in (tmp_path / "out").glob("*.yaml"))
+    assert files[0] == "0-persistentvolumeclaim-jax-training-outputs.yaml" and len(files) > 1
+    claim = yaml.safe_load((tmp_path / "out" / files[0]).read_text())
     assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
     assert claim["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
     mounted = [v for d in (tmp_path / "out").glob("*.yaml") for v in _volumes(yaml.safe_load(d.read_text()))
@@ -153,6 +156,17 @@ def test_the_outputs_on_an_emptydir_are_a_warning_and_a_claim_keeps_them(target,
     existing = jaxgen("render", "--target", target, "--set", "persistence.existing_claim=results")
     assert existing.stderr == "" and all(doc["kind"] != "PersistentVolumeClaim" for doc in existing.documents())
     assert "claimName: results" in existing.stdout
+
+
+def test_kubectl_takes_what_a_trainjob_needs_first(tmp_path):
+    """An own TrainingRuntime and the outputs claim sort before the TrainJob that names them."""
+    out = tmp_path / "out"
+    result = jaxgen("render", "--target", "trainjob", "--set", "trainjob.own_runtime=true",
+                    "--set", "persistence.enabled=true", "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in out.glob("*.yaml")) == [
+        "0-persistentvolumeclaim-jax-training-outputs.yaml", "0-trainingruntime-jax-training.yaml",
+        "trainjob-jax-training.yaml"]
 
 
 def _volumes(node) -> list[dict]:
