@@ -62,7 +62,8 @@ def test_example(path):
         assert "target slurm renders an sbatch script" in result.stderr
         return
     docs = assert_parity(path, name)
-    assert all(doc["metadata"]["name"] == name for doc in docs)
+    assert all(doc["metadata"]["name"] == (f"{name}-outputs" if doc["kind"] == "PersistentVolumeClaim" else name)
+               for doc in docs)
 
 
 def test_matrix_is_large_and_covers_every_target():
