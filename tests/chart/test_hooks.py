@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
+from generator.checks import EMPTYDIR_WARNING
 from generator.targets import KUBERNETES, target as target_of
+from tests.generator.jaxgen import jaxgen
 
 from .helm import CHART_DIR, helm, helm_template, write_values
 
@@ -81,3 +83,35 @@ def test_hook_script_fails_when_nothing_listens(tmp_path):
     result = _run_check(pod, "127.0.0.1", port, "1")
     assert result.returncode != 0
     assert "not reachable after 1 s" in result.stderr
+
+
+NOTES_CASES = {
+    # values -> (jaxgen warns, the claim NOTES names or None, the ReadWriteOnce line)
+    "default": ({}, True, None, False),
+    "sized-emptydir": ({"checkpoint": {"volume": {"emptyDir": {"sizeLimit": "1Gi"}}}}, True, None, False),
+    "own-volume": ({"checkpoint": {"volume": {"persistentVolumeClaim": {"claimName": "mine"}}}}, False, None, False),
+    "persistence": ({"persistence": {"enabled": True}}, False, "nt-outputs", True),
+    "persistence-rwx": ({"persistence": {"enabled": True, "access_mode": "ReadWriteMany"}}, False, "nt-outputs", False),
+    "persistence-one-host": ({"hosts_count": 1, "persistence": {"enabled": True}}, False, "nt-outputs", False),
+    "existing-claim": ({"persistence": {"existing_claim": "results"}}, False, "results", False),
+}
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.parametrize("case", sorted(NOTES_CASES))
+def test_notes_say_where_the_outputs_live_as_jaxgen_warns(case, target, tmp_path):
+    """The emptyDir warning once in NOTES exactly when jaxgen render warns on stderr; a claim is named
+    with the command that deletes it; ReadWriteOnce with several hosts says all pods share its node."""
+    values, warns, claim, one_node = NOTES_CASES[case]
+    path = write_values(tmp_path, case, {"name": "nt", "namespace": "ml", "target": target, **values})
+    rendered = jaxgen("render", str(path))
+    assert rendered.exit_code == 0 and rendered.stderr == (f"warning: {EMPTYDIR_WARNING}\n" if warns else "")
+    result = helm("install", "nt", str(CHART_DIR), "-f", str(path), "--dry-run=client", "--namespace", "ml")
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert notes.count(f"warning: {EMPTYDIR_WARNING}\n") == (1 if warns else 0)
+    assert notes.count("warning:") == (1 if warns else 0)
+    assert ("PersistentVolumeClaim" in notes) == (claim is not None)
+    if claim:
+        assert f"kubectl delete pvc {claim} -n ml" in notes and "helm uninstall keeps the claim" in notes
+    assert ("all 2 pods must run on the claim's node" in notes) == one_node
