@@ -299,7 +299,7 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
             final = {**final, "test_accuracy": _test_accuracy(jax, spec, params_host, dataset, cfg)}
         if rank0:
             _finish(cfg, spec, local_devices, metrics_path, final, step, params_host, outputs, log)
-        log.progress("training completed.")
+        log("training completed.")  # every process: each one confirms its own end
     if spec.distributed:
         jax.distributed.shutdown()
     return PREEMPTED if stopped else 0

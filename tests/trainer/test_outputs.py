@@ -140,6 +140,7 @@ def test_progress_is_logged_by_process_0_only(tmp_path):
     assert "batch 8/32" in procs[0].output and "result: test accuracy" in procs[0].output
     assert "batch 8/32" not in procs[1].output and "result:" not in procs[1].output
     assert "Rank 1: cluster:" in procs[1].output  # its start
+    assert "Rank 1: training completed." in procs[1].output  # and its end: every process confirms it
 
 
 def test_the_readme_shows_the_snippet_the_model_card_carries():
