@@ -1,3 +1,5 @@
 """jaxgen: validate a jax-training variables file and render its manifests (never imports jax)."""
 
-__version__ = "0.1.0"
+from trainer import __version__  # one version for the package, the chart and the image tags
+
+__all__ = ["__version__"]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the project needs, idempotently, cached outside the repository
 # (${JAXT_CACHE:-~/.cache/jax-training}):
-#   python   the virtualenv with jaxgen, the trainer and the test dependencies
+#   python   the virtualenv with jaxgen, the trainer and the test dependencies, and a wheelhouse of
+#            the project's dependencies (the wheel test installs the built wheel from it, offline)
 #   tools    helm, kubeconform, kube-linter (built with go install)
 #   cluster  etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kwok, CoreDNS,
 #            the JobSet controller, the training-operator and the Kubeflow Trainer v2 controller,
@@ -24,6 +25,16 @@ setup_python() {
     log "installing jax-training[test] into $JAXT_VENV"
     "$JAXT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
     "$JAXT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$JAXT_ROOT[test]"
+    log "collecting the wheels of jax-training[trainer]'s dependencies into $JAXT_CACHE/wheelhouse"
+    # The requirements as installed (not the project itself: building it here would write build/).
+    mapfile -t requirements < <("$JAXT_VENV/bin/python" -c '
+import importlib.metadata as m, re
+for r in m.requires("jax-training"):
+    name, _, marker = r.partition(";")
+    if not marker or re.search(r"extra == .trainer.", marker):
+        print(name.strip())')
+    "$JAXT_VENV/bin/python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$JAXT_CACHE/wheelhouse" \
+      "setuptools>=77" "${requirements[@]}"
     echo "$want" > "$stamp"
   fi
 }

@@ -1,0 +1,116 @@
+"""What `pip install .` gives a user: the wheel built from the tracked files, installed offline into
+a fresh virtualenv (dependencies from the wheelhouse scripts/setup.sh fills), then used from a
+directory outside the checkout, so that nothing can be imported from the source tree."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import CACHE, EXAMPLES_DIR, REPO_ROOT
+from tests.trainer.procs import free_port, start, wait_all
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+WHEELHOUSE = CACHE / "wheelhouse"
+
+
+def tracked_copy(dest: Path) -> Path:
+    """The files git tracks (a clean clone's view: no build/, no egg-info), links kept as links."""
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, names.decode().split("\0")):
+        source, target = REPO_ROOT / name, dest / name
+        if not source.exists() and not source.is_symlink():
+            continue  # deleted in the working tree, not yet committed
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> tuple[Path, str]:
+    """(the fresh virtualenv's bin directory, the output of building the wheel)."""
+    if not any(WHEELHOUSE.glob("jax-*.whl")):
+        pytest.fail(f"{WHEELHOUSE} has no jax wheel: run scripts/setup.sh python")
+    root = tmp_path_factory.mktemp("wheel")
+    source = tracked_copy(root / "source")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # as on a user's machine
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--disable-pip-version-check",
+         "--find-links", str(WHEELHOUSE), "--wheel-dir", str(root / "dist"), str(source)],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    [wheel] = (root / "dist").glob("jax_training-*.whl")
+    venv.create(root / "venv", with_pip=True)
+    bin_dir = root / "venv" / "bin"
+    install = subprocess.run(
+        [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index",
+         "--find-links", str(WHEELHOUSE), f"{wheel}[trainer]"],
+        capture_output=True, text=True, timeout=400)
+    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
+    return bin_dir, build.stdout + build.stderr
+
+
+def run(bin_dir: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", JAX_PLATFORMS="cpu")
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_the_wheel_builds_without_a_warning(installed):
+    _, output = installed
+    warnings = [line for line in output.splitlines() if "warning" in line.lower()]
+    assert not warnings, "\n".join(warnings)
+
+
+def test_jaxgen_from_the_wheel_renders_validates_and_prints_the_schema(installed, tmp_path):
+    bin_dir, _ = installed
+    where = run(bin_dir, tmp_path, "python", "-c", "import generator, trainer; print(generator.__file__, trainer.__file__)")
+    assert where.returncode == 0 and str(REPO_ROOT) not in where.stdout and "site-packages" in where.stdout, where
+
+    for example in ("seed.json", "slurm.json"):
+        out = tmp_path / example
+        proc = run(bin_dir, tmp_path, "jaxgen", "render", str(EXAMPLES_DIR / example), "-o", str(out))
+        assert proc.returncode == 0, proc.stderr
+        assert any(out.iterdir()), f"jaxgen render {example} wrote nothing"
+    assert run(bin_dir, tmp_path, "jaxgen", "validate", str(EXAMPLES_DIR / "seed.json")).returncode == 0
+    schema = run(bin_dir, tmp_path, "jaxgen", "schema")
+    assert schema.returncode == 0 and '"$schema"' in schema.stdout
+    version = run(bin_dir, tmp_path, "jaxgen", "--version")
+    assert version.returncode == 0 and version.stdout.split()[-1] == installed_version(bin_dir, tmp_path)
+
+
+def installed_version(bin_dir: Path, cwd: Path) -> str:
+    proc = run(bin_dir, cwd, "python", "-c", "import importlib.metadata as m; print(m.version('jax-training'))")
+    return proc.stdout.strip()
+
+
+def test_the_trainer_from_the_wheel_queries_its_devices(installed, tmp_path):
+    bin_dir, _ = installed
+    proc = run(bin_dir, tmp_path, "python", "-m", "trainer", "query")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Rank 0: process 0/1: local devices 1" in proc.stdout and "global devices 1" in proc.stdout, proc.stdout
+
+
+def test_the_bring_your_own_example_from_the_wheel_runs_as_two_processes(installed, tmp_path):
+    bin_dir, _ = installed
+    example = run(bin_dir, tmp_path, "python", "-c",
+                  "import trainer, pathlib; print(pathlib.Path(trainer.__file__).parent / 'examples' / 'allreduce.py')")
+    script = example.stdout.strip()
+    assert example.returncode == 0 and Path(script).is_file(), example
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = {"PYTHONPATH": "", "JAX_PLATFORMS": "cpu", "JAX_LOCAL_DEVICE_COUNT": "1",
+               "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(rank)}
+        procs.append(start([str(bin_dir / "python"), script], tmp_path / f"rank-{rank}.log", env))
+    codes = wait_all(procs, 120)
+    assert codes == [0, 0], "\n".join(p.output for p in procs)
+    for rank, proc in enumerate(procs):
+        assert f"process {rank}/2: 1 local of 2 devices, psum of process ids = 1 (expected 1)" in proc.output
