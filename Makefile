@@ -8,9 +8,13 @@ MNIST_DIR ?= $(abspath ../shared/data/mnist)
 DEMO_FILE ?= variables/examples/cpu-local.json
 DEMO_SET := $(if $(wildcard $(MNIST_DIR)/train-images-idx3-ubyte.gz),--set data.mirror=file://$(MNIST_DIR)/)
 
-.PHONY: demo test test-fast setup sync-schema golden bench chart-docs help
+# Where `make install` links the commands (on PATH in a default Debian/Ubuntu login shell).
+BINDIR ?= $(HOME)/.local/bin
+
+.PHONY: demo install test test-fast setup sync-schema golden bench chart-docs help
 help:
 	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
+	@echo "make install     set up, then link jaxgen and jax-trainer into $(BINDIR)"
 	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
 	@echo "make test-fast   the tiers that need no cluster or SLURM"
 	@echo "make sync-schema write the Kubernetes definitions into variables/schema.json; copy it, the exit codes, the per-process env names, the trainer's flags, the models' and the targets' facts into the chart"
@@ -24,6 +28,14 @@ setup:
 demo:
 	scripts/setup.sh python
 	$(VENV)/bin/jaxgen run --local $(DEMO_FILE) $(DEMO_SET)
+
+install:
+	scripts/setup.sh python
+	mkdir -p "$(BINDIR)"
+	ln -sfn "$(VENV)/bin/jaxgen" "$(BINDIR)/jaxgen"
+	ln -sfn "$(VENV)/bin/jax-trainer" "$(BINDIR)/jax-trainer"
+	@echo "jaxgen and jax-trainer are in $(BINDIR)"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "$(BINDIR) is not on PATH: export PATH=\"$(BINDIR):\$$PATH\"";; esac
 
 test: setup
 	$(PY) -m pytest tests
