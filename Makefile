@@ -54,6 +54,8 @@ sync-schema:
 	$(PY) -m generator.targets > scripts/lib/targets.sh
 	$(PY) -c 'from generator import targets; print(targets.chart_rows(), end="")' > charts/jax-training/files/targets.json
 	$(PY) -c 'from generator import checks; print(checks.warnings_json(), end="")' > charts/jax-training/files/warnings.json
+	$(PY) -c 'from generator import images; print(images.variants_json(), end="")' > charts/jax-training/files/image-variants.json
+	$(PY) scripts/chart-version.py
 
 chart-docs:
 	$(PY) scripts/chart-readme.py

@@ -11,7 +11,7 @@ import yaml
 from trainer import exit_codes
 from trainer.config import rendered_flags
 
-from . import __version__, names, targets, yaml_text
+from . import __version__, images, names, targets, yaml_text
 from .paths import TEMPLATES_DIR
 from .targets import CONTAINER
 
@@ -90,7 +90,7 @@ class _Context:
         # The user's labels first, so they can never override the ones the selectors rely on.
         labels = dict(self.v["labels"])
         labels.update(self.selector_labels(component))
-        labels["app.kubernetes.io/version"] = version_label(self.v["image"]["tag"])
+        labels["app.kubernetes.io/version"] = version_label(images.tag(self.v))
         labels["app.kubernetes.io/managed-by"] = MANAGED_BY
         if queue and self.v["queue_name"]:
             labels["kueue.x-k8s.io/queue-name"] = self.v["queue_name"]
@@ -220,8 +220,12 @@ class _Context:
                              "annotations": annotations},
                 "spec": spec}
 
+    def image(self) -> str:
+        return images.reference(self.v)
+
     def globals(self) -> dict:
         return {name: getattr(self, name) for name in (
+            "image",
             "selector_labels", "labels", "container_env", "container_resources",
             "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",

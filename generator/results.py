@@ -9,6 +9,7 @@ import click
 
 from trainer import outputs
 
+from . import images
 from .errors import UserError
 from .plot import draw, read_records
 
@@ -39,7 +40,7 @@ def results_pod(values: dict) -> dict | None:
             "securityContext": context.pod_security_context(),
             "nodeSelector": values["node_selector"], "tolerations": context.tolerations(),
             "containers": [{
-                "name": "results", "image": f"{values['image']['repository']}:{values['image']['tag']}",
+                "name": "results", "image": images.reference(values),
                 "imagePullPolicy": values["image"]["pull_policy"],
                 "command": ["python", "-c", "import time; time.sleep(900)"],
                 "securityContext": context.container_security_context(),

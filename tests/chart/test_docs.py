@@ -46,11 +46,12 @@ def test_process_env_names_are_the_trainers():
 
 
 def test_generated_chart_files_are_current():
-    from generator import checks, targets
+    from generator import checks, images, targets
     from trainer import config, models
 
     for name, expected in (("trainer-flags.json", config.flags_json()), ("models.json", models.facts_json()),
-                           ("targets.json", targets.chart_rows()), ("warnings.json", checks.warnings_json())):
+                           ("targets.json", targets.chart_rows()), ("warnings.json", checks.warnings_json()),
+                           ("image-variants.json", images.variants_json())):
         assert (CHART_DIR / "files" / name).read_text() == expected, f"files/{name} drifted: run `make sync-schema`"
 
 
@@ -120,11 +121,14 @@ def test_check_mode_detects_a_stale_table(tmp_path, monkeypatch):
         raise AssertionError("--check accepted a stale table")
 
 
-def test_app_version_is_the_default_image_tag():
+def test_the_chart_carries_the_one_version():
+    from trainer import __version__
+
     chart = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
     defaults = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
     assert chart["apiVersion"] == "v2" and chart["kubeVersion"]
-    assert chart["appVersion"] == defaults["image"]["tag"]
+    assert chart["version"] == chart["appVersion"] == __version__  # scripts/chart-version.py writes them
+    assert defaults["image"]["tag"] == ""  # appVersion with the accelerator's variant
 
 
 def test_the_trainers_defaults_are_the_charts():

@@ -25,6 +25,18 @@ escapes the rest (U+2028, U+2029, C0 controls).
 {{- end -}}
 
 {{/* helm.sh/chart label value. */}}
+{{/*
+The trainer image: an empty image.tag is appVersion with the accelerator's variant (files/image-variants.json,
+from generator/images.py), the tags scripts/image.sh builds.
+*/}}
+{{- define "jax-training.imageTag" -}}
+{{- $variants := .Files.Get "files/image-variants.json" | fromJson -}}
+{{- .Values.image.tag | default (printf "%s-%s" .Chart.AppVersion (get $variants .Values.accelerator)) -}}
+{{- end -}}
+{{- define "jax-training.image" -}}
+{{- printf "%s:%s" .Values.image.repository (include "jax-training.imageTag" .) -}}
+{{- end -}}
+
 {{- define "jax-training.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -46,7 +58,7 @@ queue adds the Kueue queue label (top-level workload objects), chart adds helm.s
 {{- $v := .root.Values -}}
 {{- $labels := deepCopy ($v.labels | default dict) -}}
 {{- $labels = mergeOverwrite $labels (include "jax-training.selectorLabels" . | fromJson) -}}
-{{- $_ := set $labels "app.kubernetes.io/version" ($v.image.tag | trunc 63 | trimAll "-_.") -}}{{/* a label value: <= 63, alphanumeric ends */}}
+{{- $_ := set $labels "app.kubernetes.io/version" (include "jax-training.imageTag" .root | trunc 63 | trimAll "-_.") -}}{{/* a label value: <= 63, alphanumeric ends */}}
 {{- $_ = set $labels "app.kubernetes.io/managed-by" .root.Release.Service -}}
 {{- if and .queue $v.queue_name -}}
 {{- $_ = set $labels "kueue.x-k8s.io/queue-name" $v.queue_name -}}
@@ -350,7 +362,7 @@ spec:
   {{- end }}
   containers:
     - name: jax
-      image: {{ printf "%s:%s" $v.image.repository $v.image.tag | include "jax-training.json" }}
+      image: {{ include "jax-training.image" $root | include "jax-training.json" }}
       imagePullPolicy: {{ include "jax-training.json" $v.image.pull_policy }}
       command: {{ include "jax-training.command" $root }}
       args: {{ include "jax-training.args" $root }}
