@@ -1,38 +1,51 @@
 #!/usr/bin/env bash
-# Builds the trainer image (trainer/Dockerfile) with buildah, without a registry or a Docker engine,
-# and saves it as a docker-archive that `ctr images import` or `docker load` reads. Cached: the
-# image is rebuilt only when the Dockerfile, trainer/, the variant or the base image change.
+# Builds the trainer image (trainer/Dockerfile) as <repository>:<version>-<variant>, the tag a job's
+# empty image.tag resolves to, and saves it as a docker-archive that `ctr images import` or
+# `docker load` reads; with --push, pushes it to a registry. Builds with buildah (own storage under
+# $JAXT_CACHE, no registry or daemon; what the tests use), podman or docker, whichever is present.
+# buildah builds are cached: rebuilt only when the Dockerfile, trainer/, the variant or the base change.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 IMAGE_REPOSITORY=localhost/jax-training/trainer
 BUILD_CA_BUNDLE="${JAXT_BUILD_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
+# The one version (trainer/__init__.py) and generator/images.py's variants (standard library only).
+version="$(cd "$JAXT_ROOT" && python3 -c 'import trainer; print(trainer.__version__)')"
+variants="$(cd "$JAXT_ROOT" && python3 -m generator.images)"
 
 usage() {
   cat <<EOF
-Usage: scripts/image.sh [--variant cpu|cuda12] [--base IMAGE] [--rebuild] [--print-archive]
+Usage: scripts/image.sh [--variant ${variants// /|}] [--builder buildah|podman|docker] [--base IMAGE]
+                        [--push REPOSITORY] [--rebuild] [--print-archive]
 
-Builds trainer/Dockerfile into buildah's storage under \$JAXT_CACHE/buildah as
-$IMAGE_REPOSITORY:<version>-<variant>, saves it to \$JAXT_CACHE/images/trainer-<variant>.tar and
-prints the image name (or, with --print-archive, the archive's path).
+Builds trainer/Dockerfile as $IMAGE_REPOSITORY:$version-<variant>, saves it to
+\$JAXT_CACHE/images/trainer-<variant>.tar and prints the image name (or, with --print-archive, the
+archive's path).
 
-  --variant V       cpu (default: jax from PyPI, CPU only) or cuda12 (jax[cuda12], ~5 GB)
-  --base IMAGE      the Dockerfile's PYTHON_IMAGE. Default: a local Debian bookworm image with
-                    python3, made once with debootstrap (no registry needed). An official
-                    python:*-slim image works where a registry is reachable.
-  --rebuild         build again from the base, with no cached layers
-  --print-archive   print the archive's path instead of the image name
+  --variant V         cpu (default: jax from PyPI, CPU only; the image of accelerator cpu) or
+                      cuda12 (jax[cuda12], ~5 GB; the image of accelerator gpu)
+  --builder B         buildah, podman or docker. Default: the first of them on PATH
+  --base IMAGE        the Dockerfile's PYTHON_IMAGE. Default with buildah: a local Debian bookworm
+                      image with python3, made once with debootstrap (no registry needed); with
+                      podman and docker: the Dockerfile's python:*-slim image
+  --push REPOSITORY   also push the image as REPOSITORY:$version-<variant> (for example
+                      registry.example.com/ml/jax-training) and print that name. Point a job at it
+                      with image.repository=REPOSITORY: the tag follows the accelerator by default
+  --rebuild           build again from the base, with no cached layers
+  --print-archive     print the archive's path instead of the image name
 
 pip reaches PyPI with the build machine's CA bundle ($BUILD_CA_BUNDLE), given to the build as a
-secret: it is never written into the image. Builds use runc and the host network.
+secret: it is never written into the image. Builds use the host network.
 EOF
 }
 
-variant=cpu base="" print=image rebuild=false
+variant=cpu base="" print=image rebuild=false builder="" push=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --variant) variant="${2:?--variant needs a value}"; shift ;;
+    --builder) builder="${2:?--builder needs a value}"; shift ;;
     --base) base="${2:?--base needs a value}"; shift ;;
+    --push) push="${2:?--push needs a repository}"; shift ;;
     --print-archive) print=archive ;;
     --rebuild) rebuild=true ;;
     -h|--help) usage; exit 0 ;;
@@ -40,20 +53,34 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$variant" in cpu|cuda12) ;; *) die "--variant must be cpu or cuda12, not '$variant'" ;; esac
-for tool in buildah runc; do
-  command -v "$tool" >/dev/null || die "$tool is required (scripts/setup.sh node installs it)"
-done
+[[ " $variants " == *" $variant "* ]] || die "--variant must be one of: $variants (not '$variant')"
+if [ -z "$builder" ]; then
+  for candidate in buildah podman docker; do
+    if command -v "$candidate" >/dev/null; then builder="$candidate"; break; fi
+  done
+  [ -n "$builder" ] || die "no image builder found: install buildah, podman or docker (scripts/setup.sh node installs buildah)"
+fi
+case "$builder" in buildah|podman|docker) ;; *) die "--builder must be buildah, podman or docker, not '$builder'" ;; esac
+command -v "$builder" >/dev/null || die "--builder $builder: $builder is not on PATH"
+[ "$builder" = docker ] || command -v runc >/dev/null || die "runc is required with $builder (scripts/setup.sh node installs it)"
+if [ -n "$push" ] && ! [[ "$push" =~ ^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?$ ]]; then
+  die "--push takes a repository without a tag (registry/path, lowercase), not '$push'"
+fi
 
-storage="$JAXT_CACHE/buildah"
 images="$JAXT_CACHE/images"
-mkdir -p "$storage" "$images"
+mkdir -p "$images"
 exec 8>"$images/.lock"
 flock 8  # one build at a time per cache
-# Own storage, runc (Debian's crun refuses hybrid cgroup hosts), host network (no netavark rules).
+image="$IMAGE_REPOSITORY:$version-$variant"
+archive="$images/trainer-$variant.tar"
+secret=()
+[ -f "$BUILD_CA_BUNDLE" ] && secret=(--secret "id=pip-ca,src=$BUILD_CA_BUNDLE")
+
+# --- buildah: own storage, runc (Debian's crun refuses hybrid cgroup hosts), host network
+storage="$JAXT_CACHE/buildah"
 bah() { buildah --root "$storage/root" --runroot "$storage/run" --storage-driver overlay "$@"; }
 
-# --- the base image: Debian bookworm with python3 and venv, from the host's Debian mirror
+# The default base with buildah: Debian bookworm with python3 and venv, from the host's Debian mirror.
 local_base() {
   local name=localhost/jax-training/bookworm-python:1
   if ! bah inspect --type image "$name" >/dev/null 2>&1; then
@@ -82,28 +109,55 @@ debian_mirror() {
   [ -n "$uri" ] || uri="$(awk '$1 == "deb" && $2 !~ /security/ { print $2; exit }' /etc/apt/sources.list 2>/dev/null)"
   echo "${uri:-http://deb.debian.org/debian}"
 }
-[ -n "$base" ] || base="$(local_base)"
 
-version="$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$JAXT_ROOT/pyproject.toml")"
-image="$IMAGE_REPOSITORY:$version-$variant"
-archive="$images/trainer-$variant.tar"
-key="$( { echo "$variant $base $(bah inspect --type image --format '{{.FromImageID}}' "$base" 2>/dev/null)";
-          cd "$JAXT_ROOT" && find trainer -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort | xargs sha256sum; } |
-        sha256sum | cut -c1-16)"
-if $rebuild || [ "$(cat "$archive.key" 2>/dev/null)" != "$key" ] || [ ! -f "$archive" ]; then
-  log "building $image from trainer/Dockerfile on $base"
-  secret=() cache=(--layers)
-  ! $rebuild || cache=(--no-cache)
-  [ -f "$BUILD_CA_BUNDLE" ] && secret=(--secret "id=pip-ca,src=$BUILD_CA_BUNDLE")
-  start=$SECONDS
-  (cd "$JAXT_ROOT" && bah bud --quiet --runtime runc --network host "${cache[@]}" \
-     --build-arg "PYTHON_IMAGE=$base" --build-arg "JAX_VARIANT=$variant" "${secret[@]}" \
-     -f trainer/Dockerfile -t "$image" .) >"$images/build-$variant.log" 2>&1 ||
-    { tail -n 30 "$images/build-$variant.log" >&2; die "building $image failed (log: $images/build-$variant.log)"; }
+build_args=(--build-arg "JAX_VARIANT=$variant")
+build_log="$images/build-$variant.log"
+build_failed() { tail -n 30 "$build_log" >&2; die "building $image with $1 failed (log: $build_log)"; }
+
+if [ "$builder" = buildah ]; then
+  mkdir -p "$storage"
+  [ -n "$base" ] || base="$(local_base)"
+  key="$( { echo "$version $variant $base $(bah inspect --type image --format '{{.FromImageID}}' "$base" 2>/dev/null)";
+            cd "$JAXT_ROOT" && find trainer -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort | xargs sha256sum; } |
+          sha256sum | cut -c1-16)"
+  if $rebuild || [ "$(cat "$archive.key" 2>/dev/null)" != "$key" ] || [ ! -f "$archive" ]; then
+    log "building $image from trainer/Dockerfile on $base with buildah"
+    cache=(--layers)
+    ! $rebuild || cache=(--no-cache)
+    start=$SECONDS
+    (cd "$JAXT_ROOT" && bah bud --quiet --runtime runc --network host "${cache[@]}" \
+       --build-arg "PYTHON_IMAGE=$base" "${build_args[@]}" "${secret[@]}" \
+       -f trainer/Dockerfile -t "$image" .) >"$build_log" 2>&1 || build_failed buildah
+    rm -f "$archive" "$archive.key"
+    bah push --quiet "$image" "docker-archive:$archive.tmp:$image" >/dev/null
+    mv "$archive.tmp" "$archive"
+    echo "$key" >"$archive.key"
+    log "built $image in $((SECONDS - start)) s: $(du -m "$archive" | cut -f1) MB archive"
+  fi
+  push_image() { bah push --quiet "$image" "docker://$1" >/dev/null; }
+else
+  # podman and docker keep the image in their own storage and cache layers themselves.
+  [ -z "$base" ] || build_args+=(--build-arg "PYTHON_IMAGE=$base")
+  extra=()
+  ! $rebuild || extra+=(--no-cache)
+  [ "$builder" = docker ] || extra+=(--runtime runc)
+  log "building $image from trainer/Dockerfile with $builder"
+  (cd "$JAXT_ROOT" && "$builder" build --network host "${extra[@]}" "${build_args[@]}" "${secret[@]}" \
+     -f trainer/Dockerfile -t "$image" .) >"$build_log" 2>&1 || build_failed "$builder"
   rm -f "$archive" "$archive.key"
-  bah push --quiet "$image" "docker-archive:$archive.tmp:$image" >/dev/null
+  if [ "$builder" = podman ]; then
+    podman save --quiet --format docker-archive -o "$archive.tmp" "$image"
+  else
+    docker save -o "$archive.tmp" "$image"
+  fi
   mv "$archive.tmp" "$archive"
-  echo "$key" >"$archive.key"
-  log "built $image in $((SECONDS - start)) s: $(du -m "$archive" | cut -f1) MB archive"
+  push_image() { "$builder" tag "$image" "$1" && "$builder" push "$1" >/dev/null; }
+fi
+
+if [ -n "$push" ]; then
+  pushed="$push:$version-$variant"
+  log "pushing $pushed"
+  push_image "$pushed" || die "pushing $pushed with $builder failed (logged in to the registry?)"
+  image="$pushed"
 fi
 if [ "$print" = archive ]; then echo "$archive"; else echo "$image"; fi

@@ -17,7 +17,9 @@ import pytest
 
 from tests.e2e_k8s.kube import SCRIPTS, Cluster, environ_for
 from tests.e2e_k8s.real import host_volume
+from generator import images
 from tests.support.paths import MNIST_DIR
+from trainer import __version__
 
 NAMESPACE = "jax-e2e"
 NODE_NAMESPACE = "jax-real"
@@ -101,7 +103,10 @@ def real(node_cluster, image):
     """The node cluster with MNIST on a volume, and the --set overrides every run here uses."""
     host_volume(node_cluster, "mnist", MNIST_DIR)
     repository, tag = image
-    sets = [f"image.repository={repository}", f"image.tag={tag}", "image.pull_policy=Never",
+    # The tag is left to its default (the release's version with the accelerator's variant): the one
+    # scripts/image.sh builds, which the pods can only start with if the two agree.
+    assert tag == f"{__version__}-{images.VARIANTS['cpu']}", tag
+    sets = [f"image.repository={repository}", "image.pull_policy=Never",
             "training.epochs=1", "data.download=false",
             'data.volume={"persistentVolumeClaim": {"claimName": "mnist", "readOnly": true}}',
             # two trainers and the helm test pod fit the node's 2 CPUs

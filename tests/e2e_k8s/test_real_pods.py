@@ -19,6 +19,7 @@ from tests.e2e_k8s.real import (MIN_ACCURACY, PERSISTENCE, assert_results_fetche
                                  final_accuracy, outputs_volume, train)
 from generator.checks import EMPTYDIR_WARNING
 from tests.e2e_k8s.test_helm import CHART, helm_cmd
+from trainer import __version__
 
 # Accuracies of uninterrupted runs, by configuration, for the fault test to compare with.
 UNINTERRUPTED: dict[str, float] = {}
@@ -77,7 +78,11 @@ def test_helm_install_trains_and_helm_test_reaches_the_coordinator(real, helm, t
     build = tmp_path / "build"
     prepare(cluster, build, name, *sets, *PERSISTENCE, base="cpu-local.json")
     values = build / "release" / "values.json"
-    cluster.run(helm_cmd(helm, cluster, "install", name, CHART, "-f", values), timeout=120)
+    # What a user installs: the chart as `helm package` builds it.
+    package = cluster.run(helm_cmd(helm, cluster, "package", CHART, "--destination", tmp_path), timeout=60)
+    [archive] = tmp_path.glob("jax-training-*.tgz")
+    assert archive.name == f"jax-training-{__version__}.tgz", package.stdout
+    cluster.run(helm_cmd(helm, cluster, "install", name, archive, "-f", values), timeout=120)
     try:
         # The test pod connects to rank 0's coordinator while the job trains.
         test = cluster.run(helm_cmd(helm, cluster, "test", name, "--logs", "--timeout", "5m"), timeout=360,

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from generator.targets import TARGETS
+from trainer import __version__
 from tests.e2e_k8s.kube import (READY_DELAY, SCRIPTS, check_pods_while_not_ready, finish, prepare, start_run,
                                 wait_until)
 
@@ -42,7 +43,7 @@ def trainjob(name: str, namespace: str, nodes: int, runtime: str = RUNTIME) -> d
             "runtimeRef": {"name": runtime},
             "trainer": {
                 "numNodes": nodes,
-                "image": "localhost/jax-training/trainer:0.1.0-cpu",
+                "image": f"localhost/jax-training/trainer:{__version__}-cpu",
                 "command": ["python", "-m", "trainer"],
                 "resourcesPerNode": {"requests": {"cpu": "100m", "memory": "128Mi"}},
             },
