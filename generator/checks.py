@@ -210,17 +210,27 @@ EMPTYDIR_WARNING = ("checkpoint.dir is an emptyDir: a restarted pod starts over 
                     "to keep them")
 
 
+# %s: the target's own_program_init (the chart fills it in with printf).
+OWN_PROGRAM_WARNING = ("program.command: jax.distributed.initialize() with no arguments cannot find its peers in "
+                       "these pods (JAX reads only JAX_COORDINATOR_ADDRESS from the environment); a program of your "
+                       "own must call %s, or trainer.distributed.initialize()")
+
+
 def warnings(values: dict) -> list[str]:
-    """What valid values still lose: the job's outputs on a volume that dies with its pod."""
+    """What valid values still lose or will not do: the job's outputs on a volume that dies with its
+    pod; a program of the user's own that cannot bring up distributed JAX by itself on this engine."""
+    found = []
     volume = values["checkpoint"]["volume"]
     if target(values).kubernetes and not outputs_claim(values) and (not volume or "emptyDir" in volume):
-        return [EMPTYDIR_WARNING]
-    return []
+        found.append(EMPTYDIR_WARNING)
+    if values["program"]["command"] and target(values).own_program_init:
+        found.append(OWN_PROGRAM_WARNING % target(values).own_program_init)
+    return found
 
 
 def warnings_json() -> str:
     """The warnings' texts as the chart's NOTES.txt reads them (files/warnings.json, make sync-schema)."""
-    return json.dumps({"emptydir": EMPTYDIR_WARNING}, indent=1) + "\n"
+    return json.dumps({"emptydir": EMPTYDIR_WARNING, "own_program": OWN_PROGRAM_WARNING}, indent=1) + "\n"
 
 
 def validation_errors(values: dict) -> list[str]:

@@ -46,6 +46,11 @@ class Target:
     runtime_job: str = ""
     runtime_container: str = ""
     patch_manager: str = ""  # owner of our runtime patch (the Trainer webhook wants a domain-prefixed path)
+    # How a program of the user's own brings up distributed JAX from this engine's environment, where
+    # jax.distributed.initialize() alone cannot: it reads JAX_COORDINATOR_ADDRESS only, and its
+    # Kubernetes detection needs API access the pods are not given ("" = it works alone: srun).
+    own_program_init: str = ('jax.distributed.initialize(num_processes=int(os.environ["JAX_NUM_PROCESSES"]), '
+                             'process_id=int(os.environ["JAX_PROCESS_ID"]))')
     # Other kinds a render of this target may create beside the job (clean.sh deletes them after it).
     other_resources: tuple = ()
 
@@ -78,6 +83,9 @@ TARGETS = {t.name: t for t in (
            pod_spec_path=("spec", "jaxReplicaSpecs", "Worker", "template", "spec"),
            hostname="{name}-worker-{index}", coordinator="{name}-worker-0", process_env=False, port_name="jaxjob-port",
            unbuffered=False,
+           own_program_init=('jax.distributed.initialize(f\'{os.environ["COORDINATOR_ADDRESS"]}:'
+                             '{os.environ["COORDINATOR_PORT"]}\', int(os.environ["NUM_PROCESSES"]), '
+                             'int(os.environ["PROCESS_ID"]))'),
            pod_selector="training.kubeflow.org/job-name={name}", index_label="training.kubeflow.org/replica-index",
            succeeded="Succeeded"),
     Target("jobset", "jobset.yaml.j2", kind="JobSet", resource="jobsets.jobset.x-k8s.io",
@@ -94,7 +102,7 @@ TARGETS = {t.name: t for t in (
            runtime_job="node", runtime_container="node", owns_pods=False, engine_port=29500,
            patch_manager="jax-training.dev/pod-template", other_resources=("trainingruntimes.trainer.kubeflow.org",),
            pod_selector="jobset.sigs.k8s.io/jobset-name={name}", succeeded="Complete"),
-    Target("slurm", "slurm.sbatch.j2"),
+    Target("slurm", "slurm.sbatch.j2", own_program_init=""),
 )}
 
 NAMES = tuple(TARGETS)
@@ -137,7 +145,8 @@ def chart_rows() -> str:
         t = TARGETS[name]
         row = {"hostname": _go_format(t.hostname), "coordinator": _go_format(t.coordinator),
                "portName": t.port_name, "processEnv": t.process_env, "unbuffered": t.unbuffered,
-               "resource": t.resource, "rank0": f"-l '{_go_format(t.pod_selector)},{t.index_label}=0'"}
+               "resource": t.resource, "rank0": f"-l '{_go_format(t.pod_selector)},{t.index_label}=0'",
+               "ownProgramInit": t.own_program_init}
         optional = {"podNameSuffix": t.pod_name_suffix, "enginePort": t.engine_port, "runtimeJob": t.runtime_job,
                     "runtimeContainer": t.runtime_container, "patchManager": t.patch_manager}
         rows[name] = {**row, **{k: v for k, v in optional.items() if v}}

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from generator.checks import EMPTYDIR_WARNING
+from generator.checks import EMPTYDIR_WARNING, OWN_PROGRAM_WARNING
 from generator.targets import KUBERNETES, target as target_of
 from tests.generator.jaxgen import jaxgen
 
@@ -94,6 +94,9 @@ NOTES_CASES = {
     "persistence-rwx": ({"persistence": {"enabled": True, "access_mode": "ReadWriteMany"}}, False, "nt-outputs", False),
     "persistence-one-host": ({"hosts_count": 1, "persistence": {"enabled": True}}, False, "nt-outputs", False),
     "existing-claim": ({"persistence": {"existing_claim": "results"}}, False, "results", False),
+    "own-program": ({"program": {"command": ["python3", "/app/mine.py"]}}, True, None, False),
+    "own-program-persistence": ({"program": {"command": ["python3", "/app/mine.py"]}, "persistence": {"enabled": True}},
+                                False, "nt-outputs", True),
 }
 
 
@@ -104,13 +107,17 @@ def test_notes_say_where_the_outputs_live_as_jaxgen_warns(case, target, tmp_path
     with the command that deletes it; ReadWriteOnce with several hosts says all pods share its node."""
     values, warns, claim, one_node = NOTES_CASES[case]
     path = write_values(tmp_path, case, {"name": "nt", "namespace": "ml", "target": target, **values})
+    expected = [EMPTYDIR_WARNING] if warns else []
+    if "program" in values:  # a program of the user's own: the call it needs on this engine
+        expected.append(OWN_PROGRAM_WARNING % target_of(target).own_program_init)
     rendered = jaxgen("render", str(path))
-    assert rendered.exit_code == 0 and rendered.stderr == (f"warning: {EMPTYDIR_WARNING}\n" if warns else "")
+    assert rendered.exit_code == 0 and rendered.stderr == "".join(f"warning: {w}\n" for w in expected)
     result = helm("install", "nt", str(CHART_DIR), "-f", str(path), "--dry-run=client", "--namespace", "ml")
     assert result.returncode == 0, result.stderr
     notes = result.stdout.split("NOTES:", 1)[1]
-    assert notes.count(f"warning: {EMPTYDIR_WARNING}\n") == (1 if warns else 0)
-    assert notes.count("warning:") == (1 if warns else 0)
+    for warning in expected:
+        assert notes.count(f"warning: {warning}\n") == 1, notes
+    assert notes.count("warning:") == len(expected)
     assert ("PersistentVolumeClaim" in notes) == (claim is not None)
     if claim:
         assert f"kubectl delete pvc {claim} -n ml" in notes and "helm uninstall keeps the claim" in notes

@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.paths import REPO_ROOT
 from tests.trainer.procs import free_port, start, wait_all
+from generator.targets import KUBERNETES, target as target_of
 from trainer import exit_codes
 from trainer.distributed import initialize
 from trainer.errors import ConfigError
@@ -126,3 +127,32 @@ def test_errors_are_raised_when_the_program_asks(monkeypatch):
     monkeypatch.setenv("JAX_LOCAL_DEVICE_COUNT", "0")
     with pytest.raises(ConfigError, match="JAX_LOCAL_DEVICE_COUNT=0 must be >= 1"):
         initialize(num_processes=1, process_id=0, exit_on_error=False)
+
+
+# The environment each Kubernetes engine gives a pod, as the tests above emulate it.
+ENGINE_ENV = {"indexed-job": jax_env, "jobset": jax_env, "trainjob": trainjob_env, "jaxjob": jaxjob_env}
+
+
+@pytest.mark.parametrize("target", KUBERNETES)
+def test_the_call_jaxgen_tells_an_own_program_to_make_brings_up_two_processes(tmp_path, target):
+    """The warning of `jaxgen render` with program.command names a call; that call, in a plain JAX
+    program that does not import this project, must bring up the job from the engine's environment."""
+    assert set(ENGINE_ENV) == set(KUBERNETES), "a new Kubernetes target needs its engine's environment here"
+    program = tmp_path / "mine.py"
+    program.write_text("import os\nimport jax\n"
+                       f"{target_of(target).own_program_init}\n"
+                       "print(f'process {jax.process_index()} of {jax.process_count()}, {jax.device_count()} devices')\n")
+    port = free_port()
+    procs = [start([sys.executable, str(program)], tmp_path / f"{target}-{rank}.log",
+                   {"JAX_PLATFORMS": "cpu", "PYTHONPATH": "", **ENGINE_ENV[target](rank, port)})
+             for rank in range(2)]
+    codes = wait_all(procs, 120)
+    assert codes == [0, 0], "\n".join(p.output[-2000:] for p in procs)
+    for rank, proc in enumerate(procs):
+        assert f"process {rank} of 2, 2 devices" in proc.output, proc.output
+
+
+def test_the_readme_shows_each_targets_call():
+    readme = (REPO_ROOT / "README.md").read_text()
+    for target in KUBERNETES:
+        assert target_of(target).own_program_init in readme, target
