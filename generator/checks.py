@@ -94,6 +94,11 @@ def semantic_errors(values: dict) -> list[str]:
     if training["batch_size"] % devices:
         errors.append(f"$.training.batch_size: {training['batch_size']} is not divisible by the global device "
                       f"count {devices} (hosts_count {hosts} x local_device_count {local})")
+    if 0 < training["train_examples"] < training["batch_size"]:
+        errors.append(f"$.training.train_examples: {training['train_examples']} is less than one batch "
+                      f"(training.batch_size {training['batch_size']})")
+    if training["allreduce_dtype"] != "float32" and training["strategy"] != "pmap":
+        errors.append(f"$.training.allreduce_dtype: {training['allreduce_dtype']} needs training.strategy 'pmap'")
     model = training["model_parallelism"]
     if model > 1:
         if training["strategy"] != "sharded":

@@ -69,8 +69,11 @@ def device_env(values: dict) -> tuple[str, str]:
 
 
 def program_args(values: dict) -> list[str]:
-    """The container's (or SLURM task's) args: the user's program.args, or `train` and the flags."""
-    return list(values["program"]["args"]) if values["program"]["command"] else ["train"] + trainer_flags(values)
+    """The container's (or SLURM task's) args: program.args of the user's program.command, or
+    `train`, the flags of the variables, then program.args (a later flag wins in the trainer)."""
+    if values["program"]["command"]:
+        return list(values["program"]["args"])
+    return ["train"] + trainer_flags(values) + list(values["program"]["args"])
 
 
 class _Context:

@@ -28,12 +28,14 @@ RUNTIME = "runtime"
 
 
 def setting(default, help: str, *, choices=None, variable: str | None = None, render: str | None = None,
-            parse=None, metavar: str | None = None, group: str = "train", hidden: bool = False):
+            parse=None, metavar: str | None = None, group: str = "train", hidden: bool = False,
+            internal: str | None = None):
     """A TrainConfig field. variable: the variables key (dotted) the renderers pass as this flag;
+    internal: why a setting that is neither a variable nor a test hook (hidden) has no variable;
     render: how they spell it where the field's type would not say (int for integer seconds);
     parse: argparse type for values that are not a plain int/float/str."""
     meta = {"help": help, "choices": choices, "variable": variable, "render": render, "parse": parse,
-            "metavar": metavar, "group": group, "hidden": hidden}
+            "metavar": metavar, "group": group, "hidden": hidden, "internal": internal}
     if isinstance(default, (list, tuple)):
         return field(default_factory=lambda: tuple(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -57,7 +59,7 @@ class TrainConfig:
     learning_rate: float = setting(0.1, "peak learning rate", variable="training.learning_rate")
     momentum: float = setting(0.9, "SGD momentum (0 = none)", variable="training.momentum")
     lr_schedule: str = setting("cosine", "cosine decays the learning rate to 0 over the run",
-                               choices=("cosine", "constant"))
+                               choices=("cosine", "constant"), variable="training.lr_schedule")
     seed: int = setting(0, "seed of the initial parameters and the batch order", variable="training.seed")
     strategy: str = setting("pmap", "pmap (pmean of gradients) or sharded (jit over a data x model mesh)",
                             choices=("pmap", "sharded"), variable="training.strategy")
@@ -85,17 +87,21 @@ class TrainConfig:
     hang_timeout: float = setting(600, "seconds without a completed training step (compilation not counted) before "
                                        "the process dumps its threads' stacks and exits with the hang code (0 = off)",
                                   variable="hang_timeout_seconds", render="int")
-    metrics_file: str | None = setting(None, "default: <checkpoint-dir>/metrics.jsonl")
-    log_every: int = setting(100, "steps between progress log lines")
-    train_examples: int = setting(0, "use the first N training examples (0 = all)")
-    steps_per_dispatch: int = setting(50, "training steps run by one device dispatch (a device-side loop)")
+    metrics_file: str | None = setting(None, "default: <checkpoint-dir>/metrics.jsonl",
+                                       internal="the job's outputs directory owns the metrics' place")
+    log_every: int = setting(100, "steps between progress log lines", variable="training.log_every")
+    train_examples: int = setting(0, "use the first N training examples (0 = all)", variable="training.train_examples")
+    steps_per_dispatch: int = setting(50, "training steps run by one device dispatch (a device-side loop)",
+                                      variable="training.steps_per_dispatch")
     allreduce_dtype: str = setting("float32", "precision of the gradient all-reduce (strategy pmap); bfloat16 "
-                                              "sends half the bytes", choices=PRECISIONS)
+                                              "sends half the bytes", choices=PRECISIONS,
+                                   variable="training.allreduce_dtype")
     cpu_threads: int = setting(0, "XLA CPU threads (0 = this process's share of the CPUs it shares with peers "
-                                  "on this host)")
+                                  "on this host)", internal="derived from the processes sharing a host's CPUs")
     compilation_cache: str | None = setting(None, "persistent XLA compilation cache ('' = off; default: "
                                                   "$JAX_COMPILATION_CACHE_DIR, else <checkpoint-dir>/xla-cache)",
-                                            metavar="DIR")
+                                            metavar="DIR", internal="kept in the job's outputs directory; "
+                                                                    "JAX_COMPILATION_CACHE_DIR in env moves it")
     fault_after_step: int = setting(0, "test hook: SIGKILL this process after that global step", hidden=True)
     hang_after_step: int = setting(0, "test hook: stop making progress after that global step", hidden=True)
 
@@ -132,11 +138,20 @@ def fields_named(*names: str) -> list[dataclasses.Field]:
     return [by_name[name] for name in names]
 
 
+def _shown(default) -> str:
+    """A default as its flag would spell it."""
+    if isinstance(default, bool):
+        return "on" if default else "off"
+    if isinstance(default, tuple):
+        return ",".join(str(x) for x in default)
+    return "none" if default is None else str(default)
+
+
 def add_field_argument(parser, f: dataclasses.Field) -> None:
     """The flag of one TrainConfig field: its default, help, choices and parser."""
     meta = f.metadata
     default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-    help_ = argparse.SUPPRESS if meta["hidden"] else meta["help"]
+    help_ = argparse.SUPPRESS if meta["hidden"] else f"{meta['help']} (default: {_shown(default)})"
     if isinstance(default, bool):
         parser.add_argument(flag(f), dest=f.name, action=argparse.BooleanOptionalAction, default=default,
                             help=help_)

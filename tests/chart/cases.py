@@ -95,6 +95,9 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
     "namespace-mirror": {"namespace": "ml-team-1", "data": {"mirror": "file:///srv/mirror/mnist/"}},
     "shm-size": {"accelerator": "gpu", "local_device_count": 1, "shm_size": "16Gi"},
     "slurm-block-ignored": {"slurm": {"partition": "gpu", "nodes": 1, "modules": ["cuda/12"]}},
+    "trainer-extra-args": {"program": {"args": ["--cpu-threads", "1", "--log-every", "7"]}},
+    "every-training-variable": {"training": {"lr_schedule": "constant", "train_examples": 4096, "log_every": 10,
+                                             "steps_per_dispatch": 5, "allreduce_dtype": "bfloat16"}},
 }
 
 # The longest names each target allows with 10 hosts (pod hostnames stay within 63 characters).

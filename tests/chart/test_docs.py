@@ -153,3 +153,13 @@ def test_the_trainers_defaults_are_the_charts():
         assert value == default, f"{row['variable']}: values.yaml {value!r}, trainer {default!r}"
         compared += 1
     assert compared >= 15
+
+
+def test_every_trainer_setting_is_a_variable_or_says_why_not():
+    import dataclasses
+
+    from trainer.config import TrainConfig
+
+    for f in dataclasses.fields(TrainConfig):
+        meta = f.metadata
+        assert meta["variable"] or meta["hidden"] or meta["internal"], f"--{f.name}: no variable and no reason"

@@ -158,7 +158,7 @@ trainer/config.py by make sync-schema) names the flag, the variable and the spel
 {{- $args = concat $args (list $row.flag (toString $value)) -}}
 {{- end -}}
 {{- end -}}
-{{- include "jax-training.json" $args -}}
+{{- include "jax-training.json" (concat $args .Values.program.args) -}}
 {{- end -}}
 
 {{/*

@@ -13,6 +13,13 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- if mod $batch $devices -}}
 {{- $errors = append $errors (printf "$.training.batch_size: %d is not divisible by the global device count %d (hosts_count %d x local_device_count %d)" $batch $devices $hosts $local) -}}
 {{- end -}}
+{{- $examples := int $v.training.train_examples -}}
+{{- if and (gt $examples 0) (lt $examples $batch) -}}
+{{- $errors = append $errors (printf "$.training.train_examples: %d is less than one batch (training.batch_size %d)" $examples $batch) -}}
+{{- end -}}
+{{- if and (ne $v.training.allreduce_dtype "float32") (ne $v.training.strategy "pmap") -}}
+{{- $errors = append $errors (printf "$.training.allreduce_dtype: %s needs training.strategy 'pmap'" $v.training.allreduce_dtype) -}}
+{{- end -}}
 {{- $model := int $v.training.model_parallelism -}}
 {{- if gt $model 1 -}}
 {{- if ne $v.training.strategy "sharded" -}}
