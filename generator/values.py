@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import struct
 import sys
 from functools import lru_cache
 from typing import Any
@@ -32,13 +33,19 @@ def read_document(path: str) -> dict:
     """Read one variables file (JSON or YAML; "-" is stdin) into a mapping, or raise UserError."""
     label = "<stdin>" if path == "-" else path
     try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        if path == "-":
+            text = sys.stdin.read(MAX_CHARACTERS + 1)
+        else:
+            with open(path, encoding="utf-8") as stream:
+                text = stream.read(MAX_CHARACTERS + 1)
     except FileNotFoundError:
         raise UserError(f"{label}: no such file") from None
     except IsADirectoryError:
         raise UserError(f"{label}: is a directory, not a variables file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{label}: cannot read: {exc}") from None
+    if len(text) > MAX_CHARACTERS:
+        raise UserError(f"{label}: larger than {MAX_CHARACTERS // 2**20} MiB (a variables file is a few KiB)")
     if not text.strip():
         raise UserError(f"{label}: empty file (a variables file is a JSON or YAML mapping)")
     try:
@@ -50,6 +57,8 @@ def read_document(path: str) -> dict:
             data = yaml_text.load(text)
     except yaml.YAMLError as exc:
         raise UserError(f"{label}: not valid JSON/YAML{_where(exc)}") from None
+    except yaml_text.ExcessiveAliasing as exc:
+        raise UserError(f"{label}: {exc}") from None
     except RecursionError:
         raise UserError(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
     if not isinstance(data, dict):
@@ -58,6 +67,7 @@ def read_document(path: str) -> dict:
 
 
 MAX_DEPTH = 64  # far deeper than any Kubernetes object; every later step may then recurse freely
+MAX_CHARACTERS = 3 * 2**20  # read no further: what is larger is refused before it is parsed
 
 
 def as_values(data: Any, label: str, path: tuple = ()) -> Any:
@@ -94,13 +104,43 @@ def as_values(data: Any, label: str, path: tuple = ()) -> Any:
 
 
 def _key_text(key: Any) -> str | None:
+    """A key as sigs.k8s.io/yaml turns it into a JSON key (Helm's reading); None where it refuses."""
+    if isinstance(key, yaml_text.NonStringKey):
+        key = key.value
     if isinstance(key, str):
         return key
     if isinstance(key, bool):
         return "true" if key else "false"
     if isinstance(key, int):
-        return str(key)
+        return str(key) if -(2**63) <= key < 2**63 else None  # an unsigned 64-bit key is refused
+    if isinstance(key, float) and math.isfinite(key):
+        return _go_float_text(key)
     return None
+
+
+def _go_float_text(number: float) -> str | None:
+    """A float key as sigs.k8s.io/yaml writes it: strconv.FormatFloat(key, 'g', -1, 32), the shortest
+    digits that give back the same float32, with an exponent below 1e-4 and from 1e6."""
+    try:
+        single = struct.unpack("f", struct.pack("f", number))[0]
+    except OverflowError:
+        single = math.copysign(math.inf, number)
+    if math.isinf(single):  # beyond float32: Go's +Inf, which sigs.k8s.io/yaml writes as YAML's .inf
+        return ".inf" if single > 0 else "-.inf"
+    for precision in range(9):
+        text = f"{single:.{precision}e}"
+        if struct.unpack("f", struct.pack("f", float(text)))[0] == single:
+            break
+    mantissa, exponent = text.split("e")
+    digits, exp = mantissa.replace(".", "").replace("-", "").rstrip("0") or "0", int(exponent)
+    sign = "-" if single < 0 else ""
+    if exp < -4 or exp >= 6:
+        fraction = f".{digits[1:]}" if len(digits) > 1 else ""
+        return f"{sign}{digits[0]}{fraction}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    if exp < 0:
+        return f"{sign}0.{'0' * (-exp - 1)}{digits}"
+    whole, fraction = digits[:exp + 1].ljust(exp + 1, "0"), digits[exp + 1:]
+    return f"{sign}{whole}.{fraction}" if fraction else f"{sign}{whole}"
 
 
 _NOT_JSON = object()

@@ -9,6 +9,7 @@ written bare only when it cannot be anything but a string to any reader; every o
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 
@@ -24,15 +25,153 @@ _RESERVED_WORDS = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off"
 _NOT_RAW = re.compile("[^\t\n\r\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
 
 
-class Loader(yaml.SafeLoader):
-    """Safe YAML with YAML 1.2 floats, so 1e-5 is a number as in JSON and Go (YAML 1.1 wants 1.0e-5)."""
+class _GoResolver(yaml.resolver.BaseResolver):
+    """Plain scalars resolved as go-yaml v2 resolves them (through sigs.k8s.io/yaml: Helm's values,
+    kubectl): YAML 1.1 booleans including y and n, Go's integer syntax (0x, 0o, 0b, a leading 0 for
+    octal, underscores anywhere), no timestamps and no base-60 numbers (both stay strings)."""
 
 
-Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),  # exponent forms only; YAML 1.1 already reads the rest
-)
+_GoResolver.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$"),
+    list("yYnNtTfFoO"))
+_GoResolver.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"),
+                                  ["~", "n", "N", ""])
+_GoResolver.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"), list("-+."))
+_GoResolver.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^<<$"), ["<"])
+# Anything that starts like a number; _construct_go_number decides as Go does (else a string).
+_GoResolver.add_implicit_resolver(_GO_NUMBER := "tag:jax-training,2026:go-number",
+                                  re.compile(r"^[-+0-9.][-+0-9a-zA-Z._]*$"), list("-+0123456789."))
+
+_GO_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_GO_INT = {"0x": (16, "0123456789abcdefABCDEF"), "0X": (16, "0123456789abcdefABCDEF"),
+           "0o": (8, "01234567"), "0O": (8, "01234567"), "0b": (2, "01"), "0B": (2, "01")}
+
+
+def _go_int(text: str) -> int | None:
+    """strconv.ParseInt(text, 0, 64), else ParseUint(text, 0, 64); None where both fail."""
+    sign, body = (text[0], text[1:]) if text[:1] in "+-" else ("", text)
+    base, digits = _GO_INT.get(body[:2], (0, ""))
+    if base:
+        body = body[2:]
+    elif len(body) > 1 and body[0] == "0":
+        base, digits, body = 8, "01234567", body[1:]
+    else:
+        base, digits = 10, "0123456789"
+    if not body or any(c not in digits for c in body):
+        return None
+    value = int(body, base) * (-1 if sign == "-" else 1)
+    if -(2**63) <= value < 2**63 or (sign == "" and value < 2**64):
+        return value
+    return None
+
+
+def _construct_go_number(loader, node):
+    plain = node.value.replace("_", "")  # go-yaml drops every underscore before it parses a number
+    value = _go_int(plain)
+    if value is not None:
+        return value
+    if _GO_FLOAT.match(plain) and math.isfinite(number := float(plain)):  # Go's ParseFloat fails on overflow
+        return number
+    return node.value
+
+
+def _construct_go_bool(loader, node):
+    return node.value.lower() in ("y", "yes", "true", "on")
+
+
+class NonStringKey:
+    """A mapping key read as a boolean, number, null or collection; hashed by identity."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class ExcessiveAliasing(ValueError):
+    """A document whose aliases expand it far beyond its text (a "billion laughs")."""
+
+
+def _aliasing(root: yaml.Node) -> tuple[int, int]:
+    """(nodes of the document with every alias expanded, of those the ones inside an alias), counted
+    on the composed graph without expanding it: an alias is the anchored node object itself, met again."""
+    sizes: dict[int, tuple[int, int]] = {}
+
+    def visit(node: yaml.Node) -> tuple[int, int]:
+        total, aliased = 1, 0
+        children = node.value if isinstance(node, yaml.SequenceNode) else (
+            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])
+        for child in children:
+            if id(child) in sizes:  # met before: an alias, expanded in full where it is used
+                total += sizes[id(child)][0]
+                aliased += sizes[id(child)][0]
+            else:
+                child_total, child_aliased = visit(child)
+                total += child_total
+                aliased += child_aliased
+        sizes[id(node)] = (total, aliased)
+        return total, aliased
+
+    return visit(root)
+
+
+def _allowed_alias_ratio(nodes: int) -> float:
+    """go-yaml v2's bound (Helm's "excessive aliasing"): 99 % of a document's nodes may come from
+    aliases up to 400,000 nodes, falling to 10 % at 4,000,000."""
+    low, high = 400_000, 4_000_000
+    if nodes <= low:
+        return 0.99
+    if nodes >= high:
+        return 0.10
+    return 0.99 - 0.89 * (nodes - low) / (high - low)
+
+
+class Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer,
+             yaml.constructor.SafeConstructor, _GoResolver):
+    """Safe YAML that reads every plain scalar as Helm does (go-yaml v2 via sigs.k8s.io/yaml) and, as
+    go-yaml does, refuses a document that its aliases would blow up."""
+
+    def __init__(self, stream):
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        _GoResolver.__init__(self)
+
+    def construct_mapping(self, node, deep=False):
+        """A mapping whose keys that are not strings stay apart as NonStringKey: in a dict, False, 0
+        and 0.0 would be one key, while Helm reads "false", "0" and "0" (which the caller then checks)."""
+        self.flatten_mapping(node)
+        mapping = {}
+        for key_node, value_node in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            mapping[key if isinstance(key, str) else NonStringKey(key)] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+    def compose_document(self):
+        node = super().compose_document()
+        if node is not None and self.anchors_used:
+            nodes, aliased = _aliasing(node)
+            if aliased > 100 and nodes > 1000 and aliased / nodes > _allowed_alias_ratio(nodes):
+                raise ExcessiveAliasing(f"excessive aliasing: {nodes:,} nodes once its aliases are expanded")
+        return node
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self.anchors_used = True
+        return super().compose_node(parent, index)
+
+    anchors_used = False
+
+
+Loader.add_constructor(_GO_NUMBER, _construct_go_number)
+Loader.add_constructor("tag:yaml.org,2002:bool", _construct_go_bool)
 
 
 def load(text: str):

@@ -116,8 +116,10 @@ def test_deep_nesting_is_one_line(text):
 
 
 def test_keys_read_as_go_reads_them():
-    docs = jaxgen("render", "-", stdin="labels:\n  1: x\n  b: y\n").documents()
-    assert {"1": "x", "b": "y"}.items() <= docs[1]["metadata"]["labels"].items()
+    docs = jaxgen("render", "-", stdin="labels:\n  1: x\n  b: yy\n").documents()
+    assert {"1": "x", "b": "yy"}.items() <= docs[1]["metadata"]["labels"].items()
+    refused = jaxgen("render", "-", stdin="labels:\n  b: y\n")  # y is a boolean to Helm, as to go-yaml
+    assert refused.exit_code == 2 and "$.labels.b: True is not of type" in refused.stderr
     result = jaxgen("render", "-", stdin='labels:\n  1: x\n  "1": y\n')
     assert result.exit_code == 2 and "$.labels.1: key given twice" in result.stderr
 

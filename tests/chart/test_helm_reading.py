@@ -1,0 +1,141 @@
+"""jaxgen reads a values file as Helm does. A probe chart that prints `.Values` as JSON is the
+oracle: every scalar of a generated corpus (YAML 1.1 look-alikes, timestamps, base-60 numbers, Go's
+integer syntax, floats) is written plain, as a value and as a key, and both readers must agree.
+A document that its aliases would blow up is refused by both, quickly and in bounded memory."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import resource
+import subprocess
+import sys
+import time
+
+import pytest
+
+from generator import yaml_text
+from generator.errors import UserError
+from generator.values import _key_text, as_values
+from tests.support.strategies import YAML_LOOKALIKES
+
+from .helm import helm
+
+# Plain scalars whose meaning differs between YAML 1.1, YAML 1.2, PyYAML and go-yaml.
+EDGE = ["2024-01-01", "2001-12-14t21:59:43.10-05:00", "2024-01-01 10:00:00", "1:30:00", "190:20:30", "12:30",
+        "-1:30", "010", "0777", "08", "09.5", "0o17", "0O17", "0x1F", "0X1f", "0b101", "-0b101", "+0x10",
+        "1_000", "1__0", "_1", "1_", "0_7", "0x_1F", "1e3", "1E3", "1.0e+3", "-1.5e-3", "3.", "0.", ".5", "-.5",
+        "+12", "-0", "+0", "00", "1.10", "1.2.3", "9223372036854775807", "9223372036854775808",
+        "18446744073709551615", "18446744073709551616", "-9223372036854775809", "y", "Y", "n", "N", "yes",
+        "Yes", "YES", "yEs", "no", "NO", "on", "On", "ON", "oN", "off", "OFF", "true", "TRUE", "tRUE",
+        "false", "null", "Null", "NULL", "nULL", "~", "0.1.0", "v1", "1e", "e3", "0x", "0b", "0o", "0xG",
+        "0b2", "0o8", "1-2", "1+2", "+", "-1-", "1.e5", ".e5", "1e+", "+.5", "0e0"]
+NOT_JSON = {".inf", "-.inf", ".nan"}  # Helm cannot turn these into JSON; jaxgen refuses them too
+
+
+def corpus(count: int = 300, seed: int = 7) -> list[str]:
+    """EDGE, the plain-able look-alikes, and number-like strings drawn from Go's literal alphabet."""
+    rng = random.Random(seed)
+    alphabet = "0123456789_.eE+-xXoObBaAfF"
+    drawn = {rng.choice("+-0123456789.") + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+             for _ in range(count)}
+    lookalikes = [s for s in YAML_LOOKALIKES if PLAIN.fullmatch(s)]
+    scalars = dict.fromkeys(EDGE + lookalikes + sorted(drawn))
+    return [s for s in scalars if s not in NOT_JSON and PLAIN.fullmatch(s)]
+
+
+# Scalars that are one plain scalar as a value and as a key (no indicator, no document marker).
+PLAIN = re.compile(r"(?!---$|\.\.\.$|-$)[A-Za-z0-9_.+~-][A-Za-z0-9_.+~:-]*(?<!:)")
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    chart = tmp_path_factory.mktemp("probe")
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: probe\nversion: 0.1.0\n")
+    (chart / "templates").mkdir()
+    (chart / "templates" / "values.json").write_text("{{ toJson .Values }}\n")
+    return chart
+
+
+def helm_reads(probe, text: str, tmp_path) -> dict | str:
+    path = tmp_path / "values.yaml"
+    path.write_text(text)
+    result = helm("template", "p", str(probe), "-f", str(path))
+    if result.returncode:
+        return result.stderr.strip().splitlines()[-1]
+    return json.loads(result.stdout.split("\n", 2)[2])  # after "---" and the "# Source:" line
+
+
+def same(a, b) -> bool:
+    """Equal as JSON data, numbers compared as float64 (Helm holds every number as one)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return float(a) == float(b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_scalars_read_as_helm_reads_them(probe, tmp_path):
+    scalars = corpus()
+    assert len(scalars) > 250
+    values = "".join(f"v{i}: {s}\n" for i, s in enumerate(scalars))
+    theirs = helm_reads(probe, values, tmp_path)
+    assert isinstance(theirs, dict), theirs
+    ours = as_values(yaml_text.load(values), "probe")
+    wrong = {scalars[int(k[1:])]: (ours[k], theirs[k]) for k in theirs if not same(ours[k], theirs[k])}
+    assert not wrong, f"scalar: (jaxgen, helm) {wrong}"
+
+
+def test_keys_read_as_helm_reads_them(probe, tmp_path):
+    """As keys: one scalar per key jaxgen reads (it refuses a key given twice, where Helm keeps the
+    last); a null key or an unsigned 64-bit number is refused by both."""
+    unique, refused = {}, []
+    for s in corpus():
+        [key] = yaml_text.load(f"{s}: x\n")
+        if _key_text(key) is None:
+            refused.append(s)
+        else:
+            unique.setdefault(_key_text(key), []).append(s)
+    text = "keys:\n" + "".join(f"  {group[0]}: {group[0]!r}\n" for group in unique.values())
+    theirs = helm_reads(probe, text, tmp_path)
+    assert isinstance(theirs, dict), theirs
+    assert as_values(yaml_text.load(text), "probe") == theirs
+    assert refused
+    for s in refused:
+        assert "unsupported map key" in helm_reads(probe, f"{s}: x\n", tmp_path)
+        with pytest.raises(UserError, match="is not a string"):
+            as_values(yaml_text.load(f"{s}: x\n"), "probe")
+
+
+def bomb(levels: int, width: int = 10) -> str:
+    lines = [f"l0: &l0 [{', '.join(['x'] * width)}]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("levels", [3, 4, 9])
+def test_aliases_are_bounded_as_helm_bounds_them(probe, tmp_path, levels):
+    """3 levels (1,110 nodes) is fine for both; 4 and 9 (10^4 and 10^9 nodes) are excessive for both."""
+    text = bomb(levels)
+    theirs = helm_reads(probe, text, tmp_path)
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    code = ("import resource, sys, time\n"
+            "from generator.values import read_document\n"
+            "start = time.monotonic()\n"
+            "try:\n    read_document(sys.argv[1]); print('read')\n"
+            "except Exception as e:\n    print(e)\n"
+            "print(time.monotonic() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+    message, measures = proc.stdout.strip().splitlines()
+    seconds, max_rss_kib = float(measures.split()[0]), int(measures.split()[1])
+    if levels == 3:
+        assert isinstance(theirs, dict) and message == "read", (theirs, message)
+    else:
+        assert "excessive aliasing" in theirs and "excessive aliasing" in message, (theirs, message)
+        assert seconds < 1.0 and max_rss_kib < 200 * 1024, (seconds, max_rss_kib)
