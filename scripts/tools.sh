@@ -64,11 +64,11 @@ build_yaml_decode() {
 build_yaml_decode
 
 # Offline schemas for kubeconform, rebuilt only when their inputs change (a stamp of their digests).
-KUBERNETES_SCHEMA_VERSIONS=(1.30.0 1.37.0)
 SCHEMA_DIR="$JAXT_CACHE/kubeconform-schemas"
 CRDS_DIR="$(cd "$JAXT_ROOT/.." && pwd)/shared/crds"
 PYTHON="$JAXT_VENV/bin/python"
 [ -x "$PYTHON" ] || die "no venv at $JAXT_VENV (run scripts/setup.sh python first)"
+read -r -a KUBERNETES_SCHEMA_VERSIONS < <(cd "$JAXT_ROOT" && "$PYTHON" -m generator.kubernetes_versions)
 [ -d "$CRDS_DIR" ] || die "CRDs not found at $CRDS_DIR"
 stamp="$( { "$PYTHON" -c 'import kubernetes_validate.version as v; print(v.__version__)'
             echo "${KUBERNETES_SCHEMA_VERSIONS[*]}"

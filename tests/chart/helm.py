@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator import yaml_text
+from generator.kubernetes_versions import SUPPORTED
 from generator.output import dump_yaml
 from generator.render import render_documents
 from generator.values import load_values
@@ -20,7 +21,7 @@ from tests.support.paths import CACHE, REPO_ROOT, tool
 CHART_DIR = REPO_ROOT / "charts" / "jax-training"
 SCHEMAS = CACHE / "kubeconform-schemas"
 # Versions the offline schemas are prepared for (KUBERNETES_SCHEMA_VERSIONS in scripts/tools.sh).
-KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
+KUBERNETES_VERSIONS = SUPPORTED  # the lowest and newest supported Kubernetes
 SCHEMA_LOCATIONS = (
     str(SCHEMAS / "{{.NormalizedKubernetesVersion}}-standalone{{.StrictSuffix}}/{{.ResourceKind}}{{.KindSuffix}}.json"),
     str(SCHEMAS / "crds/{{.Group}}/{{.ResourceKind}}_{{.ResourceAPIVersion}}.json"),

@@ -12,7 +12,9 @@ import yaml
 
 from tests.support.paths import REPO_ROOT
 
-from .helm import CHART_DIR
+from generator.kubernetes_versions import LOWEST
+
+from .helm import CHART_DIR, helm
 
 SCRIPT = REPO_ROOT / "scripts" / "chart-readme.py"
 
@@ -128,7 +130,15 @@ def test_the_chart_carries_the_one_version():
     defaults = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
     assert chart["apiVersion"] == "v2" and chart["kubeVersion"]
     assert chart["version"] == chart["appVersion"] == __version__  # scripts/chart-version.py writes them
+    assert chart["kubeVersion"] == f">={LOWEST}-0"
     assert defaults["image"]["tag"] == ""  # appVersion with the accelerator's variant
+
+
+def test_helm_refuses_a_cluster_older_than_the_lowest_supported():
+    """The Indexed Job's successPolicy is off (alpha) before 1.31: such a cluster would drop it."""
+    refused = helm("template", "r", str(CHART_DIR), "--kube-version", "1.30.0")
+    assert refused.returncode == 1 and "incompatible with Kubernetes v1.30.0" in refused.stderr, refused.stderr
+    assert helm("template", "r", str(CHART_DIR), "--kube-version", LOWEST).returncode == 0
 
 
 def test_the_trainers_defaults_are_the_charts():

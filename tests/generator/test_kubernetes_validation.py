@@ -1,5 +1,5 @@
-"""Every render of every example is a valid object: core kinds in strict mode for Kubernetes 1.30
-and 1.37 (kubernetes-validate), JAXJob, JobSet and TrainJob against their CRDs' openAPIV3Schema."""
+"""Every render of every example is a valid object: core kinds in strict mode for the lowest and
+newest supported Kubernetes (generator/kubernetes_versions.py, kubernetes-validate), JAXJob, JobSet and TrainJob against their CRDs' openAPIV3Schema."""
 
 import json
 

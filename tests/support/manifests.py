@@ -10,9 +10,11 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
+from generator.kubernetes_versions import SUPPORTED
+
 from .paths import CRDS_DIR
 
-KUBERNETES_VERSIONS = ("1.30", "1.37")
+KUBERNETES_VERSIONS = tuple(v.rsplit(".", 1)[0] for v in SUPPORTED)  # as kubernetes-validate names them
 CRD_FILES = {
     ("kubeflow.org", "JAXJob"): "kubeflow.org_jaxjobs.yaml",
     ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io_jobsets.yaml",
