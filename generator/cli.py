@@ -56,7 +56,10 @@ def cli() -> None:
               help="Write one file per document into DIR (all files or none) instead of stdout.")
 @click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
               help="yaml: a multi-document stream; json: a v1 List.")
-def render(file, extra_files, sets, target, release_namespace, output_dir, fmt):
+@click.option("--release", is_flag=True,
+              help="With -o: also write DIR/release/ (the merged variables and what run.sh and clean.sh read), "
+                   "as scripts/prepare.sh does.")
+def render(file, extra_files, sets, target, release_namespace, output_dir, fmt, release):
     """Validate FILE (- for stdin; none = defaults only) and render its manifests.
 
     Every problem is reported with its JSON path; on any problem the exit code is 2 and
@@ -69,11 +72,18 @@ def render(file, extra_files, sets, target, release_namespace, output_dir, fmt):
 
     if output_dir == "":
         raise UserError("-o/--output-dir: empty path (leave the option out to write to stdout)")
+    if release and output_dir is None:
+        raise UserError("--release: needs -o/--output-dir")
     values = load_values(variables_files(file, extra_files), sets, target, release_namespace)
+    extra = {}
+    if release:
+        from .release import release_files
+
+        extra = release_files(values)
     if not target_of(values).kubernetes:
         script = render_text(values)
         if output_dir is not None:
-            write_directory(Path(output_dir), {f"{values['name']}.sbatch": script})
+            write_directory(Path(output_dir), {f"{values['name']}.sbatch": script, **extra})
         else:
             click.echo(script, nl=False)
         return
@@ -84,7 +94,7 @@ def render(file, extra_files, sets, target, release_namespace, output_dir, fmt):
     docs = render_documents(values)
     if output_dir is not None:
         dump = (lambda doc: dump_yaml([doc])) if fmt == "yaml" else dump_json
-        write_directory(Path(output_dir), {file_name(doc, fmt): dump(doc) for doc in docs})
+        write_directory(Path(output_dir), {**{file_name(doc, fmt): dump(doc) for doc in docs}, **extra})
     else:
         click.echo(dump_yaml(docs) if fmt == "yaml" else dump_json_list(docs), nl=False)
 

@@ -60,6 +60,7 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
     old = None
     try:
         for name, text in files.items():
+            (staging / name).parent.mkdir(exist_ok=True)
             (staging / name).write_text(text, encoding="utf-8")
         (staging / MARKER).write_text("written by jaxgen render; replaced as a whole on the next render\n")
         if target.exists():

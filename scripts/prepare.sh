@@ -8,7 +8,8 @@ usage() {
   cat <<'EOF'
 Usage: scripts/prepare.sh [-o BUILD_DIR] [-f FILE]... [--set KEY.PATH=VALUE]... [--target T] [-n NS] [VARIABLES_FILE]
 
-Validates VARIABLES_FILE (default: variables/examples/cpu-local.json of this repository) (merged over charts/jax-training/values.yaml, then the -f files and
+Validates VARIABLES_FILE (- or /dev/stdin: standard input, read once; default:
+variables/examples/cpu-local.json of this repository) (merged over charts/jax-training/values.yaml, then the -f files and
 --set overrides, in order) and renders its manifests into BUILD_DIR (default: ./build), one file
 per object, plus BUILD_DIR/release/ (a subfolder, so `kubectl apply -f BUILD_DIR` skips it):
   values.json   the merged variables (scripts/run.sh --local runs exactly these)
@@ -42,7 +43,6 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$file" ] || file="$DEFAULT_VARIABLES"
-[ "$file" = "-" ] && { echo "error: prepare.sh needs a file, not stdin (it reads it twice)" >&2; exit 2; }
 
 python="$JAXT_VENV/bin/python"
 [ -x "$python" ] || die "no Python environment at $JAXT_VENV (run scripts/setup.sh python)"
@@ -54,38 +54,9 @@ if [ -z "$namespace" ] && command -v kubectl >/dev/null; then
 fi
 jaxgen_args+=(--namespace "${namespace:-default}")
 
-jaxgen render "$file" "${jaxgen_args[@]}" -o "$out"
+# One reading of the variables (a pipe or /dev/stdin can be read once) renders the manifests and
+# the release's files (release/: not applied with the job), all written or none.
+jaxgen render "$file" "${jaxgen_args[@]}" -o "$out" --release
 rendered=0
 for f in "$out"/*.yaml "$out"/*.json "$out"/*.sbatch; do [ -f "$f" ] && rendered=$((rendered + 1)); done
-
-# The merged variables and the release's identity, beside the manifests.
-PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$python" - "$out" "$file" "${jaxgen_args[@]}" <<'EOF'
-import json, shlex, sys
-from pathlib import Path
-from generator.results import results_pod
-from generator.targets import target as target_of
-from generator.values import load_values
-
-out, files, sets, target, namespace = Path(sys.argv[1]), [sys.argv[2]], [], None, None
-args = iter(sys.argv[3:])
-for flag in args:
-    value = next(args)
-    if flag == "-f":
-        files.append(value)
-    elif flag == "--set":
-        sets.append(value)
-    elif flag == "--namespace":
-        namespace = value
-    else:
-        target = value
-values = load_values(files, sets, target, namespace)
-(out / "release").mkdir(exist_ok=True)
-(out / "release" / "values.json").write_text(json.dumps(values, indent=2) + "\n")
-release = {"NAME": values["name"], "NAMESPACE": values["namespace"], "TARGET": values["target"],
-           "HOSTS_COUNT": values["hosts_count"], **target_of(values).facts(values["name"])}
-pod = results_pod(values) if target_of(values).kubernetes else None
-if pod:  # run.sh copies the results from the claim through it (release/ is not applied with the job)
-    (out / "release" / "results-pod.json").write_text(json.dumps(pod, indent=2) + "\n")
-(out / "release" / "release.env").write_text("".join(f"{k}={shlex.quote(str(v))}\n" for k, v in release.items()))
-EOF
 log "valid; rendered $rendered file(s) into $out"

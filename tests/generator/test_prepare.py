@@ -1,0 +1,41 @@
+"""scripts/prepare.sh reads the variables once: a pipe, /dev/stdin or `-` works as a file does, and a
+bad file leaves nothing behind (one line, exit 2). Runs without a cluster."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
+
+PREPARE = REPO_ROOT / "scripts" / "prepare.sh"
+
+
+def prepare(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    # -n: no kubectl is asked for the current namespace
+    return subprocess.run(["bash", str(PREPARE), "-n", "default", *args], input=stdin, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_variables_from_stdin_or_a_pipe(tmp_path):
+    seed = (EXAMPLES_DIR / "seed.json").read_text()
+    for name, args in (("dash", ["-"]), ("dev-stdin", ["/dev/stdin"])):
+        out = tmp_path / name
+        proc = prepare(*args, "-o", str(out), stdin=seed)
+        assert proc.returncode == 0, proc.stderr
+        values = json.loads((out / "release" / "values.json").read_text())
+        assert values["hosts_count"] == json.loads(seed)["hosts_count"]
+        assert (out / "release" / "release.env").exists()
+    out = tmp_path / "substitution"
+    proc = subprocess.run(["bash", "-c", f'"{PREPARE}" -n default <(cat "{EXAMPLES_DIR / "seed.json"}") -o "{out}"'],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "release" / "values.json").exists()
+
+
+def test_a_bad_file_is_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "build"
+    proc = prepare("-", "-o", str(out), stdin='{"hosts_count": 0}')
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "$.hosts_count: 0 is less than the minimum of 1" in proc.stderr
+    assert not out.exists()
