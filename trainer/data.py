@@ -81,8 +81,15 @@ def ensure_file(data_dir: Path, key: str, download: bool, mirror: str, log=print
     """Return the verified path of one MNIST file, downloading it into data_dir if needed."""
     name, expected = FILES[key]
     path = data_dir / name
+    if data_dir.exists() and not data_dir.is_dir():
+        raise DataError(f"{data_dir}: the data directory is not a directory")
+    if path.exists() and not path.is_file():
+        raise DataError(f"{path}: not a file (the MNIST file {name} is expected there)")
     if path.exists():
-        actual = sha256_of(path)
+        try:
+            actual = sha256_of(path)
+        except OSError as e:
+            raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
         if actual == expected:
             return path
         if not download:
@@ -93,8 +100,8 @@ def ensure_file(data_dir: Path, key: str, download: bool, mirror: str, log=print
     url = mirror if mirror.endswith("/") else mirror + "/"
     try:
         _download(url + name, path, expected, attempts, log)
-    except PermissionError as e:
-        raise DataError(f"{path}: cannot write the download ({e})") from None
+    except OSError as e:  # the data directory cannot be made or written (download errors are DataError)
+        raise DataError(f"{path}: cannot write the download: {e.strerror or e}") from None
     return path
 
 

@@ -70,6 +70,23 @@ def test_unreachable_mirror_names_the_file(tmp_path, monkeypatch):
         data.ensure_file(tmp_path, "train_labels", True, (tmp_path / "nowhere").as_uri() + "/", log=lambda m: None)
 
 
+@pytest.mark.parametrize("download", [True, False])
+def test_a_data_dir_that_is_a_file_or_a_file_that_is_a_directory_is_one_data_error(tmp_path, download):
+    mirror = MNIST_DIR.as_uri() + "/"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(DataError, match=r"file: the data directory is not a directory"):
+        data.ensure_file(tmp_path / "file", "train_images", download, mirror)
+    (tmp_path / "dir" / "train-images-idx3-ubyte.gz").mkdir(parents=True)
+    with pytest.raises(DataError, match=r"train-images-idx3-ubyte.gz: not a file"):
+        data.ensure_file(tmp_path / "dir", "train_images", download, mirror)
+
+
+def test_a_data_dir_that_cannot_be_made_is_one_data_error(tmp_path):
+    (tmp_path / "blocker").write_text("")  # a file where the data directory's parent should be
+    with pytest.raises(DataError, match="mnist/train-images-idx3-ubyte.gz: cannot write the download: Not a directory"):
+        data.ensure_file(tmp_path / "blocker" / "mnist", "train_images", True, MNIST_DIR.as_uri() + "/")
+
+
 def test_parse_idx_rejects_inconsistent_header(tmp_path):
     bad = tmp_path / "bad.gz"
     raw = gzip.decompress((MNIST_DIR / "t10k-labels-idx1-ubyte.gz").read_bytes())
