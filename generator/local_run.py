@@ -110,6 +110,12 @@ def _map_paths(text: str, mounts: list[tuple[str, Path]]) -> str:
     return text
 
 
+def local_values(values: dict) -> dict:
+    """The variables as this machine runs them: its devices are forced CPU devices, so the built-in
+    trainer is rendered for accelerator cpu (a program of your own keeps its arguments as written)."""
+    return {**values, "accelerator": "cpu"}
+
+
 def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | None = None) -> LocalJob:
     """claims_dir: where PersistentVolumeClaims live (default: run_dir/pvc)."""
     target = values["target"]
@@ -139,8 +145,6 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
             mounts.append((mount["mountPath"], local))
         command = [sys.executable if c == "python" else c for c in container.get("command", [])]
         args = [_map_paths(a, mounts) for a in container.get("args", [])]
-        if "--platform" in args:
-            args[args.index("--platform") + 1] = "cpu"  # local devices are forced CPU devices
         env = dict(base_env)
         for item in container.get("env", []):
             env[item["name"]] = _env_value(item, rank, hostname(values, rank), mounts)
@@ -407,7 +411,7 @@ def run_command(file, extra_files, sets, target, local, outputs_dir, discard, wo
     values = load_values(variables_files(file, extra_files), sets, target)
     if values["target"] not in LOCAL_TARGETS:
         raise UserError(f"target: {values['target']!r} cannot run locally; use one of {', '.join(LOCAL_TARGETS)}")
-    docs = render_documents(values)
+    docs = render_documents(local_values(values))
     run_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix=f"jaxgen-{values['name']}-"))
     kept = None if discard else outputs_dir.resolve()
     job = runner = None

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from generator.local_run import plan_job, restart_budget
+from generator.local_run import local_values, plan_job, restart_budget
 from generator.render import render_documents
 from generator.values import load_values
 from tests.support.paths import EXAMPLES_DIR, MNIST_DIR
@@ -40,6 +40,16 @@ def alive(pid: int) -> bool:
     # A zombie is dead too: it only waits to be reaped.
     with open(f"/proc/{pid}/stat") as f:
         return f.read().split(") ")[1][0] != "Z"
+
+
+def test_the_trainer_runs_on_cpu_devices_and_an_own_programs_arguments_stay_as_written(tmp_path):
+    gpu = load_values([CPU_LOCAL], ["accelerator=gpu"])
+    [plan, _] = plan_job(gpu, render_documents(local_values(gpu)), tmp_path).plans
+    assert plan.argv[plan.argv.index("--platform") + 1] == "cpu"
+    for own in (["--platform", "gpu", "x"], ["x", "--platform"]):
+        values = load_values([CPU_LOCAL], ['program.command=["python3", "mine.py"]', f"program.args={json.dumps(own)}"])
+        [plan, _] = plan_job(values, render_documents(local_values(values)), tmp_path).plans
+        assert plan.argv[2:] == own
 
 
 @pytest.mark.parametrize("target", ["indexed-job", "jobset", "jaxjob"])
