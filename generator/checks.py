@@ -55,11 +55,36 @@ def _validator() -> jsonschema.Draft7Validator:
     return _Validator(schema())
 
 
+EXCERPT = 60  # characters of a user's value or key an error message quotes
+
+
+def excerpt(text: str) -> str:
+    """`text` cut to EXCERPT characters, saying how long it was: error lines stay short."""
+    return text if len(text) <= EXCERPT else f"{text[:EXCERPT]}… ({len(text)} characters)"
+
+
 def json_path(parts) -> str:
     path = "$"
     for part in parts:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        path += f"[{part}]" if isinstance(part, int) else f".{excerpt(str(part))}"
     return path
+
+
+_SIZE_RULES = {"maxLength": ("characters", "at most"), "minLength": ("characters", "at least"),
+               "maxItems": ("items", "at most"), "minItems": ("items", "at least"),
+               "maxProperties": ("keys", "at most"), "minProperties": ("keys", "at least")}
+
+
+def _message(error) -> str:
+    """jsonschema's message, with the user's value quoted as an excerpt (its messages start with the
+    value's repr, which may be megabytes); size rules say the size and the limit instead."""
+    if error.validator in _SIZE_RULES:
+        unit, bound = _SIZE_RULES[error.validator]
+        return f"{len(error.instance)} {unit}, {bound} {error.validator_value} allowed"
+    value = repr(error.instance)
+    if error.message.startswith(value):
+        return excerpt(value) + error.message[len(value):]
+    return error.message if len(error.message) <= 4 * EXCERPT else excerpt(error.message)
 
 
 def schema_errors(values: dict) -> list[str]:
@@ -73,9 +98,9 @@ def schema_errors(values: dict) -> list[str]:
                 errors.append(f"{json_path(path + [key])}: unknown key{_suggestion(key, allowed)}")
             continue
         if error.validator == "propertyNames":
-            errors.append(f"{json_path(path)}: invalid key: {error.message}")
+            errors.append(f"{json_path(path)}: invalid key: {_message(error)}")
             continue
-        errors.append(f"{json_path(path)}: {error.message}")
+        errors.append(f"{json_path(path)}: {_message(error)}")
     return errors
 
 

@@ -12,6 +12,7 @@ from .errors import UserError, ValidationFailed
 from .options import variables_files, variables_options
 
 EXIT_INVALID = 2
+MAX_PROBLEMS_SHOWN = 20  # a list of 100,000 bad items is one count, not 100,000 lines
 
 
 def report(error: UserError, source: str | None = None) -> None:
@@ -19,8 +20,10 @@ def report(error: UserError, source: str | None = None) -> None:
     if isinstance(error, ValidationFailed):
         head = f"{source}: invalid" if source else "error"
         click.echo(f"{head}: {len(error.errors)} problem(s) in the variables:", err=True)
-        for line in error.errors:
+        for line in error.errors[:MAX_PROBLEMS_SHOWN]:
             click.echo(f"  {line}", err=True)
+        if len(error.errors) > MAX_PROBLEMS_SHOWN:
+            click.echo(f"  … and {len(error.errors) - MAX_PROBLEMS_SHOWN} more", err=True)
     else:
         click.echo(f"error: {error}", err=True)
 

@@ -201,3 +201,22 @@ def test_results_of_a_run_that_did_not_finish_or_of_no_run(tmp_path):
     (tmp_path / "runs" / "other" / "run.json").write_text("{}")
     two = jaxgen("results", str(tmp_path / "runs"))
     assert two.exit_code == 2 and "2 job outputs directories" in two.stderr and "name one of them" in two.stderr
+
+
+HUGE = {
+    "long-string": {"node_selector": {"k": "v" * 100_000}},
+    "long-list": {"program": {"command": ["x"] * 100_000}},
+    "long-key": {"x" * 100_000: 1},
+    "long-label-key": {"labels": {"k" * 100_000: "v"}},
+    "long-enum": {"accelerator": "t" * 100_000},
+    "long-number-list": {"training": {"hidden_sizes": list(range(1, 100_001))}},
+}
+
+
+@pytest.mark.parametrize("case", HUGE)
+def test_errors_quote_huge_input_in_bounded_lines(case):
+    result = jaxgen("validate", "-", stdin=json.dumps(HUGE[case]))
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) <= 22, result.stderr[:2000]  # the heading, 20 problems and how many more
+    assert max(len(line) for line in lines) <= 800, result.stderr[:2000]
