@@ -7,11 +7,31 @@ from pathlib import Path
 
 import click
 
+from .checks import excerpt
 from .errors import UserError
 
 
 # The fields each plotted record must carry as numbers (the trainer's metrics.jsonl writes them).
 NUMBER_FIELDS = {"step": ("step", "loss"), "epoch": ("epoch", "step", "loss", "train_accuracy", "test_accuracy")}
+# What each field can hold: (lowest, highest, whole numbers only). Far beyond any real run, but
+# inside what a plot's axis arithmetic survives.
+RANGES = {"step": (0, 2**53, True), "epoch": (0, 2**53, True), "loss": (-1e300, 1e300, False),
+          "train_accuracy": (0, 1, False), "test_accuracy": (0, 1, False)}
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if abs(x) < 1e16 else f"{x:g}"
+
+
+def _check(field: str, value) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "needs a number"
+    low, high, whole = RANGES[field]
+    if not (low <= value <= high):  # NaN fails here too
+        return f"needs a number from {_number(low)} to {_number(high)}"
+    if whole and value != int(value):
+        return "needs a whole number"
+    return None
 
 
 def read_records(path: Path) -> list[dict]:
@@ -29,10 +49,13 @@ def read_records(path: Path) -> list[dict]:
                 raise UserError(f"{path}:{number}: not a JSON line ({getattr(e, 'msg', 'nested too deeply')})") from None
             if not isinstance(record, dict):
                 raise UserError(f"{path}:{number}: not a metrics record (a JSON object)")
-            for field in NUMBER_FIELDS.get(record.get("event"), ()):
-                value = record.get(field)
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-                    raise UserError(f"{path}:{number}: {record['event']} record needs a number in {field!r}")
+            event = record.get("event")
+            if "event" in record and not isinstance(event, str):
+                raise UserError(f"{path}:{number}: not a metrics record ('event' must be a string)")
+            for field in NUMBER_FIELDS.get(event, ()):
+                problem = _check(field, record.get(field))
+                if problem:
+                    raise UserError(f"{path}:{number}: {excerpt(event)} record {problem} in {field!r}")
             records.append(record)
     return records
 

@@ -47,6 +47,15 @@ GOOD_STEP = '{"event": "step", "step": 1, "loss": 1}\n'
     (b'{"event": "epoch", "epoch": 1, "step": 2, "loss": "x", "train_accuracy": 1, "test_accuracy": 1}\n',
      ":1: epoch record needs a number in 'loss'"),
     (b"[" * 100000 + b"]" * 100000 + b"\n", ":1: not a JSON line"),
+    (b'{"event": ["step"], "step": 1}\n', ":1: not a metrics record ('event' must be a string)"),
+    (b'{"event": {"a": 1}}\n', ":1: not a metrics record ('event' must be a string)"),
+    (b'{"event": "step", "step": 1e308, "loss": 1}\n', ":1: step record needs a number from 0 to 9007199254740992"),
+    (b'{"event": "step", "step": 1' + b"0" * 400 + b', "loss": 1}\n', ":1: step record needs a number from 0"),
+    (b'{"event": "step", "step": 1.5, "loss": 1}\n', ":1: step record needs a whole number in 'step'"),
+    (b'{"event": "step", "step": 1, "loss": Infinity}\n', ":1: step record needs a number from -1e+300 to 1e+300"),
+    (b'{"event": "step", "step": 1, "loss": NaN}\n', ":1: step record needs a number from -1e+300"),
+    (b'{"event": "epoch", "epoch": 1, "step": 1, "loss": 1, "train_accuracy": 1e308, "test_accuracy": 0}\n',
+     ":1: epoch record needs a number from 0 to 1 in 'train_accuracy'"),
 ])
 def test_plot_rejects_bad_records_in_one_line(tmp_path, content, message):
     bad = tmp_path / "metrics.jsonl"
@@ -68,3 +77,29 @@ def test_plot_output_problems_are_one_line(tmp_path, output, message):
 def test_jaxgen_does_not_import_jax_or_matplotlib_at_start():
     code = "import sys, generator.cli; sys.exit(int(any(m in sys.modules for m in ('jax', 'matplotlib'))))"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, timeout=60).returncode == 0
+
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+NUMBERS = st.one_of(st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+                    st.none(), st.text(max_size=3), st.lists(st.integers(), max_size=2))
+RECORD = st.fixed_dictionaries(
+    {}, optional={"event": st.one_of(st.sampled_from(["step", "epoch", "start", "end"]), NUMBERS),
+                  "step": NUMBERS, "epoch": NUMBERS, "loss": NUMBERS, "train_accuracy": NUMBERS,
+                  "test_accuracy": NUMBERS})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(RECORD, min_size=1, max_size=4))
+def test_any_records_plot_or_are_one_user_error(tmp_path, records):
+    import json
+
+    from generator.errors import UserError
+    from generator.plot import draw, read_records
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    try:
+        draw(read_records(path), tmp_path / "x.png", "fuzz")
+    except UserError as e:
+        assert "\n" not in str(e) and len(str(e)) < 300
