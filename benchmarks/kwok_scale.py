@@ -87,7 +87,7 @@ def render(name: str, target: str, hosts: int, out: Path) -> float:
     argv += ["render", str(REPO_ROOT / "variables" / "examples" / "seed.json"), "--format", "json",
              "--set", f"target={target}", "--set", f"name={name}", "--set", f"namespace={NAMESPACE}",
              "--set", f"hosts_count={hosts}", "--set", "local_device_count=1",
-             "--set", f"training.batch_size={hosts * 8}", "--set", f"annotations={json.dumps(HOLD_RUNNING)}"]
+             "--set", f"training.batch_size={hosts * 8}", "--set-json", f"annotations={json.dumps(HOLD_RUNNING)}"]
     started = time.perf_counter()
     with out.open("w") as f:
         subprocess.run(argv, cwd=REPO_ROOT, stdout=f, check=True, timeout=120)

@@ -97,7 +97,7 @@ def one_repeat(repeat: int) -> dict:
         timed([SCRIPTS / "prepare.sh", "-o", build, "--set", f"namespace={NAMESPACE}",
                "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
                "--set", "image.pull_policy=Never", "--set", "training.epochs=1", "--set", "data.download=false",
-               "--set", 'data.volume={"persistentVolumeClaim": {"claimName": "mnist", "readOnly": true}}'],
+               "--set-json", 'data.volume={"persistentVolumeClaim": {"claimName": "mnist", "readOnly": true}}'],
               timeout=120, env=env)
         figures = {"node_tier_up_seconds": round(up_seconds, 1), **run_job(env, build)}
     finally:

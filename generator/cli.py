@@ -62,7 +62,7 @@ def cli() -> None:
 @click.option("--release", is_flag=True,
               help="With -o: also write DIR/release/ (the merged variables and what run.sh and clean.sh read), "
                    "as scripts/prepare.sh does.")
-def render(file, extra_files, sets, target, release_namespace, output_dir, fmt, release):
+def render(file, extra_files, sets, set_strings, set_jsons, target, release_namespace, output_dir, fmt, release):
     """Validate FILE (- for stdin; none = defaults only) and render its manifests.
 
     Every problem is reported with its JSON path; on any problem the exit code is 2 and
@@ -77,7 +77,7 @@ def render(file, extra_files, sets, target, release_namespace, output_dir, fmt, 
         raise UserError("-o/--output-dir: empty path (leave the option out to write to stdout)")
     if release and output_dir is None:
         raise UserError("--release: needs -o/--output-dir")
-    values = load_values(variables_files(file, extra_files), sets, target, release_namespace)
+    values = load_values(variables_files(file, extra_files), sets, target, release_namespace, set_jsons, set_strings)
     extra = {}
     if release:
         from .release import release_files

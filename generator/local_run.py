@@ -393,7 +393,7 @@ def _finish(job: LocalJob, name: str, outputs_dir: Path | None, say) -> None:
 @click.option("--discard", is_flag=True, help="Keep nothing: claims and results go with the scratch directory.")
 @click.option("--work-dir", type=click.Path(file_okay=False), help="Scratch directory (emptyDir volumes; kept).")
 @click.option("--keep", is_flag=True, help="Keep the scratch directory (the pods' emptyDir volumes).")
-def run_command(file, extra_files, sets, target, local, outputs_dir, discard, work_dir, keep):
+def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, outputs_dir, discard, work_dir, keep):
     """Run FILE's job as hosts_count processes on this machine (`--local` is accepted and changes nothing).
 
     Each process gets the rendered container's command, args and env, with the coordinator at
@@ -408,7 +408,7 @@ def run_command(file, extra_files, sets, target, local, outputs_dir, discard, wo
     from .render import render_documents
     from .values import load_values
 
-    values = load_values(variables_files(file, extra_files), sets, target)
+    values = load_values(variables_files(file, extra_files), sets, target, set_jsons=set_jsons, set_strings=set_strings)
     if values["target"] not in LOCAL_TARGETS:
         raise UserError(f"target: {values['target']!r} cannot run locally; use one of {', '.join(LOCAL_TARGETS)}")
     docs = render_documents(local_values(values))

@@ -9,7 +9,8 @@ from .names import DEFAULT_NAMESPACE
 
 
 def variables_options(targets: tuple[str, ...] = NAMES, namespace: bool = False):
-    """FILE, -f, --set and --target (one of `targets`); with `namespace`, also --namespace."""
+    """FILE, -f, --set/--set-string/--set-json and --target (one of `targets`); with `namespace`, also
+    --namespace."""
 
     def decorate(command):
         if namespace:
@@ -19,8 +20,17 @@ def variables_options(targets: tuple[str, ...] = NAMES, namespace: bool = False)
             )(command)
         command = click.option("--target", type=click.Choice(targets), help="Override the file's target.")(command)
         command = click.option(
+            "--set-json", "set_jsons", multiple=True, metavar="KEY.PATH=JSON",
+            help="Override variables with JSON values, as helm --set-json (applied before --set).",
+        )(command)
+        command = click.option(
+            "--set-string", "set_strings", multiple=True, metavar="KEY.PATH=VALUE",
+            help="Override variables with string values, as helm --set-string (applied after --set).",
+        )(command)
+        command = click.option(
             "--set", "sets", multiple=True, metavar="KEY.PATH=VALUE",
-            help="Override one variable; VALUE is read as YAML (e.g. --set training.epochs=3).",
+            help="Override variables as helm --set does: a=1,b.c=x, list={x,y}, list[0]=x; true, false, "
+                 "null and integers are typed, any other value is a string.",
         )(command)
         command = click.option(
             "-f", "--values", "extra_files", multiple=True, metavar="FILE",

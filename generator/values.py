@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from . import yaml_text
+from . import set_values, yaml_text
 from .checks import json_path, validation_errors
 from .errors import UserError, ValidationFailed
 from .names import DEFAULT_NAMESPACE
@@ -153,23 +153,6 @@ def _where(exc: yaml.YAMLError) -> str:
     return f"{at}: {problem}"
 
 
-def parse_set(assignment: str) -> tuple[list[str], Any]:
-    """Parse `a.b.c=value`; the value is read as YAML (numbers, booleans, null, {...}, [...])."""
-    key, sep, raw = assignment.partition("=")
-    path = key.split(".")
-    if not sep or not key or any(not part for part in path):
-        raise UserError(f"--set {assignment!r}: expected KEY.PATH=VALUE")
-    try:
-        value = yaml_text.load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw  # not YAML: keep it as the literal string the user typed
-    except RecursionError:
-        raise UserError(f"--set {key}: nested more than {MAX_DEPTH} levels deep") from None
-    if "#" in raw and not isinstance(value, (dict, list)):
-        value = raw  # YAML would drop " #..." as a comment; Helm's --set keeps the whole text
-    return path, as_values(value, f"--set {key}", tuple(path))
-
-
 def merge(base: dict, override: dict, null_removes: bool = True) -> dict:
     """Helm's merge: mappings merge key by key, anything else (lists included) is replaced.
 
@@ -189,25 +172,19 @@ def merge(base: dict, override: dict, null_removes: bool = True) -> dict:
     return merged
 
 
-def _set_path(values: dict, path: list[str], value: Any) -> dict:
-    override: dict = {}
-    node = override
-    for part in path[:-1]:
-        node = node.setdefault(part, {})
-    node[path[-1]] = value
-    return merge(values, override, null_removes=False)
-
-
 def load_values(files: list[str], sets: list[str] = (), target: str | None = None,
-                namespace: str = DEFAULT_NAMESPACE) -> dict:
+                namespace: str = DEFAULT_NAMESPACE, set_jsons: list[str] = (), set_strings: list[str] = ()) -> dict:
     """Merged and validated variables; raises UserError / ValidationFailed.
 
-    An empty `namespace` variable becomes `namespace`, the release's namespace (Helm's convention)."""
+    As Helm does: the files merged in order, then every --set-json, --set and --set-string applied
+    to them (generator/set_values.py), then all of it over the defaults. An empty `namespace`
+    variable becomes `namespace`, the release's namespace (Helm's convention)."""
     user: dict = {}
     for path in files:
         user = merge(user, read_document(path), null_removes=False)
-    for assignment in sets:
-        user = _set_path(user, *parse_set(assignment))
+    for kind, arguments in (("json", set_jsons), ("set", sets), ("string", set_strings)):
+        for argument in arguments:
+            user = as_values(set_values.parse_into(argument, user, kind), set_values.FLAGS[kind])
     values = merge(defaults(), user)
     if target is not None:
         values["target"] = target

@@ -6,7 +6,8 @@ DEFAULT_VARIABLES="$JAXT_ROOT/variables/examples/cpu-local.json"
 
 usage() {
   cat <<'EOF'
-Usage: scripts/prepare.sh [-o BUILD_DIR] [-f FILE]... [--set KEY.PATH=VALUE]... [--target T] [-n NS] [VARIABLES_FILE]
+Usage: scripts/prepare.sh [-o BUILD_DIR] [-f FILE]... [--set[-string|-json] KEY.PATH=VALUE]... [--target T] [-n NS]
+                          [VARIABLES_FILE]
 
 Validates VARIABLES_FILE (- or /dev/stdin: standard input, read once; default:
 variables/examples/cpu-local.json of this repository) (merged over charts/jax-training/values.yaml, then the -f files and
@@ -18,7 +19,9 @@ Invalid input: every problem is printed with its JSON path, nothing is written, 
 
   -o, --output-dir DIR    build folder (replaced as a whole; default: ./build)
   -f, --values FILE       more variables files, merged after VARIABLES_FILE (later wins)
-  --set KEY.PATH=VALUE    override one variable (VALUE read as YAML), e.g. --set hosts_count=4
+  --set KEY.PATH=VALUE    override variables as helm --set does, e.g. --set hosts_count=4,name=big
+  --set-string, --set-json
+                          the same with string or JSON values, as helm's options of those names
   --target T              indexed-job, jaxjob, jobset, trainjob or slurm (overrides the file's target)
   -n, --namespace NS      the release's namespace, used where the variables leave namespace empty
                           (default: kubectl's current namespace, else default; as helm does)
@@ -30,7 +33,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     -o|--output-dir) out="${2:?$1 needs a value}"; shift ;;
     -f|--values) jaxgen_args+=(-f "${2:?$1 needs a value}"); shift ;;
-    --set) jaxgen_args+=(--set "${2:?--set needs a value}"); shift ;;
+    --set|--set-string|--set-json) jaxgen_args+=("$1" "${2:?$1 needs a value}"); shift ;;
     --target) jaxgen_args+=(--target "${2:?--target needs a value}"); shift ;;
     -n|--namespace) namespace="${2:?$1 needs a value}"; shift ;;
     -h|--help) usage; exit 0 ;;

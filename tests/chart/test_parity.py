@@ -176,7 +176,7 @@ def test_helm_install_manifest(path):
 
 def test_set_overrides(tmp_path):
     """--set (strings, integers, booleans) and --set-json (numbers with a fraction) reach the same
-    values as jaxgen's --set."""
+    values in jaxgen as in Helm."""
     from generator.render import render_documents
     from generator.values import load_values
 
@@ -187,7 +187,7 @@ def test_set_overrides(tmp_path):
     result = helm("template", "from-set", str(CHART_DIR), *[a for s in sets for a in ("--set", s)],
                   "--set-json", "training.learning_rate=0.5", "--skip-tests")
     assert result.returncode == 0, result.stderr
-    expected = render_documents(load_values([], sets + ["training.learning_rate=0.5"]))
+    expected = render_documents(load_values([], sets, set_jsons=["training.learning_rate=0.5"]))
     assert comparable(result.documents(), "helm") == comparable(expected, "jaxgen")
 
 

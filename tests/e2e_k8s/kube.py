@@ -87,8 +87,17 @@ def prepare(cluster: Cluster, build_dir: Path, name: str, *sets: str,
     if target:
         args += ["--target", target]
     for s in sets:
-        args += ["--set", s]
+        args += [set_option(s), s]
     return cluster.run(args, timeout=60)
+
+
+def set_option(assignment: str) -> str:
+    """--set-json for a JSON object, list or quoted string; --set for the rest (names, numbers, booleans)."""
+    try:
+        value = json.loads(assignment.partition("=")[2])
+    except ValueError:
+        return "--set"
+    return "--set-json" if isinstance(value, (dict, list, str)) else "--set"
 
 
 def assert_complete(job: dict) -> None:

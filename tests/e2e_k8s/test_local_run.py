@@ -39,7 +39,7 @@ def test_run_local_runs_your_own_program(tmp_path, target):
     prepare = subprocess.run(
         [str(SCRIPTS / "prepare.sh"), str(EXAMPLES_DIR / "seed.json"), "-o", str(build), "--target", target,
          "--set", "name=e2e-byo", "--set", "local_device_count=1",
-         "--set", "program.command=[python, -m, trainer.examples.allreduce]"],
+         "--set", "program.command={python,-m,trainer.examples.allreduce}"],
         capture_output=True, text=True, timeout=60)
     assert prepare.returncode == 0, prepare.stderr
     proc = subprocess.run([str(SCRIPTS / "run.sh"), "--local", str(build)], capture_output=True,

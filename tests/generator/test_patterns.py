@@ -62,7 +62,7 @@ def test_defaults_pass_and_whitespace_is_ascii_whitespace_as_go_reads_it():
 
 
 def test_slurm_env_name_with_a_trailing_newline_is_refused_in_one_line():
-    result = jaxgen("render", "--target", "slurm", "--set", "env=[{name: \"A_\\n\", value: x}]")
+    result = jaxgen("render", "--target", "slurm", "--set-json", 'env=[{"name": "A_\\n", "value": "x"}]')
     assert result.exit_code == 2
     assert "$.env[0].name" in result.stderr and "Traceback" not in result.stderr
 

@@ -30,7 +30,7 @@ def test_jaxjob_coordinator_port_is_the_one_the_operator_reads():
 
 @pytest.mark.parametrize("target", ["indexed-job", "jaxjob", "jobset"])
 def test_no_variable_is_set_twice(target):
-    result = jaxgen("render", "--target", target, "--set", 'env=[{"name": "EXTRA", "value": "1"}]')
+    result = jaxgen("render", "--target", target, "--set-json", 'env=[{"name": "EXTRA", "value": "1"}]')
     assert result.exit_code == 0, result.stderr
     for container in containers(result.documents()):
         names = [e["name"] for e in container.get("env", [])]

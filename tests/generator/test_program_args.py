@@ -9,7 +9,7 @@ from trainer.cli import build_parser
 
 def test_program_args_follow_the_variables_flags_and_win():
     values = load_values([str(EXAMPLES_DIR / "seed.json")],
-                         ["training.log_every=100", 'program.args=["--log-every", "7", "--cpu-threads", "1"]'])
+                         ["training.log_every=100"], set_strings=["program.args={--log-every,7,--cpu-threads,1}"])
     args = program_args(values)
     assert args[0] == "train" and args[-4:] == ["--log-every", "7", "--cpu-threads", "1"]
     parsed = build_parser().parse_args(args)
@@ -18,5 +18,5 @@ def test_program_args_follow_the_variables_flags_and_win():
 
 def test_program_args_of_an_own_program_are_its_only_args():
     values = load_values([str(EXAMPLES_DIR / "seed.json")],
-                         ['program.command=["python3", "/app/mine.py"]', 'program.args=["--x"]'])
+                         ["program.command={python3,/app/mine.py}", "program.args={--x}"])
     assert program_args(values) == ["--x"]

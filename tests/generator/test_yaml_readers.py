@@ -78,7 +78,7 @@ def test_label_and_tag_lookalikes_stay_strings(text, target):
 
 @pytest.mark.parametrize("rate", ["3e-05", "1e-07", "0.5"])
 def test_learning_rate_argument_is_a_string(rate):
-    result = jaxgen("render", "--set", f"training.learning_rate={rate}")
+    result = jaxgen("render", "--set-json", f"training.learning_rate={rate}")  # --set keeps 0.5 a string, as Helm
     assert result.exit_code == 0, result.stderr
     args = pod(result.documents())["spec"]["containers"][0]["args"]
     assert args[args.index("--learning-rate") + 1] == str(float(rate))

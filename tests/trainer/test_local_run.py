@@ -47,7 +47,8 @@ def test_the_trainer_runs_on_cpu_devices_and_an_own_programs_arguments_stay_as_w
     [plan, _] = plan_job(gpu, render_documents(local_values(gpu)), tmp_path).plans
     assert plan.argv[plan.argv.index("--platform") + 1] == "cpu"
     for own in (["--platform", "gpu", "x"], ["x", "--platform"]):
-        values = load_values([CPU_LOCAL], ['program.command=["python3", "mine.py"]', f"program.args={json.dumps(own)}"])
+        values = load_values([CPU_LOCAL], set_jsons=['program.command=["python3", "mine.py"]',
+                                                     f"program.args={json.dumps(own)}"])
         [plan, _] = plan_job(values, render_documents(local_values(values)), tmp_path).plans
         assert plan.argv[2:] == own
 
@@ -131,7 +132,7 @@ def test_killed_worker_restarts_all_resumes_and_succeeds(tmp_path):
 @pytest.mark.timeout(300)
 def test_a_restart_gets_new_emptydirs_and_starts_over(tmp_path):
     """As new pods on a cluster would: the default checkpoint volume does not survive a restart."""
-    proc = start(jaxgen_run(tmp_path, "--set", "training.epochs=1", "--set", "training.hidden_sizes=[32]",
+    proc = start(jaxgen_run(tmp_path, "--set", "training.epochs=1", "--set", "training.hidden_sizes={32}",
                             "--set", "checkpoint.every_steps=100", "--set", "backoff_limit=1"), tmp_path / "run.log")
     try:
         wait_for_text(proc, "checkpoint saved at step 200", 200)
@@ -234,7 +235,7 @@ def test_sigterm_to_a_worker_checkpoints_restarts_uncounted_and_ends_as_an_unint
 def test_permanent_error_fails_the_job_without_a_restart(tmp_path):
     # A flag the trainer refuses at start (jaxgen itself refuses env that would shadow the job's).
     proc = start(jaxgen_run(tmp_path, "--set", "backoff_limit=3",
-                            "--set", "program.command=[python, -m, trainer, train, --coordinator-port, x]"),
+                            "--set", "program.command={python,-m,trainer,train,--coordinator-port,x}"),
                  tmp_path / "run.log")
     assert wait_all([proc], 90) == [exit_codes.CONFIG], proc.output[-3000:]
     assert "argument --coordinator-port: invalid int value: 'x'" in proc.output
@@ -266,7 +267,7 @@ def test_stop_signals_leave_no_process_and_no_work_dir(tmp_path, signals):
 
 
 def test_a_program_that_cannot_start_is_one_line_and_leaves_nothing(tmp_path):
-    proc = start(jaxgen_run(tmp_path, "--set", "program.command=[/no/such/program]"), tmp_path / "run.log",
+    proc = start(jaxgen_run(tmp_path, "--set", "program.command={/no/such/program}"), tmp_path / "run.log",
                  env={"TMPDIR": str(tmp_path)})
     assert wait_all([proc], 60) == [2]
     assert "error: $.program.command: cannot start '/no/such/program'" in proc.output
@@ -277,7 +278,7 @@ def test_a_program_that_cannot_start_is_one_line_and_leaves_nothing(tmp_path):
 
 @pytest.mark.timeout(200)
 def test_discard_keeps_nothing(tmp_path):
-    proc = start(jaxgen_run(tmp_path, "--discard", "--set", "training.epochs=1", "--set", "training.hidden_sizes=[32]",
+    proc = start(jaxgen_run(tmp_path, "--discard", "--set", "training.epochs=1", "--set", "training.hidden_sizes={32}",
                             "--set", "persistence.enabled=true"), tmp_path / "run.log", env={"TMPDIR": str(tmp_path)})
     assert wait_all([proc], 180) == [0], proc.output[-3000:]
     assert "result: test accuracy" in proc.output  # the trainer's own last line

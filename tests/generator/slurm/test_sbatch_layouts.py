@@ -124,6 +124,6 @@ def test_output_written_to_directory(tmp_path):
 
 
 def test_extra_directives_are_sbatch_lines_before_the_first_command():
-    script = render("--set", "slurm.nodes=1", "--set", "slurm.extra_directives=[--exclusive, --qos=high]")
+    script = render("--set", "slurm.nodes=1", "--set", "slurm.extra_directives={--exclusive,--qos=high}")
     found = directives(script)
     assert found["exclusive"] == "" and found["qos"] == "high"

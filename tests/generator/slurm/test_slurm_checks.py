@@ -12,12 +12,12 @@ BAD = {
                                 "training.batch_size=128"], "$.slurm.nodes"),
     "output with a space": (["slurm.output=my job-%j.out"], "$.slurm.output"),
     "output with a quote": (["slurm.output=x'%j.out"], "$.slurm.output"),
-    "directive with a space": (["slurm.extra_directives=['--qos=high --mem=0']"], "$.slurm.extra_directives[0]"),
-    "directive not an option": (["slurm.extra_directives=[exclusive]"], "$.slurm.extra_directives[0]"),
-    "env not a shell name": (["env=[{name: my.var, value: x}]"], "$.env[0].name"),
-    "env overrides the rank": (["env=[{name: JAX_PROCESS_ID, value: '0'}]"], "$.env[0].name"),
-    "env overrides SLURM": (["env=[{name: OK, value: x}, {name: SLURM_PROCID, value: '1'}]"], "$.env[1].name"),
-    "env from the Kubernetes API": (["env=[{name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]"],
+    "directive with a space": (["slurm.extra_directives={--qos=high --mem=0}"], "$.slurm.extra_directives[0]"),
+    "directive not an option": (["slurm.extra_directives={exclusive}"], "$.slurm.extra_directives[0]"),
+    "env not a shell name": (["env[0].name=my.var,env[0].value=x"], "$.env[0].name"),
+    "env overrides the rank": (["env[0].name=JAX_PROCESS_ID,env[0].value=x"], "$.env[0].name"),
+    "env overrides SLURM": (["env[0].name=OK,env[0].value=x,env[1].name=SLURM_PROCID,env[1].value=x"], "$.env[1].name"),
+    "env from the Kubernetes API": (["env[0].name=POD,env[0].valueFrom.fieldRef.fieldPath=metadata.name"],
                                     "$.env[0].valueFrom"),
 }
 
