@@ -51,6 +51,10 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
         if any(target.iterdir()) and not (target / MARKER).exists():
             raise UserError(f"{target}: refusing to replace a non-empty directory that jaxgen did not write")
     parent = target.parent
+    if not parent.is_dir():  # name the file that stands where a directory of the path should be
+        blocker = next((a for a in (*reversed(parent.parents), parent) if a.exists() and not a.is_dir()), None)
+        if blocker is not None:
+            raise UserError(f"{target}: cannot write: {blocker} is a file, not a directory")
     try:
         parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))

@@ -39,8 +39,10 @@ def read_records(path: Path) -> list[dict]:
     records = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot read: {e}") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: cannot read: not UTF-8 text (a metrics.jsonl is)") from None
     for number, line in enumerate(lines, 1):
         if line.strip():
             try:

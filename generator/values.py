@@ -31,7 +31,7 @@ def defaults() -> dict:
 
 def read_document(path: str) -> dict:
     """Read one variables file (JSON or YAML; "-" is stdin) into a mapping, or raise UserError."""
-    label = "<stdin>" if path == "-" else path
+    label = "<stdin>" if path == "-" else path or "''"
     try:
         if path == "-":
             text = sys.stdin.read(MAX_CHARACTERS + 1)
@@ -42,8 +42,10 @@ def read_document(path: str) -> dict:
         raise UserError(f"{label}: no such file") from None
     except IsADirectoryError:
         raise UserError(f"{label}: is a directory, not a variables file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{label}: cannot read: {exc}") from None
+    except OSError as exc:
+        raise UserError(f"{label}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{label}: cannot read: not UTF-8 text") from None
     if len(text) > MAX_CHARACTERS:
         raise UserError(f"{label}: larger than {MAX_CHARACTERS // 2**20} MiB (a variables file is a few KiB)")
     if not text.strip():

@@ -1,0 +1,85 @@
+"""A hostile walk over jaxgen's command line: random commands, options and arguments drawn from a
+vocabulary of bad paths, bad files and bad values. Whatever the input, jaxgen answers with its
+documented exit codes (0; 1 only from `results` of an unfinished run; 2 for bad input) and never a
+traceback: click's runner re-raises any exception jaxgen lets escape, failing the example.
+`jaxgen run` is left out (it starts processes); tests/trainer/test_local_run.py covers its inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from generator.cli import cli
+from tests.support.paths import EXAMPLES_DIR
+from tests.support.strategies import YAML_LOOKALIKES
+
+# Files the walk creates in its scratch directory, each a kind of bad (or good) input.
+FILES = {
+    "seed.json": (EXAMPLES_DIR / "seed.json").read_text(),
+    "empty.json": "",
+    "binary.json": "\udcff\udcfe\x00",
+    "list.yaml": "- a\n- b\n",
+    "bomb.yaml": "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 8)),
+    "deep.json": "[" * 3000 + "]" * 3000,
+    "tabs.yaml": "a:\n\t- b\n",
+    "metrics.jsonl": '{"event": "step", "step": 1, "loss": 0.5}\n{"event": ["x"]}\n',
+    "dup.yaml": "a: 1\na: 2\ny: 1\ntrue: 2\n",
+}
+PATHS = [*FILES, "dir", "missing.json", "/dev/null", "/proc/nope/x", ".", "..", "dir/sub", "seed.json/x", ""]
+VALUES = [*(v for v in YAML_LOOKALIKES if "\x00" not in v), "hosts_count=0", "a=b", "x", "name=Bad_Name",
+          "training.epochs=1e3", "env[0].name=A", "target=slurm", "l[70000]=1", "{", "a={x,", "a\\", "=", ",", "json",
+          "yaml", "slurm", "jobset"]
+# argv cannot hold a NUL; surrogates are left out because click's test runner cannot print them (the
+# real command writes a non-UTF-8 file name with backslash escapes)
+ARGV_TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=12)
+PATH = st.one_of(*[st.sampled_from(PATHS)] * 3, ARGV_TEXT)  # mostly the files the walk made
+VALUE = st.one_of(*[st.sampled_from(VALUES)] * 3, ARGV_TEXT)
+RENDER_OPTIONS = st.lists(st.one_of(
+    st.tuples(st.sampled_from(["-f", "-o"]), PATH),
+    st.tuples(st.sampled_from(["--set", "--set-json", "--set-string", "--target", "--format", "-n"]), VALUE),
+    st.tuples(st.sampled_from(["--release", "--help", "--bogus"])).map(list),
+), max_size=4).map(lambda pairs: [token for pair in pairs for token in pair])
+
+
+@st.composite
+def invocation(draw) -> list[str]:
+    """A command with arguments of the right shape (so the walk reaches jaxgen's code, not only
+    click's usage errors) and hostile content."""
+    command = draw(st.sampled_from(["render", "validate", "schema", "plot", "results"]))
+    if command == "render":
+        return ["render", *draw(st.lists(PATH, max_size=1)), *draw(RENDER_OPTIONS)]
+    if command == "validate":
+        return ["validate", *draw(st.lists(PATH, min_size=1, max_size=3))]
+    if command == "plot":
+        return ["plot", draw(PATH), *draw(st.lists(st.tuples(st.just("-o"), PATH), max_size=1).map(
+            lambda pairs: [t for pair in pairs for t in pair]))]
+    if command == "results":
+        return ["results", draw(PATH)]
+    return ["schema", *draw(st.lists(VALUE, max_size=1))]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(argv=invocation(), stdin=st.sampled_from(
+    ["", "{}", "hosts_count: 0", "a: &a [1]\nb: *a", "\x00", json.dumps({"training": {"epochs": "x"}})]))
+def test_jaxgen_answers_hostile_input_without_a_traceback(tmp_path_factory, argv, stdin):
+    runner = CliRunner()
+    scratch = tmp_path_factory.mktemp("walk")
+    cwd = os.getcwd()
+    os.chdir(scratch)
+    try:
+        os.mkdir("dir")
+        for name, text in FILES.items():
+            with open(name, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(text)
+        result = runner.invoke(cli, argv, input=stdin, catch_exceptions=False)
+    finally:
+        os.chdir(cwd)
+    assert result.exit_code in (0, 1, 2), (argv, result.exit_code, result.output[-500:])
+    assert result.exit_code != 1 or argv[0] == "results", (argv, result.output[-500:])
+    assert "Traceback" not in result.output
+    for line in result.stderr.splitlines():
+        assert len(line) <= 1000, line[:200]
