@@ -30,6 +30,8 @@ def _path(directory: Path, step: int) -> Path:
 def check_writable(directory: str | os.PathLike) -> None:
     """Fail at start, naming the flag, when checkpoints could never be saved (not at the first save,
     after the data load, the compile and an epoch of work)."""
+    if Path(directory).exists() and not Path(directory).is_dir():
+        raise CheckpointError(f"--checkpoint-dir {directory}: not a directory")
     try:
         Path(directory).mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory, prefix=".write-check-"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -27,7 +28,7 @@ def check_config(cfg: TrainConfig) -> None:
          f"--run-name {cfg.run_name!r} must name one directory (no '/', not '.' or '..')"),
         (cfg.log_every >= 1, f"--log-every {cfg.log_every} must be >= 1"),
         (cfg.batch_size >= 1, f"--batch-size {cfg.batch_size} must be >= 1"),
-        (cfg.learning_rate > 0, f"--learning-rate {cfg.learning_rate} must be > 0"),
+        (0 < cfg.learning_rate < math.inf, f"--learning-rate {cfg.learning_rate} must be a finite number > 0"),
         (0 <= cfg.momentum < 1, f"--momentum {cfg.momentum} must be in [0, 1)"),
         (cfg.checkpoint_every >= 0, f"--checkpoint-every {cfg.checkpoint_every} must be >= 0"),
         (cfg.init_timeout > 0, f"--init-timeout {cfg.init_timeout} must be > 0"),
