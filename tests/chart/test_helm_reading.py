@@ -177,3 +177,52 @@ def test_set_lines_mean_what_they_mean_to_helm(probe, kind, line):
     assert theirs.returncode == 0, f"Helm refuses ({theirs.stderr.strip()}), jaxgen reads {ours}"
     helm_values = json.loads(theirs.stdout.split("\n", 2)[2])
     assert same(ours, helm_values), (ours, helm_values)
+
+
+# The whole chain, jaxgen render against helm template of the chart: a values file whose fields hold
+# scalar edge cases (written plain in YAML), and --set lines aimed at real fields. Both accept and
+# render the same documents, or both refuse.
+FIELD_TEMPLATES = ["image:\n  tag: {s}\n", "labels:\n  team: {s}\n", "training:\n  seed: {s}\n",
+                   "hosts_count: {s}\ntraining:\n  batch_size: 64\n", "annotations:\n  note: {s}\n",
+                   "node_selector:\n  {s}: x\n", "queue_name: {s}\n", "data:\n  download: {s}\n"]
+FIELD_SCALARS = ["1.10", "010", "0o17", "1_0", "2024-01-01", "1:30:00", "y", "n", "on", "NO", "null", "~", "1e3",
+                 "0x1F", "+12", "-0", "3.", "team-a", "v1.2.3", "1.0"]
+RENDER_SETS = [("--set", "training.seed=010"), ("--set", "image.tag=1.10"), ("--set", "training.epochs=1_0"),
+               ("--set", "hosts_count=2,training.batch_size=64"), ("--set", "labels.a\\.b/c=d"),
+               ("--set", "program.command={python3,x.py}"), ("--set", "env[0].name=A,env[0].value=b"),
+               ("--set", "tolerations[0].key=k,tolerations[0].operator=Exists"),
+               ("--set", "training.learning_rate=0.5"), ("--set-json", "training.learning_rate=0.5"),
+               ("--set-string", "image.tag=1.10"), ("--set", "data.download=no"), ("--set", "data.download=false"),
+               ("--set", "training.hidden_sizes={64,64}"), ("--set", "training.hidden_sizes[1]=32"),
+               ("--set-json", 'resources={"limits": {"memory": "2Gi"}}'), ("--set", "name=Bad"),
+               ("--set", "annotations.x=1"), ("--set-string", "annotations.x=1"), ("--set", "hosts_count=0x10"),
+               ("--set", "queue_name=null"), ("--set", "training.seed=-1"), ("--set", "training.seed=+7")]
+
+
+def render_cases() -> list[tuple[str, tuple]]:
+    cases = [(template.format(s=s), ()) for template in FIELD_TEMPLATES for s in FIELD_SCALARS]
+    return cases + [("", option) for option in RENDER_SETS]
+
+
+@pytest.mark.parametrize("text,option", render_cases(), ids=lambda x: ascii(x)[:40])
+def test_jaxgen_render_and_helm_template_agree(tmp_path, text, option):
+    from generator.errors import UserError as Refused
+    from generator.output import dump_yaml
+    from generator.render import render_documents
+    from generator.values import load_values
+    from tests.support import kubernetes_yaml
+
+    from .helm import CHART_DIR, comparable
+
+    path = tmp_path / "values.yaml"
+    path.write_text(text or "{}\n")
+    kinds = {"--set": "sets", "--set-json": "set_jsons", "--set-string": "set_strings"}
+    sets = {kinds[option[0]]: [option[1]]} if option else {}
+    theirs = helm("template", "r", str(CHART_DIR), "-f", str(path), *option, "--skip-tests")
+    try:
+        ours = kubernetes_yaml.decode(dump_yaml(render_documents(load_values([str(path)], **sets))))
+    except Refused as e:
+        assert theirs.returncode != 0, f"jaxgen refuses ({str(e)[:300]}), Helm renders"
+        return
+    assert theirs.returncode == 0, f"Helm refuses ({theirs.stderr.strip()[-300:]}), jaxgen renders"
+    assert comparable(theirs.documents(), "helm") == comparable(ours, "jaxgen")
