@@ -82,6 +82,8 @@ def _message(error) -> str:
         unit, bound = _SIZE_RULES[error.validator]
         return f"{len(error.instance)} {unit}, {bound} {error.validator_value} allowed"
     value = repr(error.instance)
+    if error.validator == "oneOf" and any("pattern" in branch for branch in error.validator_value):
+        return f"{excerpt(value)} is not a Kubernetes quantity (such as 500m, 1.5Gi or 2)"  # Quantity's branches
     if error.message.startswith(value):
         return excerpt(value) + error.message[len(value):]
     return error.message if len(error.message) <= 4 * EXCERPT else excerpt(error.message)

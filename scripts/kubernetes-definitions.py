@@ -22,6 +22,35 @@ CORE = "io.k8s.api.core.v1."
 ROOTS = ("ResourceRequirements", "EnvVar", "Volume", "Toleration", "Affinity")
 VOLUME_SOURCE = CORE + "VolumeSource"  # a Volume without its name: what data.volume and checkpoint.volume hold
 REF = re.compile(r"^(?:(?:https://kubernetes\.io)?/api/_definitions\.json)?#/\$defs/(.+)$")
+# What the API server's validation adds to the OpenAPI types, so a value it would refuse at apply is
+# refused at render, with its path: a quantity's grammar (resource.ParseQuantity) and the operators,
+# effects and weights the core validation accepts (null stays allowed where the type allows it).
+QUANTITY = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+API_RULES = {
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": {
+        "oneOf": [{"type": ["string", "null"], "pattern": QUANTITY}, {"type": ["number", "null"]}]},
+    CORE + "Toleration": {"properties": {
+        "operator": {"enum": ["", "Exists", "Equal", None]},
+        "effect": {"enum": ["", "NoSchedule", "PreferNoSchedule", "NoExecute", None]}}},
+    CORE + "NodeSelectorRequirement": {"properties": {
+        "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]}}},
+    "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement": {"properties": {
+        "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]}}},
+    CORE + "PreferredSchedulingTerm": {"properties": {"weight": {"minimum": 1, "maximum": 100}}},
+    CORE + "WeightedPodAffinityTerm": {"properties": {"weight": {"minimum": 1, "maximum": 100}}},
+}
+
+
+def _with_rules(name: str, definition: dict) -> dict:
+    rules = API_RULES.get(name)
+    if not rules:
+        return definition
+    if "oneOf" in rules:
+        return {**definition, **rules}
+    merged = copy.deepcopy(definition)
+    for field, extra in rules["properties"].items():
+        merged["properties"][field].update(extra)
+    return merged
 
 
 def _bundled() -> dict:
@@ -57,7 +86,7 @@ def definitions() -> dict:
         if name in out:
             continue
         found: set[str] = set()
-        out[name] = _rewrite(bundled[name], found)
+        out[name] = _with_rules(name, _rewrite(bundled[name], found))
         todo += sorted(found)
     source = copy.deepcopy(out[CORE + "Volume"])
     source["properties"].pop("name")
