@@ -17,6 +17,7 @@ import re2
 from trainer import models  # the model registry's facts (no jax import)
 from trainer.cluster import PROCESS_ENV  # the variables the trainer reads its rank from (no jax import)
 
+from .errors import EXCERPT, excerpt
 from .names import DNS_LABEL_MAX, longest_hostname, outputs_claim, rendered_claim
 from .paths import SCHEMA_FILE
 from .slurm_checks import slurm_errors
@@ -53,14 +54,6 @@ _Validator = jsonschema.validators.extend(jsonschema.Draft7Validator, {"pattern"
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.Draft7Validator:
     return _Validator(schema())
-
-
-EXCERPT = 60  # characters of a user's value or key an error message quotes
-
-
-def excerpt(text: str) -> str:
-    """`text` cut to EXCERPT characters, saying how long it was: error lines stay short."""
-    return text if len(text) <= EXCERPT else f"{text[:EXCERPT]}… ({len(text)} characters)"
 
 
 def json_path(parts) -> str:

@@ -11,3 +11,11 @@ class ValidationFailed(UserError):
     def __init__(self, errors: list[str]):
         self.errors = errors
         super().__init__("\n".join(errors))
+
+
+EXCERPT = 60  # characters of a user's value or key an error message quotes
+
+
+def excerpt(text: str) -> str:
+    """`text` cut to EXCERPT characters, saying how long it was: error lines stay short."""
+    return text if len(text) <= EXCERPT else f"{text[:EXCERPT]}… ({len(text)} characters)"

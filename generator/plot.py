@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from .checks import excerpt
-from .errors import UserError
+from .errors import UserError, excerpt
 
 
 # The fields each plotted record must carry as numbers (the trainer's metrics.jsonl writes them).

@@ -15,8 +15,7 @@ import json
 import re
 from typing import Any
 
-from .checks import excerpt
-from .errors import UserError
+from .errors import UserError, excerpt
 
 MAX_NAME_LEVELS = 30  # Helm's limits: nesting of a name, and a list index
 MAX_INDEX = 65536

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from .errors import excerpt
+
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole name: fullmatch, never $
 # An #SBATCH line is split by sbatch itself, not by the shell: no quoting is possible there.
 DIRECTIVE_UNSAFE = re.compile(r"[\s'\"\\#]")
@@ -39,6 +41,15 @@ def slurm_errors(values: dict) -> list[str]:
         if isinstance(value, str) and DIRECTIVE_UNSAFE.search(value):
             errors.append(f"$.slurm.{key}: {value!r} goes into an #SBATCH line and must not contain "
                           "whitespace, quotes, backslashes or '#'")
+    if slurm["container_image"]:
+        if slurm["container_image"].startswith("-"):
+            errors.append(f"$.slurm.container_image: {excerpt(slurm['container_image'])!r} starts with '-', which "
+                          f"{slurm['container_runtime']} exec would read as an option")
+        for key in ("data", "checkpoint"):  # each is bound into the container as is
+            directory = values[key]["dir"]
+            if "," in directory or ":" in directory:
+                errors.append(f"$.{key}.dir: {excerpt(directory)!r} contains ',' or ':', which "
+                              f"{slurm['container_runtime']} --bind reads as separators (src:dest,...)")
     for i, entry in enumerate(values.get("env") or []):
         name = entry.get("name") if isinstance(entry, dict) else None
         if not isinstance(name, str):
