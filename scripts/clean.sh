@@ -29,8 +29,8 @@ while [ $# -gt 0 ]; do
   parse_kube_option "$@"
   if [ "$KUBE_SHIFT" -gt 0 ]; then shift "$KUBE_SHIFT"; continue; fi
   case "$1" in
-    --name) name="${2:?--name needs a value}"; shift ;;
-    --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
+    --name) need_value "$@"; name="$2"; shift ;;
+    --timeout) need_value "$@"; timeout="$2"; shift ;;
     --delete-outputs) delete_outputs=true ;;
     -h|--help) usage; exit 0 ;;
     -*) usage >&2; echo "error: unknown option $1" >&2; exit 2 ;;
@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[[ "$timeout" =~ ^[0-9]+$ ]] && [ "$timeout" -gt 0 ] || { echo "error: --timeout must be a positive number of seconds" >&2; exit 2; }
+[[ "$timeout" =~ ^[1-9][0-9]{0,8}$ ]] || { echo "error: --timeout must be a whole number of seconds from 1 to 999999999" >&2; exit 2; }
 if [ -n "$name" ]; then
   [ -z "$build" ] || { echo "error: give BUILD_DIR or --name, not both" >&2; exit 2; }
   NAME="$name"

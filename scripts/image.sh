@@ -42,10 +42,10 @@ EOF
 variant=cpu base="" print=image rebuild=false builder="" push=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --variant) variant="${2:?--variant needs a value}"; shift ;;
-    --builder) builder="${2:?--builder needs a value}"; shift ;;
-    --base) base="${2:?--base needs a value}"; shift ;;
-    --push) push="${2:?--push needs a repository}"; shift ;;
+    --variant) need_value "$@"; variant="$2"; shift ;;
+    --builder) need_value "$@"; builder="$2"; shift ;;
+    --base) need_value "$@"; base="$2"; shift ;;
+    --push) need_value "$@"; push="$2"; shift ;;
     --print-archive) print=archive ;;
     --rebuild) rebuild=true ;;
     -h|--help) usage; exit 0 ;;

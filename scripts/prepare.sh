@@ -31,11 +31,11 @@ EOF
 out="build" file="" namespace="" jaxgen_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    -o|--output-dir) out="${2:?$1 needs a value}"; shift ;;
-    -f|--values) jaxgen_args+=(-f "${2:?$1 needs a value}"); shift ;;
-    --set|--set-string|--set-json) jaxgen_args+=("$1" "${2:?$1 needs a value}"); shift ;;
-    --target) jaxgen_args+=(--target "${2:?--target needs a value}"); shift ;;
-    -n|--namespace) namespace="${2:?$1 needs a value}"; shift ;;
+    -o|--output-dir) need_value "$@"; out="$2"; shift ;;
+    -f|--values) need_value "$@"; jaxgen_args+=(-f "$2"); shift ;;
+    --set|--set-string|--set-json) need_value "$@"; jaxgen_args+=("$1" "$2"); shift ;;
+    --target) need_value "$@"; jaxgen_args+=(--target "$2"); shift ;;
+    -n|--namespace) need_value "$@"; namespace="$2"; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) [ "$1" = "-" ] || { usage >&2; echo "error: unknown option $1" >&2; exit 2; }
         [ -z "$file" ] || { echo "error: only one VARIABLES_FILE (use -f for more)" >&2; exit 2; }

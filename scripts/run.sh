@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
   parse_kube_option "$@"
   if [ "$KUBE_SHIFT" -gt 0 ]; then shift "$KUBE_SHIFT"; continue; fi
   case "$1" in
-    --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
+    --timeout) need_value "$@"; timeout="$2"; shift ;;
     --replace) replace=true ;;
     --no-logs) logs=false ;;
     --local) local_run=true ;;
@@ -52,7 +52,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$build" ] || build=build
-[[ "$timeout" =~ ^[0-9]+$ ]] && [ "$timeout" -gt 0 ] || { echo "error: --timeout must be a positive number of seconds" >&2; exit 2; }
+[[ "$timeout" =~ ^[1-9][0-9]{0,8}$ ]] || { echo "error: --timeout must be a whole number of seconds from 1 to 999999999" >&2; exit 2; }
 [ -d "$build" ] || die "$build: no such build folder (scripts/prepare.sh FILE -o $build)"
 
 if $local_run; then

@@ -9,6 +9,8 @@ mkdir -p "$JAXT_BIN"
 
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+# need_value "$@" in an option's branch: its value follows, or a usage error (exit 2) names the option.
+need_value() { [ $# -ge 2 ] && [ -n "$2" ] || { echo "error: $1 needs a value" >&2; exit 2; }; }
 
 # go_tool NAME MODULE/CMD VERSION [LDFLAGS]
 # Builds `go install MODULE/CMD@VERSION` once into $JAXT_CACHE/tools/NAME-VERSION/ and links

@@ -14,11 +14,11 @@ namespace_opt=""
 parse_kube_option() {
   KUBE_SHIFT=0
   case "$1" in
-    --kubeconfig) kube_args+=(--kubeconfig "${2:?--kubeconfig needs a value}"); KUBE_SHIFT=2 ;;
+    --kubeconfig) need_value "$@"; kube_args+=(--kubeconfig "$2"); KUBE_SHIFT=2 ;;
     --kubeconfig=*) kube_args+=("$1"); KUBE_SHIFT=1 ;;
-    --context) kube_args+=(--context "${2:?--context needs a value}"); KUBE_SHIFT=2 ;;
+    --context) need_value "$@"; kube_args+=(--context "$2"); KUBE_SHIFT=2 ;;
     --context=*) kube_args+=("$1"); KUBE_SHIFT=1 ;;
-    -n|--namespace) namespace_opt="${2:?$1 needs a value}"; KUBE_SHIFT=2 ;;
+    -n|--namespace) need_value "$@"; namespace_opt="$2"; KUBE_SHIFT=2 ;;
     --namespace=*) namespace_opt="${1#*=}"; KUBE_SHIFT=1 ;;
   esac
 }

@@ -1,0 +1,39 @@
+"""The lifecycle scripts' command lines, without a cluster: a missing or bad option value, an unknown
+option and a build folder that is not there are each one error line and the documented exit code
+(2 bad usage, 1 a failure), never a shell's own message."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.support.paths import REPO_ROOT
+
+SCRIPTS = REPO_ROOT / "scripts"
+CASES = [
+    ("run.sh", ["--timeout"], 2, "error: --timeout needs a value"),
+    ("run.sh", ["--timeout", "99999999999999999999999"], 2, "error: --timeout must be a whole number of seconds"),
+    ("run.sh", ["--timeout", "0x10"], 2, "error: --timeout must be a whole number of seconds"),
+    ("run.sh", ["--kubeconfig"], 2, "error: --kubeconfig needs a value"),
+    ("run.sh", ["--bogus"], 2, "error: unknown option --bogus"),
+    ("run.sh", ["/no/such/build"], 1, "/no/such/build: no such build folder"),
+    ("clean.sh", ["--timeout", ""], 2, "error: --timeout needs a value"),
+    ("clean.sh", ["--name"], 2, "error: --name needs a value"),
+    ("prepare.sh", ["-o"], 2, "error: -o needs a value"),
+    ("prepare.sh", ["--set-json"], 2, "error: --set-json needs a value"),
+    ("prepare.sh", ["-n", "default", "--set", "a={x"], 2, "a list must end with '}'"),
+    ("image.sh", ["--variant"], 2, "error: --variant needs a value"),
+    ("image.sh", ["--variant", "rocm"], 1, "--variant must be one of: cpu cuda12"),
+    ("image.sh", ["--push", "Registry/X:tag"], 1, "--push takes a repository without a tag"),
+]
+
+
+@pytest.mark.parametrize("script,args,code,message", CASES, ids=lambda x: " ".join(x) if isinstance(x, list) else x)
+def test_bad_usage_is_one_line_and_its_exit_code(tmp_path, script, args, code, message):
+    proc = subprocess.run(["bash", str(SCRIPTS / script), *args], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
+    errors = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert proc.returncode == code, proc.stderr
+    assert len(errors) == 1 and message in errors[0], proc.stderr
+    assert ": line " not in proc.stderr  # no message of bash's own ("script: line N: ...")
