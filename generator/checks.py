@@ -169,11 +169,10 @@ def semantic_errors(values: dict) -> list[str]:
             errors.append(f"$.{field}: give exactly one volume source, got {', '.join(sorted(volume))}")
         errors += _volume_source_errors(f"$.{field}", volume)
     errors += _persistence_errors(values)
-    if target(values).kubernetes:
-        for i, entry in enumerate(values.get("env") or []):
-            if entry.get("name") in PROCESS_ENV:
-                errors.append(f"$.env[{i}].name: {entry['name']} is set for each process by the job; "
-                              "one value for every pod would break the ranks")
+    for i, entry in enumerate(values.get("env") or []):  # every target: the trainer's own contract
+        if entry.get("name") in PROCESS_ENV:
+            errors.append(f"$.env[{i}].name: {entry['name']} is set for each process by the job; "
+                          "one value for every process would break the ranks")
     size = sum(len(k.encode()) + len(v.encode()) for k, v in values["annotations"].items())
     if size > ANNOTATIONS_MAX_BYTES:
         errors.append(f"$.annotations: {size} bytes of keys and values; Kubernetes allows {ANNOTATIONS_MAX_BYTES}")

@@ -12,8 +12,8 @@ from .errors import excerpt
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole name: fullmatch, never $
 # An #SBATCH line is split by sbatch itself, not by the shell: no quoting is possible there.
 DIRECTIVE_UNSAFE = re.compile(r"[\s'\"\\#]")
-# Set per task by SLURM / the trainer; one value for every task would break the ranks.
-RESERVED_ENV = re.compile(r"SLURM_\w*|JAX_COORDINATOR_ADDRESS|JAX_NUM_PROCESSES|JAX_PROCESS_ID|CUDA_VISIBLE_DEVICES")
+# Set per task by SLURM itself (the trainer's own variables, PROCESS_ENV, are refused on every target).
+SLURM_ENV = re.compile(r"SLURM_\w*|CUDA_VISIBLE_DEVICES")
 MAX_GPUS_PER_NODE = 16
 # Variables bash itself keeps read-only (bash(1), "Shell Variables"): assigning one ends the sbatch script.
 BASH_READONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID"})
@@ -59,8 +59,8 @@ def slurm_errors(values: dict) -> list[str]:
                           "which target slurm needs to export it")
         elif name in BASH_READONLY:
             errors.append(f"$.env[{i}].name: {name} is read-only in bash; the sbatch script would stop at it")
-        elif RESERVED_ENV.fullmatch(name):
-            errors.append(f"$.env[{i}].name: {name} is set for each task by SLURM and the trainer; "
+        elif SLURM_ENV.fullmatch(name):
+            errors.append(f"$.env[{i}].name: {name} is set for each task by SLURM; "
                           "one value for every task would break the ranks")
         if "valueFrom" in entry:
             errors.append(f"$.env[{i}].valueFrom: not supported by target slurm (no Kubernetes API there); "

@@ -43,3 +43,15 @@ def test_same_values_fine_for_kubernetes():
     result = jaxgen("render", "--target", "indexed-job", "--set", "hosts_count=3",
                     "--set", "slurm.nodes=2", "--set", "training.batch_size=96")
     assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize("name", ["JAX_LOCAL_DEVICE_COUNT", "NUM_PROCESSES", "PROCESS_ID", "JOB_COMPLETION_INDEX",
+                                  "JAX_COORDINATOR_PORT", "COORDINATOR_ADDRESS", "SLURM_NTASKS"])
+def test_every_name_the_ranks_are_read_from_is_refused(name):
+    """The trainer's contract (trainer.cluster.PROCESS_ENV) and SLURM's own per-task variables: the
+    sbatch script would export one value for every task."""
+    from trainer.cluster import PROCESS_ENV
+
+    assert name in PROCESS_ENV or name.startswith("SLURM_")
+    result = jaxgen("render", "--target", "slurm", "--set", f"slurm.nodes=1,env[0].name={name},env[0].value=eight")
+    assert result.exit_code == 2 and f"$.env[0].name: {name} is set for each" in result.stderr, result.stderr
