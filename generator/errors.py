@@ -5,6 +5,10 @@ class UserError(Exception):
     """Bad input (unreadable file, bad syntax, bad option); exit code 2."""
 
 
+class TemplateBug(RuntimeError):
+    """A template produced text that does not parse: a bug of ours, never the user's input."""
+
+
 class ValidationFailed(UserError):
     """The merged variables break the schema or a semantic rule; carries every problem found."""
 

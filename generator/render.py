@@ -9,20 +9,18 @@ import jinja2
 import yaml
 
 from trainer import exit_codes
-from trainer.config import rendered_flags
 
 from . import __version__, images, names, targets, yaml_text
+from .errors import TemplateBug
 from .paths import TEMPLATES_DIR
+from .program import device_env, program_args
+from .slurm import render_sbatch
 from .targets import CONTAINER
 
 MANAGED_BY = "jaxgen"
 COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 GPU_RESOURCE = "nvidia.com/gpu"
 CLAIM_TEMPLATE = "persistentvolumeclaim.yaml.j2"
-
-
-class TemplateBug(RuntimeError):
-    """A template produced text that does not parse: a bug of ours, never the user's input."""
 
 
 @lru_cache(maxsize=1)
@@ -41,39 +39,6 @@ def version_label(tag: str) -> str:
     """The image tag as a label value (at most 63 characters, alphanumeric at both ends): a tag may be
     128 characters and end in "-" or ".". The chart's jax-training.labels does the same (trunc, trimAll)."""
     return tag[:63].strip("-_.")
-
-
-def trainer_flags(values: dict) -> list[str]:
-    """The trainer's flags for these variables. Numbers are spelled as the Helm chart spells them:
-    Helm reads every number as a float64, so 2 and 2.0 are one value there; integers print without
-    a fraction, floats as Python's repr (the chart's jax-training.float)."""
-    flags = []
-    for row in rendered_flags():
-        value = values
-        for key in row["variable"].split("."):
-            value = value[key]
-        kind, flag = row["kind"], row["flag"]
-        if kind == "bool":
-            flags.append(flag if value else "--no-" + flag[2:])
-        elif kind == "list":
-            flags += [flag, ",".join(str(int(x)) for x in value)]
-        else:
-            flags += [flag, str({"int": int, "float": float, "str": str}[kind](value))]
-    return flags
-
-
-def device_env(values: dict) -> tuple[str, str]:
-    """JAX_LOCAL_DEVICE_COUNT, set on every target: the devices each process expects (and creates on
-    CPU), which trainer.distributed reads for a program of your own as for ours."""
-    return "JAX_LOCAL_DEVICE_COUNT", str(int(values["local_device_count"]))
-
-
-def program_args(values: dict) -> list[str]:
-    """The container's (or SLURM task's) args: program.args of the user's program.command, or
-    `train`, the flags of the variables, then program.args (a later flag wins in the trainer)."""
-    if values["program"]["command"]:
-        return list(values["program"]["args"])
-    return ["train"] + trainer_flags(values) + list(values["program"]["args"])
 
 
 class _Context:
@@ -239,7 +204,6 @@ def render_text(values: dict) -> str:
     """The target's output as text: a multi-document YAML stream, or a script for slurm."""
     target = targets.target(values)
     if not target.kubernetes:
-        from .slurm import render_sbatch
         return render_sbatch(values)
     context = _Context(values).globals()
     text = _environment().get_template(target.template).render(values=values, version=__version__, **context)

@@ -18,7 +18,8 @@ import jinja2
 from trainer import exit_codes
 
 from .paths import TEMPLATES_DIR
-from .render import TemplateBug, device_env, program_args
+from .errors import TemplateBug
+from .program import device_env, program_args
 from .targets import TARGETS
 
 TEMPLATE_NAME = TARGETS["slurm"].template

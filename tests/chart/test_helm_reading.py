@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import random
 import re
-import resource
 import subprocess
 import sys
-import time
 
 import pytest
 

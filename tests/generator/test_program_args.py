@@ -1,7 +1,7 @@
 """program.args without program.command: flags appended to the built-in trainer's, where the
 trainer's parser lets the later one win."""
 
-from generator.render import program_args
+from generator.program import program_args
 from generator.values import load_values
 from tests.support.paths import EXAMPLES_DIR
 from trainer.cli import build_parser
