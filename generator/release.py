@@ -7,8 +7,12 @@ from __future__ import annotations
 import json
 import shlex
 
-from .results import results_pod
+from . import images
+from .names import results_claim
+from .render import PodContext
 from .targets import target as target_of
+
+RESULTS_MOUNT = "/outputs"  # where the results pod mounts the claim (scripts/run.sh copies from there)
 
 
 def release_files(values: dict) -> dict[str, str]:
@@ -21,3 +25,34 @@ def release_files(values: dict) -> dict[str, str]:
     if pod:
         files["release/results-pod.json"] = json.dumps(pod, indent=2) + "\n"
     return files
+
+
+def results_pod(values: dict) -> dict | None:
+    """A short-lived pod that mounts the job's outputs claim read-only, for scripts/run.sh to copy the
+    results from once the job is done: the job's image (it has tar), restricted as the job's pods,
+    named <name>-results and labelled as the release (clean.sh deletes it). None without a claim."""
+    claim = results_claim(values)
+    if not claim:
+        return None
+    context = PodContext(values)
+    labels = context.labels("results")
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{values['name']}-results", "namespace": values["namespace"], "labels": labels},
+        "spec": {
+            "restartPolicy": "Never", "activeDeadlineSeconds": 900,
+            "automountServiceAccountToken": False, "enableServiceLinks": False,
+            "securityContext": context.pod_security_context(),
+            "nodeSelector": values["node_selector"], "tolerations": context.tolerations(),
+            "containers": [{
+                "name": "results", "image": images.reference(values),
+                "imagePullPolicy": values["image"]["pull_policy"],
+                "command": ["python", "-c", "import time; time.sleep(900)"],
+                "securityContext": context.container_security_context(),
+                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}},
+                "volumeMounts": [{"name": "outputs", "mountPath": RESULTS_MOUNT, "readOnly": True}],
+            }],
+            "imagePullSecrets": context.pull_secrets(),
+            "volumes": [{"name": "outputs", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}],
+        },
+    }

@@ -41,7 +41,7 @@ def version_label(tag: str) -> str:
     return tag[:63].strip("-_.")
 
 
-class _Context:
+class PodContext:
     """The computed pieces of a render (names, labels, args…), exposed to templates as functions."""
 
     def __init__(self, values: dict):
@@ -205,7 +205,7 @@ def render_text(values: dict) -> str:
     target = targets.target(values)
     if not target.kubernetes:
         return render_sbatch(values)
-    context = _Context(values).globals()
+    context = PodContext(values).globals()
     text = _environment().get_template(target.template).render(values=values, version=__version__, **context)
     if names.rendered_claim(values):
         text = _environment().get_template(CLAIM_TEMPLATE).render(**context) + text

@@ -9,48 +9,10 @@ import click
 
 from trainer import outputs
 
-from . import images
 from .errors import UserError
 from .plot import draw, read_records
 
 NOT_FINISHED = 1  # the directory holds no summary: the run did not finish (or is still running)
-
-
-RESULTS_MOUNT = "/outputs"
-
-
-def results_pod(values: dict) -> dict | None:
-    """A short-lived pod that mounts the job's outputs claim read-only, for scripts/run.sh to copy the
-    results from once the job is done: the job's image (it has tar), restricted as the job's pods,
-    named <name>-results and labelled as the release (clean.sh deletes it). None without a claim."""
-    from .names import results_claim
-    from .render import _Context
-
-    claim = results_claim(values)
-    if not claim:
-        return None
-    context = _Context(values)
-    labels = context.labels("results")
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{values['name']}-results", "namespace": values["namespace"], "labels": labels},
-        "spec": {
-            "restartPolicy": "Never", "activeDeadlineSeconds": 900,
-            "automountServiceAccountToken": False, "enableServiceLinks": False,
-            "securityContext": context.pod_security_context(),
-            "nodeSelector": values["node_selector"], "tolerations": context.tolerations(),
-            "containers": [{
-                "name": "results", "image": images.reference(values),
-                "imagePullPolicy": values["image"]["pull_policy"],
-                "command": ["python", "-c", "import time; time.sleep(900)"],
-                "securityContext": context.container_security_context(),
-                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}},
-                "volumeMounts": [{"name": "outputs", "mountPath": RESULTS_MOUNT, "readOnly": True}],
-            }],
-            "imagePullSecrets": context.pull_secrets(),
-            "volumes": [{"name": "outputs", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}],
-        },
-    }
 
 
 def find_run(path: Path) -> Path:
