@@ -8,7 +8,7 @@ import os
 
 from trainer import config
 from trainer.cluster import resolve_cluster
-from trainer.errors import TrainerError, report
+from trainer.errors import TrainerError, as_peer_lost, report
 
 
 def _cluster_args(p: argparse.ArgumentParser, train: bool) -> None:
@@ -79,3 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         return query(spec, args.platform, args.init_timeout, args.heartbeat_timeout, args.command == "allreduce")
     except TrainerError as e:
         return report(e, spec)
+    except Exception as e:  # every collective, not only a step's: a peer died (or the coordinator did)
+        lost = as_peer_lost(e) if spec is not None and spec.distributed else None
+        if lost is None:
+            raise
+        return report(lost, spec)

@@ -49,6 +49,17 @@ class PeerLostError(TrainerError):
     exit_code = exit_codes.PEER_LOST
 
 
+def as_peer_lost(error: BaseException) -> PeerLostError | None:
+    """The PeerLostError a failed collective of a distributed run means, or None for any other error:
+    a step raises JaxRuntimeError, multihost_utils' process_allgather a ValueError from gloo."""
+    text = str(error).strip()
+    if type(error).__name__ in ("JaxRuntimeError", "XlaRuntimeError") or (isinstance(error, ValueError)
+                                                                          and "Gloo" in text):
+        first = text.splitlines()[0] if text else type(error).__name__
+        return PeerLostError(f"a collective failed, a peer process died or became unreachable: {first[:300]}")
+    return None
+
+
 def report(error: TrainerError, spec=None) -> int:
     """Print `error` as one line, ``Rank <i>: error: ...``, on stderr and return its exit code; once
     jax is loaded, exit with it at once instead: JAX's exit handlers would wait in its distributed

@@ -13,7 +13,7 @@ import numpy as np
 from trainer import checkpoint, data, models, ownership, results
 from trainer.cluster import ClusterSpec
 from trainer.config import PRECISIONS, TrainConfig
-from trainer.errors import ConfigError, PeerLostError
+from trainer.errors import ConfigError
 from trainer.exit_codes import PREEMPTED
 from trainer.metrics import Logger, MetricsFile, progress
 from trainer.outputs import CHECKPOINTS, METRICS, XLA_CACHE, run_dir as outputs_dir
@@ -159,17 +159,6 @@ def _hang_forever(log, step: int) -> None:
         time.sleep(3600)
 
 
-def _run_chunk(strategy, state, train_data, indices, count, distributed):
-    """One dispatch; a runtime error of a distributed run means a peer (or the coordinator) died."""
-    try:
-        return strategy.run(state, train_data, indices, count)
-    except Exception as e:
-        if distributed and type(e).__name__ in ("JaxRuntimeError", "XlaRuntimeError"):
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise PeerLostError(f"a collective failed, a peer process died or became unreachable: {first[:300]}") from None
-        raise
-
-
 def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     log = Logger(spec.process_id)
     check_config(cfg)
@@ -243,8 +232,7 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
             end = _chunk_end(cfg, s, spe, epoch * spe, chunk)
             for i in range(s, end):
                 indices[i - s] = data.local_indices(perm, i, cfg.batch_size, spec.process_id, spec.num_processes)
-            state, chunk_losses, chunk_corrects = _run_chunk(strategy, state, train_data, indices, end - s,
-                                                             spec.distributed)
+            state, chunk_losses, chunk_corrects = strategy.run(state, train_data, indices, end - s)
             losses.extend(chunk_losses.tolist())
             corrects.extend(chunk_corrects.tolist())
             step += end - s
