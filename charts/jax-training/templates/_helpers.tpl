@@ -24,7 +24,6 @@ escapes the rest (U+2028, U+2029, C0 controls).
 {{- .Values.name -}}
 {{- end -}}
 
-{{/* helm.sh/chart label value. */}}
 {{/*
 The trainer image: an empty image.tag is appVersion with the accelerator's variant (files/image-variants.json,
 from generator/images.py), the tags scripts/image.sh builds.
@@ -37,6 +36,7 @@ from generator/images.py), the tags scripts/image.sh builds.
 {{- printf "%s:%s" .Values.image.repository (include "jax-training.imageTag" .) -}}
 {{- end -}}
 
+{{/* helm.sh/chart label value. */}}
 {{- define "jax-training.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
