@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from trainer import config
 from trainer.cluster import resolve_cluster
@@ -23,7 +24,9 @@ def _cluster_args(p: argparse.ArgumentParser, train: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__.split("\n")[0])
+    # the name it was started by: the jax-trainer command, or `python -m trainer` (argv[0] is __main__.py)
+    prog = "jax-trainer" if os.path.basename(sys.argv[0]) == "jax-trainer" else "python -m trainer"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="data-parallel MNIST training")
