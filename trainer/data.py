@@ -83,9 +83,9 @@ def ensure_file(data_dir: Path, key: str, download: bool, mirror: str, log=print
     path = data_dir / name
     if data_dir.exists() and not data_dir.is_dir():
         raise DataError(f"{data_dir}: the data directory is not a directory")
-    if path.exists() and not path.is_file():
-        raise DataError(f"{path}: not a file (the MNIST file {name} is expected there)")
     if path.exists():
+        if not path.is_file():
+            raise DataError(f"{path}: not a file (the MNIST file {name} is expected there)")
         try:
             actual = sha256_of(path)
         except OSError as e:
