@@ -1,7 +1,7 @@
 """Pod hostnames per engine (from the target table), with the longest name each one produces.
 
 The Jinja templates (via render.py) and the semantic checks use these; the Helm chart's
-_helpers.tpl computes the same names from its matching lookup.
+_names.tpl computes the same names from its matching lookup.
 """
 
 from __future__ import annotations

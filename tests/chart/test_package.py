@@ -25,7 +25,7 @@ def archive(tmp_path_factory):
 def test_archive_contents(archive):
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
-    for required in ("Chart.yaml", "values.yaml", "values.schema.json", "README.md", "templates/_helpers.tpl",
+    for required in ("Chart.yaml", "values.yaml", "values.schema.json", "README.md", "templates/_pod.tpl",
                      "templates/_validate.tpl", "templates/NOTES.txt", "templates/tests/test-coordinator.yaml"):
         assert f"jax-training/{required}" in names
     assert "jax-training/.kube-linter.yaml" not in names  # .helmignore keeps tooling out

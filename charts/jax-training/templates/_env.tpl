@@ -1,0 +1,30 @@
+{{/* The container's environment (the twin of container_env() in generator/render.py). */}}
+
+{{/* The container's env (JSON list): PYTHONUNBUFFERED where the engine does not set it, our JAX_*
+variables where it does not set those, JAX_LOCAL_DEVICE_COUNT (every target), then the user's env. */}}
+{{- define "jax-training.containerEnv" -}}
+{{- $env := list -}}
+{{- if (include "jax-training.target" . | fromJson).unbuffered -}}
+{{- $env = append $env (dict "name" "PYTHONUNBUFFERED" "value" "1") -}}
+{{- end -}}
+{{- $env = concat $env (include "jax-training.processEnv" . | fromJsonArray) -}}
+{{- $env = append $env (dict "name" "JAX_LOCAL_DEVICE_COUNT" "value" (int64 .Values.local_device_count | toString)) -}}
+{{- include "jax-training.json" (concat $env (.Values.env | default list)) -}}
+{{- end -}}
+
+{{/*
+JAX_* variables of the targets whose row says processEnv (JSON list); the process id is the Job's
+completion index. The JAXJob operator and a TrainJob's runtime inject their own variables instead.
+*/}}
+{{- define "jax-training.processEnv" -}}
+{{- if not (include "jax-training.target" . | fromJson).processEnv -}}
+[]
+{{- else -}}
+{{- include "jax-training.json" (list
+  (dict "name" "JAX_COORDINATOR_ADDRESS"
+        "value" (printf "%s:%d" (include "jax-training.coordinatorHost" .) (int64 .Values.coordinator_port)))
+  (dict "name" "JAX_NUM_PROCESSES" "value" (int64 .Values.hosts_count | toString))
+  (dict "name" "JAX_PROCESS_ID"
+        "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.annotations['batch.kubernetes.io/job-completion-index']")))) -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,34 @@
+{{/* Labels of every object (the twin of labels() in generator/render.py). */}}
+
+{{/* helm.sh/chart label value. */}}
+{{- define "jax-training.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels (JSON); call with (dict "root" $ "component" "worker"). */}}
+{{- define "jax-training.selectorLabels" -}}
+{{- include "jax-training.json" (dict
+  "app.kubernetes.io/name" .root.Chart.Name
+  "app.kubernetes.io/instance" (include "jax-training.name" .root)
+  "app.kubernetes.io/component" .component) -}}
+{{- end -}}
+
+{{/*
+Labels (JSON); call with (dict "root" $ "component" C ["queue" true] ["chart" true]).
+The user's labels come first so they can never override the ones selectors rely on.
+queue adds the Kueue queue label (top-level workload objects), chart adds helm.sh/chart.
+*/}}
+{{- define "jax-training.labels" -}}
+{{- $v := .root.Values -}}
+{{- $labels := deepCopy ($v.labels | default dict) -}}
+{{- $labels = mergeOverwrite $labels (include "jax-training.selectorLabels" . | fromJson) -}}
+{{- $_ := set $labels "app.kubernetes.io/version" (include "jax-training.imageTag" .root | trunc 63 | trimAll "-_.") -}}{{/* a label value: <= 63, alphanumeric ends */}}
+{{- $_ = set $labels "app.kubernetes.io/managed-by" .root.Release.Service -}}
+{{- if and .queue $v.queue_name -}}
+{{- $_ = set $labels "kueue.x-k8s.io/queue-name" $v.queue_name -}}
+{{- end -}}
+{{- if .chart -}}
+{{- $_ = set $labels "helm.sh/chart" (include "jax-training.chart" .root) -}}
+{{- end -}}
+{{- include "jax-training.json" $labels -}}
+{{- end -}}

@@ -1,0 +1,32 @@
+{{/* Names of the objects and of the pods' hosts (the twin of generator/names.py). */}}
+
+{{/* Name of every object (validated by values.schema.json: a DNS-1035 label). */}}
+{{- define "jax-training.name" -}}
+{{- .Values.name -}}
+{{- end -}}
+
+{{/* The objects' namespace: namespace when set, else the release's (helm --namespace), as Helm charts do. */}}
+{{- define "jax-training.namespace" -}}
+{{- .Values.namespace | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* The PersistentVolumeClaim mounted at checkpoint.dir by persistence ("" when off): an existing
+one, else the rendered <name>-outputs. */}}
+{{- define "jax-training.outputsClaim" -}}
+{{- $p := .Values.persistence -}}
+{{- if $p.existing_claim -}}
+{{- $p.existing_claim -}}
+{{- else if $p.enabled -}}
+{{- printf "%s-outputs" (include "jax-training.name" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* DNS name of process 0 as the other pods resolve it (pod hostname . Service subdomain). */}}
+{{- define "jax-training.coordinatorHost" -}}
+{{- printf (include "jax-training.target" . | fromJson).coordinator (include "jax-training.name" .) -}}
+{{- end -}}
+
+{{/* The longest pod hostname (a DNS-1123 label, at most 63 characters) the target creates. */}}
+{{- define "jax-training.longestHostname" -}}
+{{- printf (include "jax-training.target" . | fromJson).hostname (include "jax-training.name" .) (sub (int64 .Values.hosts_count) 1) -}}
+{{- end -}}

@@ -1,0 +1,86 @@
+{{/* The pod template of every workload and the objects' metadata (the twin of _pod.j2). */}}
+
+{{/*
+The pod template of every target; call with (dict "root" $ ["subdomain" NAME] ["patch" true]).
+patch: the pod template of a TrainJob's runtime patch, whose runtime makes the pod: only the fields a
+patch may carry, and of the container its name and what it mounts (the TrainJob's trainer sets its
+image, command, args, env and resources). Every scalar goes through jax-training.json.
+*/}}
+{{- define "jax-training.podTemplate" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+{{- $patch := .patch -}}
+{{- $resources := include "jax-training.containerResources" $root | fromJson -}}
+{{- $tolerations := include "jax-training.tolerations" $root | fromJsonArray -}}
+metadata:
+  labels: {{ include "jax-training.labels" (dict "root" $root "component" "worker") }}
+  {{- if $v.annotations }}
+  annotations: {{ include "jax-training.json" $v.annotations }}
+  {{- end }}
+spec:
+  {{- if not $patch }}
+  restartPolicy: Never
+  {{- end }}
+  terminationGracePeriodSeconds: {{ int64 $v.termination_grace_period_seconds }}
+  {{- if .subdomain }}
+  subdomain: {{ include "jax-training.json" .subdomain }}
+  {{- end }}
+  {{- if not $patch }}
+  automountServiceAccountToken: false
+  enableServiceLinks: false
+  {{- end }}
+  {{- if $v.service_account_name }}
+  serviceAccountName: {{ include "jax-training.json" $v.service_account_name }}
+  {{- end }}
+  {{- if and $v.priority_class_name (not $patch) }}
+  priorityClassName: {{ include "jax-training.json" $v.priority_class_name }}
+  {{- end }}
+  securityContext: {{ include "jax-training.podSecurityContext" $root }}
+  {{- if $v.image.pull_secrets }}
+  imagePullSecrets: {{ include "jax-training.pullSecrets" $root }}
+  {{- end }}
+  {{- if $v.node_selector }}
+  nodeSelector: {{ include "jax-training.json" $v.node_selector }}
+  {{- end }}
+  {{- if $v.affinity }}
+  affinity: {{ include "jax-training.json" $v.affinity }}
+  {{- end }}
+  {{- if $tolerations }}
+  tolerations: {{ include "jax-training.json" $tolerations }}
+  {{- end }}
+  containers:
+    - name: {{ include "jax-training.containerName" $root | include "jax-training.json" }}
+      {{- if not $patch }}
+      image: {{ include "jax-training.image" $root | include "jax-training.json" }}
+      imagePullPolicy: {{ include "jax-training.json" $v.image.pull_policy }}
+      command: {{ include "jax-training.command" $root }}
+      args: {{ include "jax-training.args" $root }}
+      env:
+        {{- range $item := include "jax-training.containerEnv" $root | fromJsonArray }}
+        - {{ include "jax-training.json" $item }}
+        {{- end }}
+      ports:
+        - name: {{ include "jax-training.coordinatorPortName" $root | include "jax-training.json" }}
+          containerPort: {{ int64 $v.coordinator_port }}
+          protocol: TCP
+      {{- if $resources }}
+      resources: {{ include "jax-training.json" $resources }}
+      {{- end }}
+      {{- end }}
+      securityContext: {{ include "jax-training.containerSecurityContext" $root }}
+      volumeMounts: {{ include "jax-training.volumeMounts" $root }}
+  volumes: {{ include "jax-training.volumes" $root }}
+{{- end -}}
+
+{{/* Object metadata (name, namespace, labels, annotations); call with (dict "root" $ "labels" DICT
+["annotations" DICT]): those annotations win over the annotations variable. */}}
+{{- define "jax-training.metadata" -}}
+metadata:
+  name: {{ include "jax-training.name" .root | include "jax-training.json" }}
+  namespace: {{ include "jax-training.namespace" .root | include "jax-training.json" }}
+  labels: {{ include "jax-training.json" .labels }}
+  {{- $annotations := merge (dict) (.annotations | default dict) .root.Values.annotations }}
+  {{- if $annotations }}
+  annotations: {{ include "jax-training.json" $annotations }}
+  {{- end }}
+{{- end -}}
