@@ -14,6 +14,7 @@ from generator import yaml_text
 from generator.kubernetes_versions import SUPPORTED
 from generator.output import dump_yaml
 from generator.render import render_documents
+from generator.targets import KUBERNETES
 from generator.values import load_values
 from tests.support import kubernetes_yaml
 from tests.support.paths import CACHE, REPO_ROOT, tool
@@ -73,6 +74,15 @@ def kubeconform(manifests: str, kubernetes_version: str) -> Run:
     for location in SCHEMA_LOCATIONS:
         args += ["-schema-location", location]
     return run(*args, "-", stdin=manifests)
+
+
+def assert_refuses_target(result: Run, target: str) -> None:
+    """The chart's answer to a target without a row in files/targets.json: it fails, naming the target,
+    the jaxgen command that renders it and every target the chart renders."""
+    assert result.returncode != 0
+    assert f"target {target} renders no Kubernetes objects" in result.stderr, result.stderr
+    assert f"`jaxgen render FILE --target {target}`" in result.stderr
+    assert ", ".join(sorted(KUBERNETES)) in result.stderr
 
 
 def jaxgen_documents(*values_files: str | Path) -> list[dict]:

@@ -7,9 +7,10 @@ import json
 
 import pytest
 
+from generator.targets import KUBERNETES, NAMES
 from tests.support.paths import BAD_INPUTS_DIR, REPO_ROOT
 
-from .helm import comparable, helm_template, jaxgen_documents, write_values
+from .helm import assert_refuses_target, comparable, helm_template, jaxgen_documents, write_values
 
 CORPUS = sorted(p.name for p in BAD_INPUTS_DIR.iterdir() if p.name != "expected.json")
 EXPECTED = json.loads((BAD_INPUTS_DIR / "expected.json").read_text())
@@ -114,10 +115,9 @@ def test_every_problem_is_reported_at_once(tmp_path):
         assert path_ in result.stderr
 
 
-def test_slurm_target_fails_clearly(tmp_path):
-    result = helm_template("x", write_values(tmp_path, "slurm", {"target": "slurm"}))
-    assert result.returncode != 0
-    assert "target slurm renders an sbatch script" in result.stderr and "jaxgen render" in result.stderr
+@pytest.mark.parametrize("target", [name for name in NAMES if name not in KUBERNETES])
+def test_a_target_without_kubernetes_objects_fails_clearly(target, tmp_path):
+    assert_refuses_target(helm_template("x", write_values(tmp_path, target, {"target": target})), target)
 
 
 def _schema_paths(schema: dict, prefix: tuple = ()):

@@ -1,16 +1,24 @@
 {{/* The target table: files/targets.json, written from generator/targets.py by make sync-schema. */}}
 
 {{/* The facts of the Kubernetes targets (JSON), a row each; hostname and coordinator are printf
-formats of (name, index) and (name). */}}
+formats of (name, index) and (name). A target without a row renders no Kubernetes objects. */}}
 {{- define "jax-training.targets" -}}
 {{- .Files.Get "files/targets.json" -}}
 {{- end -}}
 
-{{/* This release's row of jax-training.targets (a dict); fails for a target without one (slurm). */}}
+{{/* "true" when the target renders Kubernetes objects (it has a row), "" when it does not. */}}
+{{- define "jax-training.kubernetes" -}}
+{{- if hasKey (include "jax-training.targets" . | fromJson) .Values.target }}true{{ end -}}
+{{- end -}}
+
+{{/* This release's row (a dict); stops the render for a target without one (checks.yaml asks
+for it on every render), naming the targets the chart renders. */}}
 {{- define "jax-training.target" -}}
-{{- $row := get (include "jax-training.targets" . | fromJson) .Values.target -}}
+{{- $targets := include "jax-training.targets" . | fromJson -}}
+{{- $row := get $targets .Values.target -}}
 {{- if not $row -}}
-{{- fail (printf "target %s renders no Kubernetes objects" .Values.target) -}}
+{{- fail (printf "target %s renders no Kubernetes objects: render it with `jaxgen render FILE --target %s`, or set target to one of %s"
+  .Values.target .Values.target (keys $targets | sortAlpha | join ", ")) -}}
 {{- end -}}
 {{- include "jax-training.json" $row -}}
 {{- end -}}

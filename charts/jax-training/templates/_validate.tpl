@@ -5,6 +5,7 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 */}}
 {{- define "jax-training.validate" -}}
 {{- $v := .Values -}}
+{{- $kubernetes := include "jax-training.kubernetes" . -}}
 {{- $errors := list -}}
 {{- $hosts := int $v.hosts_count -}}
 {{- $local := int $v.local_device_count -}}
@@ -39,7 +40,7 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $errors = append $errors (printf "$.training.batch_size: %d is not divisible by the data-parallel size %d" $batch (div $devices $model)) -}}
 {{- end -}}
 {{- end -}}
-{{- if ne $v.target "slurm" -}}
+{{- if $kubernetes -}}
 {{- $suffix := (include "jax-training.target" . | fromJson).podNameSuffix | default "" -}}
 {{- $longest := printf "%s%s" (include "jax-training.longestHostname" .) $suffix -}}
 {{- if gt (len $longest) 63 -}}
@@ -68,7 +69,7 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $errors = append $errors (printf "$.%s.dir: '%s' is a system directory; choose a directory of its own" $field $dir) -}}
 {{- end -}}
 {{- end -}}
-{{- if and (ne $v.target "slurm") (not $v.data.download) (not $v.data.volume) -}}
+{{- if and $kubernetes (not $v.data.download) (not $v.data.volume) -}}
 {{- $errors = append $errors "$.data.volume: with data.download false the data must come from a volume (set data.volume, or data.download true)" -}}
 {{- end -}}
 {{- range $field := list "data" "checkpoint" -}}
@@ -92,8 +93,8 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- end -}}
 {{- if include "jax-training.outputsClaim" . -}}
-{{- if eq $v.target "slurm" -}}
-{{- $errors = append $errors "$.persistence: a PersistentVolumeClaim is for Kubernetes targets; on slurm checkpoint.dir is on the shared filesystem (set persistence.enabled false and persistence.existing_claim '')" -}}
+{{- if not $kubernetes -}}
+{{- $errors = append $errors (printf "$.persistence: a PersistentVolumeClaim is for Kubernetes targets; on %s checkpoint.dir is on the shared filesystem (set persistence.enabled false and persistence.existing_claim '')" $v.target) -}}
 {{- end -}}
 {{- if $v.checkpoint.volume -}}
 {{- $errors = append $errors "$.persistence: the claim is mounted at checkpoint.dir, and so is checkpoint.volume; set only one of them" -}}
@@ -102,7 +103,7 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $errors = append $errors (printf "$.persistence.access_mode: ReadWriteOncePod lets one pod mount the claim, but all %d pods mount it (use ReadWriteMany, or ReadWriteOnce with every pod on one node)" $hosts) -}}
 {{- end -}}
 {{- end -}}
-{{- if ne $v.target "slurm" -}}
+{{- if $kubernetes -}}
 {{- $processEnv := .Files.Get "files/process-env.json" | fromJsonArray -}}
 {{- range $i, $entry := $v.env | default list -}}
 {{- if has $entry.name $processEnv -}}
