@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from generator.targets import KUBERNETES, target as target_of
 from tests.support.strategies import dns_name, label_key
+from trainer.contract import DNS_LABEL_MAX
 
 # Printable text PyYAML accepts in a stream (its reader refuses other code points, whichever engine
 # produced them), with the characters that break naive templating over-represented.
@@ -37,7 +38,7 @@ def chart_variables(draw) -> dict:
     data_dir, checkpoint_dir = draw(st.lists(DIRS, min_size=2, max_size=2, unique_by=lambda d: d.rstrip("/")))
     data_volume = draw(VOLUMES)
     values = {
-        "name": draw(dns_name(max_size=63 - len(suffix))),
+        "name": draw(dns_name(max_size=DNS_LABEL_MAX - len(suffix))),
         "target": target,
         "hosts_count": hosts,
         "local_device_count": local,

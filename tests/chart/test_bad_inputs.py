@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.support.paths import BAD_INPUTS_DIR, REPO_ROOT
+from tests.support.paths import BAD_INPUTS_DIR, SCHEMA_FILE
 
 from .helm import comparable, helm_template, jaxgen_documents, write_values
 
@@ -132,7 +132,7 @@ def _nullable(prop: dict) -> bool:
     return types == "null" or (isinstance(types, list) and "null" in types)
 
 
-SCHEMA = json.loads((REPO_ROOT / "variables" / "schema.json").read_text())
+SCHEMA = json.loads(SCHEMA_FILE.read_text())
 NULL_PATHS = sorted(".".join(path) for path, _ in _schema_paths(SCHEMA))
 
 

@@ -38,7 +38,7 @@ from generator/images.py), the tags scripts/image.sh builds.
 
 {{/* helm.sh/chart label value. */}}
 {{- define "jax-training.chart" -}}
-{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc (int (.Files.Get "files/contract.json" | fromJson).dnsLabelMax) | trimSuffix "-" -}}
 {{- end -}}
 
 {{/* Selector labels; call with (dict "root" $ "component" "worker"). */}}
@@ -58,7 +58,7 @@ queue adds the Kueue queue label (top-level workload objects), chart adds helm.s
 {{- $v := .root.Values -}}
 {{- $labels := deepCopy ($v.labels | default dict) -}}
 {{- $labels = mergeOverwrite $labels (include "jax-training.selectorLabels" . | fromJson) -}}
-{{- $_ := set $labels "app.kubernetes.io/version" (include "jax-training.imageTag" .root | trunc 63 | trimAll "-_.") -}}{{/* a label value: <= 63, alphanumeric ends */}}
+{{- $_ := set $labels "app.kubernetes.io/version" (include "jax-training.imageTag" .root | trunc (int (.root.Files.Get "files/contract.json" | fromJson).dnsLabelMax) | trimAll "-_.") -}}{{/* a label value: <= 63, alphanumeric ends */}}
 {{- $_ = set $labels "app.kubernetes.io/managed-by" .root.Release.Service -}}
 {{- if and .queue $v.queue_name -}}
 {{- $_ = set $labels "kueue.x-k8s.io/queue-name" $v.queue_name -}}
@@ -186,7 +186,7 @@ variables where it does not set those, JAX_LOCAL_DEVICE_COUNT (every target), th
         "value" (printf "%s:%d" (include "jax-training.coordinatorHost" .) (int64 .Values.coordinator_port)))
   (dict "name" "JAX_NUM_PROCESSES" "value" (int64 .Values.hosts_count | toString))
   (dict "name" "JAX_PROCESS_ID"
-        "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.annotations['batch.kubernetes.io/job-completion-index']")))) -}}
+        "valueFrom" (dict "fieldRef" (dict "fieldPath" (.Files.Get "files/contract.json" | fromJson).completionIndexField)))) -}}
 {{- end -}}
 {{- end -}}
 
@@ -241,16 +241,16 @@ at once; disruptions and the "ignore" codes (stop signal, lost peer) do not coun
 {{- range (.Files.Get "files/exit-codes.json" | fromJson).exit_codes -}}
 {{- $_ := set $codes .action (append (get $codes .action) (int64 .code)) -}}
 {{- end -}}
-{{- $on := dict -}}
 {{- $container := include "jax-training.targets" . | fromJson | dig .Values.target "runtimeContainer" "jax" -}}
-{{- range $action := list "fail" "ignore" "retry" -}}
-{{- $_ := set $on $action (dict "containerName" $container "operator" "In" "values" (get $codes $action)) -}}
+{{- $rules := list -}}
+{{- range (.Files.Get "files/contract.json" | fromJson).podFailureRules -}}
+{{- if hasKey $codes .match -}}
+{{- $rules = append $rules (dict "action" .action "onExitCodes" (dict "containerName" $container "operator" "In" "values" (get $codes .match))) -}}
+{{- else -}}
+{{- $rules = append $rules (dict "action" .action "onPodConditions" (list (dict "type" .match "status" "True"))) -}}
 {{- end -}}
-{{- include "jax-training.json" (dict "rules" (list
-  (dict "action" "FailJob" "onExitCodes" $on.fail)
-  (dict "action" "Ignore" "onPodConditions" (list (dict "type" "DisruptionTarget" "status" "True")))
-  (dict "action" "Ignore" "onExitCodes" $on.ignore)
-  (dict "action" "Count" "onExitCodes" $on.retry))) -}}
+{{- end -}}
+{{- include "jax-training.json" (dict "rules" $rules) -}}
 {{- end -}}
 
 {{/* Annotations of the JobSet (JSON): the user's, plus exclusive placement when asked for. */}}
@@ -262,9 +262,10 @@ at once; disruptions and the "ignore" codes (stop signal, lost peer) do not coun
 {{- include "jax-training.json" $annotations -}}
 {{- end -}}
 
-{{/* The pod's and the container's security context (JSON): PodSecurity restricted, uid 1000. */}}
+{{/* The pod's and the container's security context (JSON): PodSecurity restricted, files/contract.json's runAsId. */}}
 {{- define "jax-training.podSecurityContext" -}}
-{{- include "jax-training.json" (dict "runAsNonRoot" true "runAsUser" 1000 "runAsGroup" 1000 "fsGroup" 1000
+{{- $id := int64 (.Files.Get "files/contract.json" | fromJson).runAsId -}}
+{{- include "jax-training.json" (dict "runAsNonRoot" true "runAsUser" $id "runAsGroup" $id "fsGroup" $id
   "seccompProfile" (dict "type" "RuntimeDefault")) -}}
 {{- end -}}
 {{- define "jax-training.containerSecurityContext" -}}
