@@ -156,6 +156,11 @@ class PodContext:
         """The Indexed Job's (and JobSet child Job's) podFailurePolicy (trainer/contract.py)."""
         return contract.pod_failure_policy(self.container_name())
 
+    @staticmethod
+    def jobset_failure_rules() -> list[dict]:
+        """A JobSet's failurePolicy rules (trainer/contract.py)."""
+        return copy.deepcopy(list(contract.JOBSET_FAILURE_RULES))
+
     def jobset_annotations(self) -> dict:
         annotations = dict(self.v["annotations"])
         if self.v["jobset"]["exclusive_topology"]:
@@ -185,7 +190,7 @@ class PodContext:
         return {name: getattr(self, name) for name in (
             "image",
             "selector_labels", "labels", "container_env", "container_resources",
-            "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "container_name", "runtime_hook_annotations", "container_command", "container_args",
+            "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "jobset_failure_rules", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
             "volumes", "target", "outputs_claim")}
 

@@ -52,6 +52,12 @@ POD_FAILURE_RULES = (
     ("Ignore", "ignore"),
     ("Count", "retry"),
 )
+# The failurePolicy rules of a JobSet (ours and a TrainJob runtime's): a child Job that its
+# podFailurePolicy failed (a permanent error) fails the JobSet; any other failure restarts it,
+# counted against maxRestarts.
+JOBSET_FAILURE_RULES = (
+    {"name": "PermanentError", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+)
 
 
 def pod_failure_policy(container: str) -> dict:
@@ -78,6 +84,7 @@ def chart_json() -> str:
         "runAsId": RUN_AS_ID,
         "processEnv": list(PROCESS_ENV),
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
+        "jobSetFailureRules": list(JOBSET_FAILURE_RULES),
     }
     return json.dumps(facts, indent=1) + "\n"
 
