@@ -1,6 +1,7 @@
 """Every problem with a set of variables, each as "$.json.path: message".
 
-schema_errors() applies variables/schema.json; semantic_errors() the rules a schema cannot say.
+schema_errors() applies the complete schema (the chart's values.schema.json, written from
+variables/schema.json by scripts/generate.py); semantic_errors() the rules a schema cannot say.
 The Helm chart's templates/_validate.tpl enforces the same semantic rules.
 """
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.support.paths import BAD_INPUTS_DIR, SCHEMA_FILE
+from trainer.contract import MAX_GPUS_PER_HOST
 
 from .helm import comparable, helm_template, jaxgen_documents, write_values
 
@@ -71,8 +72,9 @@ SEMANTIC_CASES = {
                       "$.training.batch_size: 12 is not divisible by the global device count 8"),
     "hostname": ({"name": "a" * 60, "target": "jobset", "hosts_count": 10, "training": {"batch_size": 10}},
                  "$.name: pod name"),
-    "gpu-count": ({"accelerator": "gpu", "local_device_count": 17, "hosts_count": 1,
-                   "training": {"batch_size": 17}}, "$.local_device_count: 17 GPUs per host exceeds 16"),
+    "gpu-count": ({"accelerator": "gpu", "local_device_count": MAX_GPUS_PER_HOST + 1, "hosts_count": 1,
+                   "training": {"batch_size": MAX_GPUS_PER_HOST + 1}},
+                  f"$.local_device_count: {MAX_GPUS_PER_HOST + 1} GPUs per host exceeds {MAX_GPUS_PER_HOST}"),
     "gpu-limit": ({"accelerator": "gpu", "local_device_count": 2, "resources": {"requests": {"nvidia.com/gpu": "1"}}},
                   "$.resources.requests.nvidia.com/gpu: 1 contradicts local_device_count 2"),
     "gpu-request-not-limit": ({"accelerator": "gpu", "local_device_count": 1,

@@ -48,3 +48,18 @@ def test_schema_defaults_equal_values_yaml():
 
 def test_values_yaml_is_valid():
     assert list(jsonschema.Draft7Validator(SCHEMA).iter_errors(VALUES)) == []
+
+
+def test_a_trainer_settings_default_and_choices_are_written_once():
+    """TrainConfig is the home of a trainer setting's default and choices: the hand-written schema
+    restates neither (it gives a default only where the deployment's differs, e.g. data.dir)."""
+    from trainer.config import variable_settings
+
+    hand = json.loads((REPO_ROOT / "variables" / "schema.json").read_text())
+    assert "definitions" not in hand  # generated into the complete schema only
+    for setting in variable_settings():
+        prop = hand
+        for key in setting.variable.split("."):
+            prop = prop["properties"][key]
+        assert prop.get("default", ...) != setting.default, f"{setting.variable}: default restated"
+        assert not setting.choices or "enum" not in prop, f"{setting.variable}: choices restated"
