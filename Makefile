@@ -11,15 +11,16 @@ DEMO_SET := $(if $(wildcard $(MNIST_DIR)/train-images-idx3-ubyte.gz),--set data.
 # Where `make install` links the commands (on PATH in a default Debian/Ubuntu login shell).
 BINDIR ?= $(HOME)/.local/bin
 
-.PHONY: demo install test test-fast setup sync-schema golden bench chart-docs help
+.PHONY: demo install test test-fast setup generate check-generated golden bench help
 help:
 	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
 	@echo "make install     set up, then link jaxgen and jax-trainer into $(BINDIR)"
 	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
 	@echo "make test-fast   the tiers that need no cluster or SLURM"
-	@echo "make sync-schema write the Kubernetes definitions into variables/schema.json; copy it, the exit codes, the per-process env names, the trainer's flags, the models' and the targets' facts into the chart"
-	@echo "make chart-docs  regenerate the chart README values table and the values.yaml comments (from the schema)"
-	@echo "make golden      regenerate the golden renders (review the diff by hand)"
+	@echo "make generate    write every generated file from its one home (scripts/generate.py): the chart's"
+	@echo "                 values.yaml, values.schema.json, files/*.json, README table and versions; scripts/lib/*.sh"
+	@echo "make check-generated  fail if a generated file is not what make generate would write (writes nothing)"
+	@echo "make golden      regenerate the golden renders, the tests' oracle (review the diff by hand)"
 	@echo "make bench       run the benchmark harness (JSON on stdout)"
 
 setup:
@@ -44,21 +45,11 @@ test-fast:
 	scripts/setup.sh python tools
 	$(PY) -m pytest tests -m "not e2e"
 
-sync-schema:
-	$(PY) scripts/kubernetes-definitions.py
-	cp variables/schema.json charts/jax-training/values.schema.json
-	$(PY) -m trainer.exit_codes > charts/jax-training/files/exit-codes.json
-	$(PY) -m trainer.cluster > charts/jax-training/files/process-env.json
-	$(PY) -m trainer.config > charts/jax-training/files/trainer-flags.json
-	$(PY) -c 'from trainer import models; print(models.facts_json(), end="")' > charts/jax-training/files/models.json
-	$(PY) -m generator.targets > scripts/lib/targets.sh
-	$(PY) -c 'from generator import targets; print(targets.chart_rows(), end="")' > charts/jax-training/files/targets.json
-	$(PY) -c 'from generator import checks; print(checks.warnings_json(), end="")' > charts/jax-training/files/warnings.json
-	$(PY) -c 'from generator import images; print(images.variants_json(), end="")' > charts/jax-training/files/image-variants.json
-	$(PY) scripts/chart-version.py
+generate:
+	$(PY) scripts/generate.py
 
-chart-docs:
-	$(PY) scripts/chart-readme.py
+check-generated:
+	$(PY) scripts/generate.py --check
 
 golden:
 	$(PY) -m pytest tests/generator/test_golden.py --update-golden

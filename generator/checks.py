@@ -1,6 +1,7 @@
 """Every problem with a set of variables, each as "$.json.path: message".
 
-schema_errors() applies variables/schema.json; semantic_errors() the rules a schema cannot say.
+schema_errors() applies the complete schema (the chart's values.schema.json, written from
+variables/schema.json by scripts/generate.py); semantic_errors() the rules a schema cannot say.
 The Helm chart's templates/_validate.tpl enforces the same semantic rules.
 """
 
@@ -15,19 +16,17 @@ import jsonschema
 import re2
 
 from trainer import models  # the model registry's facts (no jax import)
-from trainer.cluster import PROCESS_ENV  # the variables the trainer reads its rank from (no jax import)
+from trainer.contract import (ANNOTATIONS_MAX_BYTES, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, MAX_GPUS_PER_HOST, PROCESS_ENV,
+                              SYSTEM_DIRS)
 
 from .errors import EXCERPT, excerpt
-from .names import DNS_LABEL_MAX, longest_hostname, outputs_claim, rendered_claim
+from .names import longest_hostname, outputs_claim, rendered_claim
 from .paths import SCHEMA_FILE
 from .slurm_checks import slurm_errors
 from .targets import target
 
 # A Kubernetes object name (DNS-1123 subdomain), as a PersistentVolumeClaim's claimName must be.
 DNS_SUBDOMAIN = re2.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
-DNS_SUBDOMAIN_MAX = 253
-ANNOTATIONS_MAX_BYTES = 256 * 1024  # the API server's limit on one object's annotations, keys and values
-MAX_GPUS_PER_HOST = 16
 
 
 @lru_cache(maxsize=1)
@@ -158,7 +157,7 @@ def semantic_errors(values: dict) -> list[str]:
     if _clean(data["dir"]) == _clean(checkpoint["dir"]):
         errors.append("$.checkpoint.dir: must differ from data.dir")
     for field, path in (("data.dir", data["dir"]), ("checkpoint.dir", checkpoint["dir"])):
-        if _clean(path) in ("/", "/dev/shm", "/dev", "/proc", "/sys", "/etc", "/tmp"):
+        if _clean(path) in SYSTEM_DIRS:
             errors.append(f"$.{field}: {path!r} is a system directory; choose a directory of its own")
     if target(values).kubernetes and not data["download"] and not data["volume"]:
         errors.append("$.data.volume: with data.download false the data must come from a volume "
@@ -253,7 +252,7 @@ def warnings(values: dict) -> list[str]:
 
 
 def warnings_json() -> str:
-    """The warnings' texts as the chart's NOTES.txt reads them (files/warnings.json, make sync-schema)."""
+    """The warnings' texts as the chart's NOTES.txt reads them (files/warnings.json, make generate)."""
     return json.dumps({"emptydir": EMPTYDIR_WARNING, "own_program": OWN_PROGRAM_WARNING}, indent=1) + "\n"
 
 

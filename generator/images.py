@@ -18,7 +18,7 @@ def reference(values: dict) -> str:
 
 
 def variants_json() -> str:
-    """The table for the chart (files/image-variants.json, make sync-schema)."""
+    """The table for the chart (files/image-variants.json, make generate)."""
     return json.dumps(VARIANTS, indent=2, sort_keys=True) + "\n"
 
 

@@ -1,6 +1,6 @@
-"""The Kubernetes versions the renders are for, stated once: the chart's kubeVersion is written from
-LOWEST (scripts/chart-version.py), and the tests validate every render against the strict schemas of
-both ends."""
+"""The Kubernetes versions the renders are for, stated once: `make generate` writes the chart's
+kubeVersion from LOWEST (scripts/chart_version.py), and the tests validate every render against the
+strict schemas of both ends."""
 
 # Job.spec.successPolicy (the Indexed Job's) is beta and on by default from 1.31; 1.30 has the field
 # only behind an alpha gate that is off, and would silently drop it.

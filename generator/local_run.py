@@ -32,15 +32,14 @@ from pathlib import Path
 
 import click
 
-from trainer import exit_codes, outputs
-from trainer.cluster import PROCESS_ENV
+from trainer import contract, exit_codes, outputs
+from trainer.contract import PROCESS_ENV
 
 from .errors import UserError
 from .options import variables_files, variables_options
 from .names import hostname
 from .targets import LOCAL as LOCAL_TARGETS, restart_budget, target as target_of
 
-COMPLETION_INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 # Variables of the surrounding shell that would change how the trainer resolves its ClusterSpec.
 CLUSTER_VARIABLES = (*PROCESS_ENV, "JAX_PLATFORMS", "XLA_FLAGS")
 CHECKPOINTS_VOLUME = "checkpoints"  # the volume at checkpoint.dir (render.py's volume_mounts)
@@ -162,7 +161,7 @@ def _env_value(item: dict, rank: int, name: str, mounts) -> str:
     if "value" in item:
         return _map_paths(str(item["value"]), mounts)
     field_path = item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
-    if field_path == COMPLETION_INDEX_ANNOTATION:
+    if field_path == contract.COMPLETION_INDEX_FIELD:
         return str(rank)
     if field_path in ("metadata.name", "spec.nodeName"):
         return name if field_path == "metadata.name" else socket.gethostname()

@@ -7,8 +7,6 @@ _names.tpl computes the same names from its matching lookup.
 from __future__ import annotations
 
 from .targets import target
-
-DNS_LABEL_MAX = 63
 DEFAULT_NAMESPACE = "default"  # the release's namespace when none is given, as in Helm
 
 

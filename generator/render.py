@@ -8,7 +8,7 @@ from functools import lru_cache
 import jinja2
 import yaml
 
-from trainer import exit_codes
+from trainer import contract
 
 from . import __version__, images, names, targets, yaml_text
 from .errors import TemplateBug
@@ -18,7 +18,6 @@ from .slurm import render_sbatch
 from .targets import CONTAINER
 
 MANAGED_BY = "jaxgen"
-COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 GPU_RESOURCE = "nvidia.com/gpu"
 CLAIM_TEMPLATE = "persistentvolumeclaim.yaml.j2"
 
@@ -38,7 +37,7 @@ def _environment() -> jinja2.Environment:
 def version_label(tag: str) -> str:
     """The image tag as a label value (at most 63 characters, alphanumeric at both ends): a tag may be
     128 characters and end in "-" or ".". The chart's jax-training.labels does the same (trunc, trimAll)."""
-    return tag[:63].strip("-_.")
+    return tag[:contract.DNS_LABEL_MAX].strip("-_.")
 
 
 class PodContext:
@@ -83,7 +82,7 @@ class PodContext:
             {"name": "JAX_COORDINATOR_ADDRESS",
              "value": f"{names.coordinator_host(self.v)}:{int(self.v['coordinator_port'])}"},
             {"name": "JAX_NUM_PROCESSES", "value": str(int(self.v["hosts_count"]))},
-            {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}},
+            {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": contract.COMPLETION_INDEX_FIELD}}},
         ]
 
     def target(self) -> targets.Target:
@@ -97,7 +96,8 @@ class PodContext:
         return program_args(self.v)
 
     def pod_security_context(self) -> dict:
-        return {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+        uid = contract.RUN_AS_ID
+        return {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid,
                 "seccompProfile": {"type": "RuntimeDefault"}}
 
     def container_security_context(self) -> dict:
@@ -153,18 +153,13 @@ class PodContext:
         return targets.target(self.v).runtime_container or CONTAINER
 
     def pod_failure_policy(self) -> dict:
-        """The Indexed Job's (and JobSet child Job's) podFailurePolicy, from trainer/exit_codes.py:
-        permanent codes fail the Job at once; a disruption, a stop signal's 143 and a lost peer's 141
-        restart the pod without counting against the backoff limit; retryable codes count."""
-        def on_codes(action: str) -> dict:
-            return {"containerName": self.container_name(), "operator": "In", "values": exit_codes.codes(action)}
+        """The Indexed Job's (and JobSet child Job's) podFailurePolicy (trainer/contract.py)."""
+        return contract.pod_failure_policy(self.container_name())
 
-        return {"rules": [
-            {"action": "FailJob", "onExitCodes": on_codes("fail")},
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-            {"action": "Ignore", "onExitCodes": on_codes("ignore")},
-            {"action": "Count", "onExitCodes": on_codes("retry")},
-        ]}
+    @staticmethod
+    def jobset_failure_rules() -> list[dict]:
+        """A JobSet's failurePolicy rules (trainer/contract.py)."""
+        return copy.deepcopy(list(contract.JOBSET_FAILURE_RULES))
 
     def jobset_annotations(self) -> dict:
         annotations = dict(self.v["annotations"])
@@ -195,7 +190,7 @@ class PodContext:
         return {name: getattr(self, name) for name in (
             "image",
             "selector_labels", "labels", "container_env", "container_resources",
-            "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "container_name", "runtime_hook_annotations", "container_command", "container_args",
+            "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "jobset_failure_rules", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
             "volumes", "target", "outputs_claim")}
 

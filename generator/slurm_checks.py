@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import re
 
+from trainer.contract import MAX_GPUS_PER_HOST, SLURM_TASK_ENV
+
 from .errors import excerpt
 
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole name: fullmatch, never $
 # An #SBATCH line is split by sbatch itself, not by the shell: no quoting is possible there.
 DIRECTIVE_UNSAFE = re.compile(r"[\s'\"\\#]")
 # Set per task by SLURM itself (the trainer's own variables, PROCESS_ENV, are refused on every target).
-SLURM_ENV = re.compile(r"SLURM_\w*|CUDA_VISIBLE_DEVICES")
-MAX_GPUS_PER_NODE = 16
+SLURM_ENV = re.compile(SLURM_TASK_ENV)
 # Variables bash itself keeps read-only (bash(1), "Shell Variables"): assigning one ends the sbatch script.
 BASH_READONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID"})
 
@@ -32,9 +33,9 @@ def slurm_errors(values: dict) -> list[str]:
                       f"choose a divisor of {tasks}")
     elif values["accelerator"] == "gpu" and nodes <= tasks:
         per_node = tasks // nodes * values["local_device_count"]
-        if per_node > MAX_GPUS_PER_NODE:
+        if per_node > MAX_GPUS_PER_HOST:
             errors.append(f"$.slurm.nodes: {tasks // nodes} tasks x {values['local_device_count']} GPUs = "
-                          f"{per_node} GPUs per node (max {MAX_GPUS_PER_NODE}); use more nodes")
+                          f"{per_node} GPUs per node (max {MAX_GPUS_PER_HOST}); use more nodes")
 
     for key in ("partition", "account", "time", "output"):
         value = slurm[key]

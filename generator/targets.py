@@ -4,13 +4,15 @@ Everything that differs between targets is read from here: the renderers (which 
 pod hostnames, whether JAX_* comes from us or from the engine), the semantic checks (name lengths),
 `jaxgen run` (where the pod spec sits) and the lifecycle scripts (prepare.sh writes a target's facts
 into the build folder and scripts/lib/targets.sh; run.sh and clean.sh read them) and the Helm chart
-(charts/jax-training/files/targets.json, written from chart_rows() by `make sync-schema`). Adding a
+(charts/jax-training/files/targets.json, written from chart_rows() by `make generate`). Adding a
 target is one entry here, one template per renderer and its name in the schema's `target` enum.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from trainer import contract
 
 CONTAINER = "jax"  # our container's name in every pod we render
 
@@ -38,7 +40,7 @@ class Target:
     port_name: str = "coordinator"  # the container port's name (a JAXJob's operator reads jaxjob-port)
     restart_budget: tuple = ("backoff_limit",)  # values path of the number of restarts allowed
     pod_selector: str = ""  # label selector of its pods (format of name)
-    index_label: str = "batch.kubernetes.io/job-completion-index"  # pod label holding the process id
+    index_label: str = contract.COMPLETION_INDEX_KEY  # pod label holding the process id
     owner_label: str = ""  # pod label holding the job's uid, where the pods are not owned by it directly
     owns_pods: bool = True  # whether the pods' owner reference is the job (else only the label, if any)
     succeeded: str = ""  # the job's condition type that means it succeeded ("Failed" means failed)
@@ -122,9 +124,9 @@ def cleanup_resources() -> list[str]:
 
 
 def shell_facts() -> str:
-    """scripts/lib/targets.sh (written by `make sync-schema`): what clean.sh needs without a build
+    """scripts/lib/targets.sh (written by `make generate`): what clean.sh needs without a build
     folder or a Python environment."""
-    return ("# Generated from generator/targets.py by `make sync-schema`; do not edit.\n"
+    return ("# Generated from generator/targets.py by `make generate`; do not edit.\n"
             "# shellcheck shell=bash disable=SC2034\n"
             f"CLEANUP_RESOURCES=({' '.join(cleanup_resources())})\n")
 

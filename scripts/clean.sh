@@ -11,7 +11,7 @@ Usage: scripts/clean.sh [OPTIONS] [BUILD_DIR]
 
 Deletes every object of the release (TrainJobs, TrainingRuntimes, JAXJobs, JobSets, Jobs, Services,
 Pods labelled app.kubernetes.io/name=jax-training and app.kubernetes.io/instance=NAME) in its
-namespace and waits until they are gone. BUILD_DIR defaults to ./build. With nothing deployed, or run twice, it succeeds and says so.
+namespace and waits until they are gone. BUILD_DIR defaults to ./rendered. With nothing deployed, or run twice, it succeeds and says so.
 The PersistentVolumeClaim of the job's outputs (persistence.enabled) is kept, with the model,
 metrics and checkpoints on it, unless --delete-outputs is given.
 
@@ -44,7 +44,7 @@ if [ -n "$name" ]; then
   NAME="$name"
   NAMESPACE="${namespace_opt:-$(current_namespace)}"
 else
-  [ -n "$build" ] || build=build
+  [ -n "$build" ] || build="$DEFAULT_BUILD_DIR"
   load_release "$build"
 fi
 selector="$(release_selector "$NAME")"

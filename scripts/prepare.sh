@@ -11,13 +11,13 @@ Usage: scripts/prepare.sh [-o BUILD_DIR] [-f FILE]... [--set[-string|-json] KEY.
 
 Validates VARIABLES_FILE (- or /dev/stdin: standard input, read once; default:
 variables/examples/cpu-local.json of this repository) (merged over charts/jax-training/values.yaml, then the -f files and
---set overrides, in order) and renders its manifests into BUILD_DIR (default: ./build), one file
+--set overrides, in order) and renders its manifests into BUILD_DIR (default: ./rendered), one file
 per object, plus BUILD_DIR/release/ (a subfolder, so `kubectl apply -f BUILD_DIR` skips it):
   values.json   the merged variables (scripts/run.sh --local runs exactly these)
   release.env   NAME, NAMESPACE, TARGET, HOSTS_COUNT of the release (read by run.sh, clean.sh)
 Invalid input: every problem is printed with its JSON path, nothing is written, exit code 2.
 
-  -o, --output-dir DIR    build folder (replaced as a whole; default: ./build)
+  -o, --output-dir DIR    build folder (replaced as a whole; default: ./rendered)
   -f, --values FILE       more variables files, merged after VARIABLES_FILE (later wins)
   --set KEY.PATH=VALUE    override variables as helm --set does, e.g. --set hosts_count=4,name=big
   --set-string, --set-json
@@ -28,7 +28,7 @@ Invalid input: every problem is printed with its JSON path, nothing is written, 
 EOF
 }
 
-out="build" file="" namespace="" jaxgen_args=()
+out="$DEFAULT_BUILD_DIR" file="" namespace="" jaxgen_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -o|--output-dir) need_value "$@"; out="$2"; shift ;;

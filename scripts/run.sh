@@ -10,7 +10,7 @@ usage() {
 Usage: scripts/run.sh [OPTIONS] [BUILD_DIR]
        scripts/run.sh --local [BUILD_DIR] [-- ARGS...]
 
-Server-side applies the manifests of BUILD_DIR (written by scripts/prepare.sh; default: ./build),
+Server-side applies the manifests of BUILD_DIR (written by scripts/prepare.sh; default: ./rendered),
 waits until the job (Indexed Job, JobSet, JAXJob or TrainJob) succeeds or fails, streams the logs
 of rank 0 meanwhile, and exits with the job's result. Then it brings the job's results (summary,
 metrics, model; not the checkpoints) from its outputs claim (persistence) into
@@ -51,7 +51,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -n "$build" ] || build=build
+[ -n "$build" ] || build="$DEFAULT_BUILD_DIR"
 [[ "$timeout" =~ ^[1-9][0-9]{0,8}$ ]] || { echo "error: --timeout must be a whole number of seconds from 1 to 999999999" >&2; exit 2; }
 [ -d "$build" ] || die "$build: no such build folder (scripts/prepare.sh FILE -o $build)"
 

@@ -126,8 +126,3 @@ def read(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]]:
     meta, leaves = _read_state(Path(path))
     names = meta["names"] or [f"leaf_{i:04d}" for i in range(meta["num_leaves"])]
     return meta, dict(zip(names, leaves))
-
-
-def latest_path(directory: str | os.PathLike) -> Path | None:
-    steps = list_steps(Path(directory))
-    return _path(Path(directory), steps[-1]) if steps else None

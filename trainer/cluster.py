@@ -20,8 +20,6 @@ JAX_LOCAL_DEVICE_COUNT, else whatever JAX finds.
 
 from __future__ import annotations
 
-import itertools
-import json
 import re
 import socket
 from dataclasses import dataclass, field
@@ -30,11 +28,6 @@ from typing import Mapping
 from trainer.errors import ConfigError
 
 DEFAULT_PORT = 1234
-# The environment variables resolve_cluster() reads on Kubernetes (the renders or the operator set them):
-# a user env entry with one of these names would override the job's own value in every pod.
-PROCESS_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_COORDINATOR_PORT", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
-               "COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID", "JOB_COMPLETION_INDEX",
-               "JAX_LOCAL_DEVICE_COUNT")
 
 
 @dataclass(frozen=True)
@@ -57,19 +50,6 @@ class ClusterSpec:
             + ", ".join(f"{k}: {v}" for k, v in sorted(self.sources.items()))
             + ")"
         )
-
-
-def expand_hostlist(spec: str) -> list[str]:
-    """Expand a SLURM host list such as ``node[01-03,7],gpu-a[1-2]-ib`` into host names.
-
-    Zero padding of range bounds is kept (``n[08-10]`` -> n08 n09 n10); several bracket groups in
-    one name expand as a cartesian product.
-    """
-    hosts: list[str] = []
-    for item in _split_top_level(spec.strip()):
-        if item:
-            hosts.extend(_expand_item(item))
-    return hosts
 
 
 def first_host(spec: str) -> str | None:
@@ -102,17 +82,6 @@ def _split_top_level(spec: str) -> list[str]:
     return items
 
 
-def _expand_item(item: str) -> list[str]:
-    parts = re.split(r"(\[[^\]]*\])", item)
-    choices = []
-    for part in parts:
-        if part.startswith("["):
-            choices.append(_expand_ranges(part[1:-1], item))
-        else:
-            choices.append([part])
-    return ["".join(p) for p in itertools.product(*choices)]
-
-
 def _range_bounds(rng: str, item: str) -> tuple[str, str]:
     m = re.fullmatch(r"(\d+)(?:-(\d+))?", rng.strip())
     if not m:
@@ -127,14 +96,6 @@ def _first_of_ranges(body: str, item: str) -> str:
     for rng in body.split(","):
         _range_bounds(rng, item)  # the whole group must be well formed, as for a full expansion
     return _range_bounds(body.split(",", 1)[0], item)[0]
-
-
-def _expand_ranges(body: str, item: str) -> list[str]:
-    out = []
-    for rng in body.split(","):
-        lo, hi = _range_bounds(rng, item)
-        out.extend(str(i).zfill(len(lo)) for i in range(int(lo), int(hi) + 1))
-    return out
 
 
 INT32_MAX = 2**31 - 1  # JAX's coordination service keeps process ids and counts as int32
@@ -298,12 +259,3 @@ def resolve_cluster(
         sources["local_device_count"] = "JAX_LOCAL_DEVICE_COUNT"
     return ClusterSpec(coord, nproc, pid, local_device_count, sources)
 
-
-def process_env_json() -> str:
-    """PROCESS_ENV as charts/jax-training/files/process-env.json holds it (the chart refuses env entries
-    with these names, as jaxgen does)."""
-    return json.dumps(list(PROCESS_ENV)) + "\n"
-
-
-if __name__ == "__main__":
-    print(process_env_json(), end="")

@@ -161,6 +161,28 @@ def add_field_argument(parser, f: dataclasses.Field) -> None:
                         metavar=meta["metavar"], help=help_)
 
 
+@dataclass(frozen=True)
+class VariableSetting:
+    """A trainer setting as a variables file sets it: its dotted key, default, help and choices."""
+    variable: str
+    default: object  # as JSON holds it (a list, not a tuple)
+    help: str
+    choices: tuple | None
+
+
+def variable_settings() -> list[VariableSetting]:
+    """Every trainer setting that is a variable. Its default here is the one home of the variable's
+    default: `make generate` writes it into the chart's values.yaml and values.schema.json, where
+    variables/schema.json gives the key no default of its own (a deployment default such as data.dir,
+    a container path, does)."""
+    settings = []
+    for f in dataclasses.fields(TrainConfig):
+        if f.metadata["variable"]:
+            default = f.default if f.default is not dataclasses.MISSING else list(f.default_factory())
+            settings.append(VariableSetting(f.metadata["variable"], default, f.metadata["help"], f.metadata["choices"]))
+    return settings
+
+
 # Flags the renderers add that are not TrainConfig fields (ClusterSpec overrides, trainer/cluster.py).
 CLUSTER_FLAGS = (("--local-device-count", "local_device_count", "int"),)
 
@@ -180,7 +202,7 @@ def rendered_flags() -> list[dict]:
 
 
 def flags_json() -> str:
-    """rendered_flags() as charts/jax-training/files/trainer-flags.json holds it (make sync-schema)."""
+    """rendered_flags() as charts/jax-training/files/trainer-flags.json holds it (make generate)."""
     import json
 
     return json.dumps(rendered_flags(), indent=1) + "\n"

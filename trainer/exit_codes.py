@@ -1,7 +1,7 @@
 """The trainer's exit codes: the one table every target's failure policy is rendered from.
 
 Pure Python (no jax): the generator imports it, and charts/jax-training/files/exit-codes.json is
-generated from it (`make sync-schema`; a test checks the copy). Each code has an action:
+generated from it (`make generate`; a test checks the copy). Each code has an action:
 
 - fail:   permanent; retrying cannot help (Indexed Job / JobSet child Job: FailJob at once)
 - retry:  worth a retry from the last checkpoint; counts against the backoff limit

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Creates a PersistentVolumeClaim NAME in NAMESPACE bound to a static PersistentVolume on the real
 # node's disk (STATE_DIR/node/volumes/NAME), optionally filled with a copy of SOURCE_DIR. The
-# directory belongs to uid 1000, the pods' user (a hostPath volume gets no fsGroup change). It is
+# directory belongs to RUN_AS_ID (scripts/lib/contract.sh), the pods' user (a hostPath volume gets no fsGroup change). It is
 # replaced if it exists, and goes away with the node (down.sh). With --no-claim only the volume is
 # made, reserved for a claim NAME that someone else creates (a render with persistence.enabled and
 # persistence.storage_class "-").
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+source "$JAXT_ROOT/scripts/lib/contract.sh"  # RUN_AS_ID
 claim=true
 [ "${1:-}" = --no-claim ] && { claim=false; shift; }
 [ $# -ge 3 ] && [ $# -le 4 ] || die "usage: scripts/cluster/host-volume.sh [--no-claim] STATE_DIR NAMESPACE NAME [SOURCE_DIR]"
@@ -19,7 +20,7 @@ kubectl -n "$namespace" delete pvc "$name" --ignore-not-found --wait --timeout 6
 kubectl delete pv "$pv" --ignore-not-found --wait --timeout 60s >/dev/null
 rm -rf "$dir" && mkdir -p "$dir"
 [ -z "$source" ] || cp -r "$source/." "$dir/"
-chown -R 1000:1000 "$dir"
+chown -R "$RUN_AS_ID:$RUN_AS_ID" "$dir"
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: PersistentVolume

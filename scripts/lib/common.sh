@@ -5,6 +5,9 @@ JAXT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 JAXT_CACHE="${JAXT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jax-training}"
 JAXT_BIN="$JAXT_CACHE/bin"
 JAXT_VENV="${JAXT_VENV:-$JAXT_CACHE/venv}"
+# The build folder prepare.sh writes and run.sh and clean.sh read when none is given: not build/,
+# which setuptools writes (and jaxgen would refuse to replace a folder it did not make).
+DEFAULT_BUILD_DIR=rendered
 mkdir -p "$JAXT_BIN"
 
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }

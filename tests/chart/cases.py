@@ -4,6 +4,7 @@ and every optional block switched on (the base cases leave each one off, at its 
 from __future__ import annotations
 
 from generator.targets import KUBERNETES as TARGETS
+from trainer.contract import DNS_LABEL_MAX
 
 TRICKY_TEXT = 'quote " back\\slash {{ .Values.name }} $(HOME) #not-a-comment: - [x] ü 日本 \ttab\nnewline'
 
@@ -102,10 +103,10 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
 
 # The longest names each target allows with 10 hosts (pod hostnames stay within 63 characters).
 LONGEST_NAMES = {
-    "indexed-job": 63 - len("-9"),
-    "jaxjob": 63 - len("-worker-9"),
-    "jobset": 63 - len("-worker-0-9-abcde"),  # the JobSet webhook counts the pod name's random suffix
-    "trainjob": 63 - len("-node-0-9-abcde"),
+    "indexed-job": DNS_LABEL_MAX - len("-9"),
+    "jaxjob": DNS_LABEL_MAX - len("-worker-9"),
+    "jobset": DNS_LABEL_MAX - len("-worker-0-9-abcde"),  # the JobSet webhook counts the pod name's random suffix
+    "trainjob": DNS_LABEL_MAX - len("-node-0-9-abcde"),
 }
 
 

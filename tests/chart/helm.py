@@ -18,6 +18,7 @@ from generator.targets import KUBERNETES
 from generator.values import load_values
 from tests.support import kubernetes_yaml
 from tests.support.paths import CACHE, REPO_ROOT, tool
+from trainer.contract import DNS_LABEL_MAX
 
 CHART_DIR = REPO_ROOT / "charts" / "jax-training"
 SCHEMAS = CACHE / "kubeconform-schemas"
@@ -105,7 +106,7 @@ def _strip_labels(node, engine: str) -> None:
                         value.pop(label, None)
                 assert not HELM_ONLY_LABELS & set(value), value
                 for label_value in value.values():  # what the API server accepts as a label value
-                    assert len(label_value) <= 63 and LABEL_VALUE.fullmatch(label_value), (key, label_value)
+                    assert len(label_value) <= DNS_LABEL_MAX and LABEL_VALUE.fullmatch(label_value), (key, label_value)
             _strip_labels(value, engine)
     elif isinstance(node, list):
         for value in node:

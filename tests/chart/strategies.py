@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from generator.targets import KUBERNETES, target as target_of
 from tests.support.strategies import dns_name, label_key
+from trainer.contract import DNS_LABEL_MAX, MAX_GPUS_PER_HOST
 
 # Printable text PyYAML accepts in a stream (its reader refuses other code points, whichever engine
 # produced them), with the characters that break naive templating over-represented.
@@ -37,7 +38,7 @@ def chart_variables(draw) -> dict:
     data_dir, checkpoint_dir = draw(st.lists(DIRS, min_size=2, max_size=2, unique_by=lambda d: d.rstrip("/")))
     data_volume = draw(VOLUMES)
     values = {
-        "name": draw(dns_name(max_size=63 - len(suffix))),
+        "name": draw(dns_name(max_size=DNS_LABEL_MAX - len(suffix))),
         "target": target,
         "hosts_count": hosts,
         "local_device_count": local,
@@ -61,7 +62,7 @@ def chart_variables(draw) -> dict:
         "active_deadline_seconds": draw(st.one_of(st.none(), st.integers(1, 31536000))),
         "backoff_limit": draw(st.integers(0, 100)),
     }
-    if accelerator == "gpu" and local <= 16 and draw(st.booleans()):
+    if accelerator == "gpu" and local <= MAX_GPUS_PER_HOST and draw(st.booleans()):
         section = draw(st.sampled_from(["limits", "requests"]))
         values["resources"] = {section: {"nvidia.com/gpu": draw(st.sampled_from([local, str(local)]))}}
     if draw(st.booleans()):

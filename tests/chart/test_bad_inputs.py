@@ -8,7 +8,8 @@ import json
 import pytest
 
 from generator.targets import KUBERNETES, NAMES
-from tests.support.paths import BAD_INPUTS_DIR, REPO_ROOT
+from tests.support.paths import BAD_INPUTS_DIR, SCHEMA_FILE
+from trainer.contract import MAX_GPUS_PER_HOST
 
 from .helm import assert_refuses_target, comparable, helm_template, jaxgen_documents, write_values
 
@@ -72,8 +73,9 @@ SEMANTIC_CASES = {
                       "$.training.batch_size: 12 is not divisible by the global device count 8"),
     "hostname": ({"name": "a" * 60, "target": "jobset", "hosts_count": 10, "training": {"batch_size": 10}},
                  "$.name: pod name"),
-    "gpu-count": ({"accelerator": "gpu", "local_device_count": 17, "hosts_count": 1,
-                   "training": {"batch_size": 17}}, "$.local_device_count: 17 GPUs per host exceeds 16"),
+    "gpu-count": ({"accelerator": "gpu", "local_device_count": MAX_GPUS_PER_HOST + 1, "hosts_count": 1,
+                   "training": {"batch_size": MAX_GPUS_PER_HOST + 1}},
+                  f"$.local_device_count: {MAX_GPUS_PER_HOST + 1} GPUs per host exceeds {MAX_GPUS_PER_HOST}"),
     "gpu-limit": ({"accelerator": "gpu", "local_device_count": 2, "resources": {"requests": {"nvidia.com/gpu": "1"}}},
                   "$.resources.requests.nvidia.com/gpu: 1 contradicts local_device_count 2"),
     "gpu-request-not-limit": ({"accelerator": "gpu", "local_device_count": 1,
@@ -132,7 +134,7 @@ def _nullable(prop: dict) -> bool:
     return types == "null" or (isinstance(types, list) and "null" in types)
 
 
-SCHEMA = json.loads((REPO_ROOT / "variables" / "schema.json").read_text())
+SCHEMA = json.loads(SCHEMA_FILE.read_text())
 NULL_PATHS = sorted(".".join(path) for path, _ in _schema_paths(SCHEMA))
 
 

@@ -13,6 +13,7 @@ import yaml
 
 from generator.targets import TARGETS
 from trainer import __version__
+from trainer.contract import COMPLETION_INDEX_FIELD as COMPLETION_INDEX, DNS_LABEL_MAX, RUN_AS_ID
 from tests.e2e_k8s.kube import (READY_DELAY, SCRIPTS, check_pods_while_not_ready, finish, prepare, start_run,
                                 wait_until)
 
@@ -20,17 +21,16 @@ RUNTIME = "jax-distributed"
 # What the runtime's JAX plugin (pkg/runtime/framework/plugins/jax in kubeflow/trainer v2.3.0)
 # injects into the trainer container: the contract trainer/cluster.py reads.
 JAX_PORT = TARGETS["trainjob"].engine_port
-COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 # The JobSet webhook refuses a JobSet whose longest pod name, <name>-node-0-<nodes-1>-abcde, passes
 # 63 characters; the TrainJob itself is admitted and then never runs. With 2 nodes: 48.
-MAX_NAME_2_NODES = 63 - len("-node-0-1-abcde")
+MAX_NAME_2_NODES = DNS_LABEL_MAX - len("-node-0-1-abcde")
 
 
 def trainjob(name: str, namespace: str, nodes: int, runtime: str = RUNTIME) -> dict:
     """A minimal TrainJob; the runtime patch adds what PodSecurity "restricted" requires (the
     upstream runtime's pod template has no security context) and kwok's readiness delay."""
     pod_spec = {
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS_ID,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [{"name": "node", "securityContext": {
             "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],
@@ -123,7 +123,7 @@ def test_trainjob_runs_as_a_jobset_with_the_jax_env(cluster):
         assert condition(cluster.get("jobsets.jobset.x-k8s.io", name), "Completed")
     finally:
         cluster.kubectl("delete", "trainjob", name, "--ignore-not-found", "--wait", timeout=120)
-    assert max(len(p["metadata"]["name"]) for p in pods) == 63
+    assert max(len(p["metadata"]["name"]) for p in pods) == DNS_LABEL_MAX
     # the JobSet goes with its TrainJob (garbage collector, owner reference)
     wait_until("the JobSet to be deleted",
                lambda: not cluster.kubectl("get", "jobsets.jobset.x-k8s.io", name, "--ignore-not-found",
@@ -165,7 +165,7 @@ def test_the_trainjob_render_runs_through_the_lifecycle_scripts(cluster, build_d
             assert env["PYTHONUNBUFFERED"] == "1"
             assert container["command"] == ["python", "-m", "trainer"] and container["args"][0] == "train"
             assert container["securityContext"]["readOnlyRootFilesystem"] is True
-            assert pod["spec"]["securityContext"]["runAsUser"] == 1000
+            assert pod["spec"]["securityContext"]["runAsUser"] == RUN_AS_ID
             assert {v["name"] for v in pod["spec"]["volumes"]} >= {"data", "checkpoints", "tmp"}
         code, output = finish(run)
         assert code == 0, output

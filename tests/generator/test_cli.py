@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
+from tests.support.paths import EXAMPLES_DIR, REPO_ROOT, SCHEMA_FILE
 
 from .jaxgen import jaxgen
 
@@ -23,7 +23,7 @@ def test_version_and_help():
 
 def test_schema_prints_the_schema_file():
     result = jaxgen("schema")
-    assert json.loads(result.stdout) == json.loads((REPO_ROOT / "variables" / "schema.json").read_text())
+    assert json.loads(result.stdout) == json.loads(SCHEMA_FILE.read_text())
 
 
 def test_seed_renders_a_complete_job():

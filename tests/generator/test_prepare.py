@@ -4,6 +4,7 @@ bad file leaves nothing behind (one line, exit 2). Runs without a cluster."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
@@ -39,3 +40,17 @@ def test_a_bad_file_is_one_line_and_writes_nothing(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "$.hosts_count: 0 is less than the minimum of 1" in proc.stderr
     assert not out.exists()
+
+
+def test_the_default_build_folder_is_not_setuptools_build(tmp_path):
+    """With no -o, prepare.sh writes DEFAULT_BUILD_DIR (scripts/lib/common.sh), never build/: a
+    folder setuptools leaves there (pip install ., python -m build) stays as it was."""
+    common = (REPO_ROOT / "scripts" / "lib" / "common.sh").read_text()
+    default = re.search(r"^DEFAULT_BUILD_DIR=(\S+)$", common, re.M).group(1)
+    assert default != "build"
+    (tmp_path / "build" / "lib").mkdir(parents=True)
+    proc = subprocess.run(["bash", str(PREPARE), "-n", "default", str(EXAMPLES_DIR / "seed.json")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / default / "release" / "release.env").exists()
+    assert [p.name for p in (tmp_path / "build").iterdir()] == ["lib"]

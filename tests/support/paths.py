@@ -9,6 +9,8 @@ MNIST_DIR = SHARED_DIR / "data" / "mnist"
 CRDS_DIR = SHARED_DIR / "crds"
 EXAMPLES_DIR = REPO_ROOT / "variables" / "examples"
 BAD_INPUTS_DIR = REPO_ROOT / "tests" / "generator" / "bad_inputs"
+# The complete schema jaxgen and Helm validate with (variables/schema.json completed by scripts/generate.py).
+SCHEMA_FILE = REPO_ROOT / "charts" / "jax-training" / "values.schema.json"
 # The tools scripts/tools.sh installs.
 CACHE = Path(os.environ.get("JAXT_CACHE", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
                             / "jax-training"))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.paths import MNIST_DIR, REPO_ROOT
-from trainer import outputs
+from trainer import checkpoint, outputs
 from trainer.config import TrainConfig
 
 
@@ -33,6 +33,12 @@ def outputs_of(checkpoint_dir) -> Path:
 
 def checkpoints_of(checkpoint_dir) -> Path:
     return outputs_of(checkpoint_dir) / outputs.CHECKPOINTS
+
+
+def latest_checkpoint(checkpoint_dir) -> Path:
+    """The newest checkpoint file of a job with the default --run-name under `checkpoint_dir`."""
+    directory = checkpoints_of(checkpoint_dir)
+    return checkpoint._path(directory, checkpoint.list_steps(directory)[-1])
 
 
 def small_train_args(checkpoint_dir, *extra: str) -> list[str]:

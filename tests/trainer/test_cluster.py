@@ -2,7 +2,8 @@
 
 import pytest
 
-from trainer.cluster import expand_hostlist, first_host, resolve_cluster
+from tests.support.hostlist import expand_hostlist
+from trainer.cluster import first_host, resolve_cluster
 from trainer.errors import ConfigError
 
 

@@ -9,6 +9,7 @@ import PIL
 import safetensors
 
 from tests.support.paths import REPO_ROOT
+from trainer.contract import RUN_AS_ID
 
 DOCKERFILE = (REPO_ROOT / "trainer" / "Dockerfile").read_text()
 
@@ -36,8 +37,8 @@ def test_gpu_by_default_cpu_by_build_arg():
 
 def test_runs_as_the_manifests_non_root_user():
     users = re.findall(r"^USER (\S+)$", DOCKERFILE, re.M)
-    assert users == ["1000:1000"]
-    assert DOCKERFILE.index("USER 1000:1000") > DOCKERFILE.index("pip install")  # nothing installed as the user
+    assert users == [f"{RUN_AS_ID}:{RUN_AS_ID}"]
+    assert DOCKERFILE.index(f"USER {RUN_AS_ID}:{RUN_AS_ID}") > DOCKERFILE.index("pip install")  # nothing installed as the user
 
 
 def test_packages_go_into_a_virtualenv_first_on_path():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.support.paths import MNIST_DIR
-from tests.trainer.procs import (checkpoints_of, free_port, kill, outputs_of, run_cluster, small_train_args, start,
+from tests.trainer.procs import (checkpoints_of, latest_checkpoint, free_port, kill, outputs_of, run_cluster, small_train_args, start,
                                  trainer_argv, wait_all, wait_for_text)
 from trainer import checkpoint, exit_codes
 
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def final_params(directory) -> dict[str, np.ndarray]:
-    meta, leaves = checkpoint.read(checkpoint.latest_path(checkpoints_of(directory)))
+    meta, leaves = checkpoint.read(latest_checkpoint(directory))
     return meta, {name: value for name, value in leaves.items() if name.startswith("[0]")}
 
 

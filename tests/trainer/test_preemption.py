@@ -12,7 +12,7 @@ import signal
 import numpy as np
 import pytest
 
-from tests.trainer.procs import (checkpoints_of, free_port, kill, outputs_of, run_cluster, small_train_args, start,
+from tests.trainer.procs import (checkpoints_of, latest_checkpoint, free_port, kill, outputs_of, run_cluster, small_train_args, start,
                                  trainer_argv, wait_all, wait_for_text)
 from trainer import checkpoint, exit_codes
 
@@ -33,7 +33,7 @@ def start_pair(tmp_path, name, ckpt, *extra, rank_extra=None):
 
 
 def params(directory) -> dict:
-    return {k: v for k, v in checkpoint.read(checkpoint.latest_path(checkpoints_of(directory)))[1].items() if k.startswith("[0]")}
+    return {k: v for k, v in checkpoint.read(latest_checkpoint(directory))[1].items() if k.startswith("[0]")}
 
 
 def stop_step(output: str) -> int:

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.trainer.procs import checkpoints_of, free_port, outputs_of, run_cluster, small_train_args, start, trainer_argv, wait_all
+from tests.trainer.procs import latest_checkpoint, free_port, outputs_of, run_cluster, small_train_args, start, trainer_argv, wait_all
 from trainer import checkpoint
 from generator.plot import read_records
 from trainer.runtime import cpu_budget
@@ -15,7 +15,7 @@ from trainer.train import _chunk_end
 
 
 def params_of(directory) -> dict[str, np.ndarray]:
-    meta, leaves = checkpoint.read(checkpoint.latest_path(checkpoints_of(directory)))
+    meta, leaves = checkpoint.read(latest_checkpoint(directory))
     return {name: value for name, value in leaves.items() if name.startswith("[0]")}
 
 

@@ -25,6 +25,6 @@ completion index. The JAXJob operator and a TrainJob's runtime inject their own 
         "value" (printf "%s:%d" (include "jax-training.coordinatorHost" .) (int64 .Values.coordinator_port)))
   (dict "name" "JAX_NUM_PROCESSES" "value" (int64 .Values.hosts_count | toString))
   (dict "name" "JAX_PROCESS_ID"
-        "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.annotations['batch.kubernetes.io/job-completion-index']")))) -}}
+        "valueFrom" (dict "fieldRef" (dict "fieldPath" (.Files.Get "files/contract.json" | fromJson).completionIndexField)))) -}}
 {{- end -}}
 {{- end -}}

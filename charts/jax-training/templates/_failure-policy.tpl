@@ -1,4 +1,4 @@
-{{/* How a Job answers the trainer's exit codes (files/exit-codes.json, from trainer/exit_codes.py). */}}
+{{/* How a Job answers the trainer's exit codes (files/exit-codes.json, from trainer/exit_codes.py; the rules from files/contract.json). */}}
 
 {{/*
 podFailurePolicy (JSON) of the Indexed Job and the JobSet's (or a runtime's) child Job: permanent
@@ -10,14 +10,14 @@ retryable codes count.
 {{- range (.Files.Get "files/exit-codes.json" | fromJson).exit_codes -}}
 {{- $_ := set $codes .action (append (get $codes .action) (int64 .code)) -}}
 {{- end -}}
-{{- $on := dict -}}
 {{- $container := include "jax-training.containerName" . -}}
-{{- range $action := list "fail" "ignore" "retry" -}}
-{{- $_ := set $on $action (dict "containerName" $container "operator" "In" "values" (get $codes $action)) -}}
+{{- $rules := list -}}
+{{- range (.Files.Get "files/contract.json" | fromJson).podFailureRules -}}
+{{- if hasKey $codes .match -}}
+{{- $rules = append $rules (dict "action" .action "onExitCodes" (dict "containerName" $container "operator" "In" "values" (get $codes .match))) -}}
+{{- else -}}
+{{- $rules = append $rules (dict "action" .action "onPodConditions" (list (dict "type" .match "status" "True"))) -}}
 {{- end -}}
-{{- include "jax-training.json" (dict "rules" (list
-  (dict "action" "FailJob" "onExitCodes" $on.fail)
-  (dict "action" "Ignore" "onPodConditions" (list (dict "type" "DisruptionTarget" "status" "True")))
-  (dict "action" "Ignore" "onExitCodes" $on.ignore)
-  (dict "action" "Count" "onExitCodes" $on.retry))) -}}
+{{- end -}}
+{{- include "jax-training.json" (dict "rules" $rules) -}}
 {{- end -}}

@@ -2,7 +2,7 @@
 
 {{/* helm.sh/chart label value. */}}
 {{- define "jax-training.chart" -}}
-{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc (int (.Files.Get "files/contract.json" | fromJson).dnsLabelMax) | trimSuffix "-" -}}
 {{- end -}}
 
 {{/* Selector labels (JSON); call with (dict "root" $ "component" "worker"). */}}
@@ -22,7 +22,7 @@ queue adds the Kueue queue label (top-level workload objects), chart adds helm.s
 {{- $v := .root.Values -}}
 {{- $labels := deepCopy ($v.labels | default dict) -}}
 {{- $labels = mergeOverwrite $labels (include "jax-training.selectorLabels" . | fromJson) -}}
-{{- $_ := set $labels "app.kubernetes.io/version" (include "jax-training.imageTag" .root | trunc 63 | trimAll "-_.") -}}{{/* a label value: <= 63, alphanumeric ends */}}
+{{- $_ := set $labels "app.kubernetes.io/version" (include "jax-training.imageTag" .root | trunc (int (.root.Files.Get "files/contract.json" | fromJson).dnsLabelMax) | trimAll "-_.") -}}{{/* a label value: <= 63, alphanumeric ends */}}
 {{- $_ = set $labels "app.kubernetes.io/managed-by" .root.Release.Service -}}
 {{- if and .queue $v.queue_name -}}
 {{- $_ = set $labels "kueue.x-k8s.io/queue-name" $v.queue_name -}}

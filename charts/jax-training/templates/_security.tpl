@@ -1,8 +1,9 @@
-{{/* The pod's and the container's security context (JSON): PodSecurity restricted, uid 1000. */}}
+{{/* The pod's and the container's security context (JSON): PodSecurity restricted, files/contract.json's runAsId. */}}
 
 {{/* The pod's security context. */}}
 {{- define "jax-training.podSecurityContext" -}}
-{{- include "jax-training.json" (dict "runAsNonRoot" true "runAsUser" 1000 "runAsGroup" 1000 "fsGroup" 1000
+{{- $id := int64 (.Files.Get "files/contract.json" | fromJson).runAsId -}}
+{{- include "jax-training.json" (dict "runAsNonRoot" true "runAsUser" $id "runAsGroup" $id "fsGroup" $id
   "seccompProfile" (dict "type" "RuntimeDefault")) -}}
 {{- end -}}
 

@@ -6,6 +6,7 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- define "jax-training.validate" -}}
 {{- $v := .Values -}}
 {{- $kubernetes := include "jax-training.kubernetes" . -}}
+{{- $contract := .Files.Get "files/contract.json" | fromJson -}}{{/* generated from trainer/contract.py */}}
 {{- $errors := list -}}
 {{- $hosts := int $v.hosts_count -}}
 {{- $local := int $v.local_device_count -}}
@@ -43,14 +44,15 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- if $kubernetes -}}
 {{- $suffix := (include "jax-training.target" . | fromJson).podNameSuffix | default "" -}}
 {{- $longest := printf "%s%s" (include "jax-training.longestHostname" .) $suffix -}}
-{{- if gt (len $longest) 63 -}}
-{{- $errors = append $errors (printf "$.name: %s '%s' would be %d characters (limit 63); shorten name by %d" (ternary "pod name" "pod hostname" (ne $suffix "")) $longest (len $longest) (sub (len $longest) 63)) -}}
+{{- $limit := int $contract.dnsLabelMax -}}
+{{- if gt (len $longest) $limit -}}
+{{- $errors = append $errors (printf "$.name: %s '%s' would be %d characters (limit %d); shorten name by %d" (ternary "pod name" "pod hostname" (ne $suffix "")) $longest (len $longest) $limit (sub (len $longest) $limit)) -}}
 {{- end -}}
 {{- end -}}
 {{- $gpuFound := include "jax-training.gpuRequest" . | fromJsonArray -}}
 {{- if eq $v.accelerator "gpu" -}}
-{{- if gt $local 16 -}}
-{{- $errors = append $errors (printf "$.local_device_count: %d GPUs per host exceeds 16" $local) -}}
+{{- if gt $local (int $contract.maxGpusPerHost) -}}
+{{- $errors = append $errors (printf "$.local_device_count: %d GPUs per host exceeds %d" $local (int $contract.maxGpusPerHost)) -}}
 {{- end -}}
 {{- range $found := $gpuFound -}}
 {{- if ne (index $found 1 | toString) (toString $local) -}}
@@ -65,7 +67,7 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- range $field := list "data" "checkpoint" -}}
 {{- $dir := (index $v $field).dir -}}
-{{- if has (clean $dir) (list "/" "/dev/shm" "/dev" "/proc" "/sys" "/etc" "/tmp") -}}
+{{- if has (clean $dir) $contract.systemDirs -}}
 {{- $errors = append $errors (printf "$.%s.dir: '%s' is a system directory; choose a directory of its own" $field $dir) -}}
 {{- end -}}
 {{- end -}}
@@ -80,8 +82,8 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- if hasKey $volume "persistentVolumeClaim" -}}
 {{- $claim := $volume.persistentVolumeClaim -}}
 {{- $name := and (kindIs "map" $claim) $claim.claimName -}}
-{{- if or (not (kindIs "string" $name)) (gt (len (toString $name)) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$" (toString $name))) -}}
-{{- $errors = append $errors (printf "$.%s.volume.persistentVolumeClaim.claimName: must be a PersistentVolumeClaim name (lower-case DNS subdomain, at most 253 characters)" $field) -}}
+{{- if or (not (kindIs "string" $name)) (gt (len (toString $name)) (int $contract.dnsSubdomainMax)) (not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$" (toString $name))) -}}
+{{- $errors = append $errors (printf "$.%s.volume.persistentVolumeClaim.claimName: must be a PersistentVolumeClaim name (lower-case DNS subdomain, at most %d characters)" $field (int $contract.dnsSubdomainMax)) -}}
 {{- end -}}
 {{- end -}}
 {{- if hasKey $volume "hostPath" -}}
@@ -104,9 +106,8 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- end -}}
 {{- if $kubernetes -}}
-{{- $processEnv := .Files.Get "files/process-env.json" | fromJsonArray -}}
 {{- range $i, $entry := $v.env | default list -}}
-{{- if has $entry.name $processEnv -}}
+{{- if has $entry.name $contract.processEnv -}}
 {{- $errors = append $errors (printf "$.env[%d].name: %s is set for each process by the job; one value for every pod would break the ranks" $i $entry.name) -}}
 {{- end -}}
 {{- end -}}
@@ -115,8 +116,8 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- range $key, $value := $v.annotations | default dict -}}
 {{- $size = add $size (len $key) (len (toString $value)) -}}
 {{- end -}}
-{{- if gt $size 262144 -}}
-{{- $errors = append $errors (printf "$.annotations: %d bytes of keys and values; Kubernetes allows 262144" $size) -}}
+{{- if gt $size (int $contract.annotationsMaxBytes) -}}
+{{- $errors = append $errors (printf "$.annotations: %d bytes of keys and values; Kubernetes allows %d" $size (int $contract.annotationsMaxBytes)) -}}
 {{- end -}}
 {{- if gt (int $v.slurm.nodes) $hosts -}}
 {{- $errors = append $errors (printf "$.slurm.nodes: %d nodes for %d tasks leaves nodes idle" (int $v.slurm.nodes) $hosts) -}}

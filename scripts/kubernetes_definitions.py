@@ -1,22 +1,17 @@
-"""Write the Kubernetes types that values pass through (resources, env, volume sources, tolerations,
-affinity) into variables/schema.json as draft-07 `definitions`, from the strict JSON schemas that
-the kubernetes-validate package bundles, so jaxgen and Helm refuse a typo such as `limts` or
-`opertor` with its JSON path instead of the API server refusing the render.
-
-Usage: python scripts/kubernetes-definitions.py [--check]   (then make sync-schema)
+"""The Kubernetes types that values pass through (resources, env, volume sources, tolerations,
+affinity) as draft-07 `definitions`, from the strict JSON schemas that the kubernetes-validate
+package bundles, so jaxgen and Helm refuse a typo such as `limts` or `opertor` with its JSON path
+instead of the API server refusing the render. variables/schema.json refers to them as
+#/definitions/<name>; scripts/generate.py adds them to the chart's values.schema.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import re
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = ROOT / "variables" / "schema.json"
 KUBERNETES_VERSION = "1.37.0"  # the newest the package bundles: fields a current API server accepts
 CORE = "io.k8s.api.core.v1."
 ROOTS = ("ResourceRequirements", "EnvVar", "Volume", "Toleration", "Affinity")
@@ -96,21 +91,3 @@ def definitions() -> dict:
     out[VOLUME_SOURCE] = source
     return dict(sorted(out.items()))
 
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="only check that the schema holds them")
-    args = parser.parse_args()
-    text = SCHEMA.read_text()
-    schema = json.loads(text)
-    schema["definitions"] = definitions()
-    wanted = json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
-    if args.check:
-        if text != wanted:
-            sys.exit(f"{SCHEMA}: its Kubernetes definitions are out of date: run python scripts/kubernetes-definitions.py")
-        return
-    SCHEMA.write_text(wanted)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,96 @@
+"""The facts the trainer, both renderers (jaxgen and the Helm chart) and the shell scripts share.
+
+Standard library only: jaxgen imports it, and it ships in the trainer image with the rest of
+trainer/. The chart reads these facts from charts/jax-training/files/contract.json and the shell
+scripts from scripts/lib/contract.sh, both written from here by `make generate` (a test checks they
+are current). A fact that more than one of them needs goes here, and only here.
+"""
+
+from __future__ import annotations
+
+import json
+
+from trainer import exit_codes
+
+# The pod annotation an Indexed Job (and a JobSet's child Job) numbers its pods with; the renders
+# pass it to the trainer as JAX_PROCESS_ID through the downward API.
+COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+COMPLETION_INDEX_FIELD = f"metadata.annotations['{COMPLETION_INDEX_KEY}']"
+
+# Kubernetes' limits: a DNS-1123 label (a pod hostname, a label value), a DNS-1123 subdomain (an
+# object name such as a claimName), and the bytes of one object's annotations, keys and values.
+DNS_LABEL_MAX = 63
+DNS_SUBDOMAIN_MAX = 253
+ANNOTATIONS_MAX_BYTES = 256 * 1024
+
+# GPUs one host (pod or SLURM node) may hold: the most any machine offers.
+MAX_GPUS_PER_HOST = 16
+
+# Directories the data and the outputs may not be mounted over.
+SYSTEM_DIRS = ("/", "/dev/shm", "/dev", "/proc", "/sys", "/etc", "/tmp")
+
+# The user and group the trainer runs as: the image's USER, the pods' runAsUser/runAsGroup/fsGroup,
+# and the owner of a host directory the pods write to.
+RUN_AS_ID = 1000
+
+# The environment variables the trainer reads its place in the job from (trainer/cluster.py): the
+# renders or the engine set them per process, so a user env entry with one of these names is refused
+# on every target (one value for every process would break the ranks).
+PROCESS_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_COORDINATOR_PORT", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
+               "COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID", "JOB_COMPLETION_INDEX",
+               "JAX_LOCAL_DEVICE_COUNT")
+# What SLURM itself sets for each task (a regular expression matching a whole name): refused on target slurm too.
+SLURM_TASK_ENV = r"SLURM_\w*|CUDA_VISIBLE_DEVICES"
+
+# The failure rule of a Job's podFailurePolicy (Indexed Job, JobSet child Job, TrainJob): in order,
+# each rule's action and what it matches, an exit-code action of trainer/exit_codes.py or a pod
+# condition. A permanent error fails the Job at once; a disruption and the "ignore" codes (a stop
+# signal, a lost peer) restart the pod without counting; retryable codes count against the limit.
+POD_FAILURE_RULES = (
+    ("FailJob", "fail"),
+    ("Ignore", "DisruptionTarget"),
+    ("Ignore", "ignore"),
+    ("Count", "retry"),
+)
+# The failurePolicy rules of a JobSet (ours and a TrainJob runtime's): a child Job that its
+# podFailurePolicy failed (a permanent error) fails the JobSet; any other failure restarts it,
+# counted against maxRestarts.
+JOBSET_FAILURE_RULES = (
+    {"name": "PermanentError", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+)
+
+
+def pod_failure_policy(container: str) -> dict:
+    """POD_FAILURE_RULES as a podFailurePolicy for the trainer's container."""
+    rules = []
+    for action, match in POD_FAILURE_RULES:
+        if match in ("fail", "ignore", "retry"):
+            codes = {"containerName": container, "operator": "In", "values": exit_codes.codes(match)}
+            rules.append({"action": action, "onExitCodes": codes})
+        else:
+            rules.append({"action": action, "onPodConditions": [{"type": match, "status": "True"}]})
+    return {"rules": rules}
+
+
+def chart_json() -> str:
+    """charts/jax-training/files/contract.json: the facts as the chart's templates read them."""
+    facts = {
+        "completionIndexField": COMPLETION_INDEX_FIELD,
+        "dnsLabelMax": DNS_LABEL_MAX,
+        "dnsSubdomainMax": DNS_SUBDOMAIN_MAX,
+        "annotationsMaxBytes": ANNOTATIONS_MAX_BYTES,
+        "maxGpusPerHost": MAX_GPUS_PER_HOST,
+        "systemDirs": list(SYSTEM_DIRS),
+        "runAsId": RUN_AS_ID,
+        "processEnv": list(PROCESS_ENV),
+        "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
+        "jobSetFailureRules": list(JOBSET_FAILURE_RULES),
+    }
+    return json.dumps(facts, indent=1) + "\n"
+
+
+def shell_facts() -> str:
+    """scripts/lib/contract.sh: the facts as the shell scripts source them."""
+    return ("# Generated from trainer/contract.py by `make generate`; do not edit.\n"
+            "# shellcheck shell=bash disable=SC2034\n"
+            f"RUN_AS_ID={RUN_AS_ID}\n")
