@@ -4,6 +4,5 @@
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-TEMPLATES_DIR = PACKAGE_DIR / "templates"
 VALUES_FILE = PACKAGE_DIR / "data" / "values.yaml"
 SCHEMA_FILE = PACKAGE_DIR / "data" / "schema.json"

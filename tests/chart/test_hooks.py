@@ -27,7 +27,7 @@ TARGETS = {
                  "nt-node-0-0.nt"),
 }
 assert {name: c for name, (_, c) in TARGETS.items()} == {
-    name: target_of(name).coordinator_host("nt") for name in KUBERNETES}
+    name: target_of(name).workload.hosts.coordinator("nt") for name in KUBERNETES}
 
 
 def _hook(values_file) -> dict:
@@ -45,8 +45,8 @@ def test_notes_follow_rank_zero(target, tmp_path):
     notes = result.stdout.split("NOTES:", 1)[1]
     selector, coordinator = TARGETS[target]
     assert f"kubectl logs -n ml -f {selector}" in notes
-    assert f"coordinator {coordinator}:{target_of(target).engine_port or 1234}" in notes
-    assert f"kubectl get {target_of(target).resource} nt -n ml" in notes
+    assert f"coordinator {coordinator}:{target_of(target).workload.engine_port or 1234}" in notes
+    assert f"kubectl get {target_of(target).workload.resource} nt -n ml" in notes
     assert "helm test nt" in notes
 
 
@@ -56,7 +56,7 @@ def test_hook_targets_the_coordinator(target, tmp_path):
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     container = pod["spec"]["containers"][0]
     assert container["command"][:2] == ["python", "-c"]
-    assert container["command"][3:] == [TARGETS[target][1], str(target_of(target).engine_port or 4321), "300"]
+    assert container["command"][3:] == [TARGETS[target][1], str(target_of(target).workload.engine_port or 4321), "300"]
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from generator.local_run import local_values, plan_job, restart_budget
-from generator.render import render_documents
+from generator.engines.kubernetes import render_documents
 from generator.values import load_values
 from tests.support.paths import EXAMPLES_DIR, MNIST_DIR
 from tests.trainer.procs import kill, start, wait_all, wait_for_text
