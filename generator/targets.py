@@ -121,11 +121,16 @@ class Target:
         return own_program_init(self.launcher)
 
     def facts(self, name: str) -> dict:
-        """What the lifecycle scripts need (prepare.sh writes them to the build folder's release.env)."""
+        """What the lifecycle scripts need (prepare.sh writes them to the build folder's release.env):
+        how run.sh and clean.sh find the job and its pods; each one empty where there is none."""
         w = self.workload
-        return {"KIND": w.resource, "POD_SELECTOR": w.pod_selector.format(name=name),
-                "INDEX_LABEL": w.index_label, "OWNER_LABEL": w.owner_label,
-                "OWNS_PODS": str(w.owns_pods).lower(), "SUCCEEDED": w.succeeded, "CONTAINER": w.container}
+        if w is None:
+            return dict.fromkeys(SCRIPT_FACTS, "")
+        return dict(zip(SCRIPT_FACTS, (w.resource, w.pod_selector.format(name=name), w.index_label, w.owner_label,
+                                       str(w.owns_pods).lower(), w.succeeded, w.container)))
+
+
+SCRIPT_FACTS = ("KIND", "POD_SELECTOR", "INDEX_LABEL", "OWNER_LABEL", "OWNS_PODS", "SUCCEEDED", "CONTAINER")
 
 
 def own_program_init(launcher: Launcher) -> str:

@@ -32,6 +32,7 @@ def test_every_engine_of_the_table_has_its_renderer_and_every_template_its_file(
         renderer = engines.ENGINES[t.engine]
         assert renderer.__name__ == f"generator.engines.{t.engine}"
         assert (REPO_ROOT / "generator" / "engines" / t.engine / "templates" / t.template).is_file(), t.name
+        assert t.kubernetes == (t.engine == "kubernetes"), f"{t.name}: a Kubernetes target has a workload, no other"
 
 
 @pytest.mark.parametrize("name", KUBERNETES)
@@ -104,7 +105,7 @@ def test_restart_budget_reads_the_rows_variable():
 def test_the_scripts_read_every_fact_and_clean_every_kind():
     release_sh = (REPO_ROOT / "scripts" / "lib" / "release.sh").read_text()
     reset = re.search(r'^\s*KIND="".*$', release_sh, re.M).group(0)
-    for name in KUBERNETES:
+    for name in NAMES:
         assert set(re.findall(r'(\w+)=""', reset)) == set(TARGETS[name].facts("x"))
     runtimes = [TARGETS[n].workload.runtime for n in KUBERNETES if TARGETS[n].workload.runtime]
     assert set(cleanup_resources()) >= {TARGETS[n].workload.resource for n in KUBERNETES} | {
