@@ -128,7 +128,8 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
     port = free_port()
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
     claims = claims_dir or run_dir / "pvc"
-    job = LocalJob([], run_dir, t, grace_seconds=float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)))
+    grace = float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+    job = LocalJob([], run_dir, t, grace_seconds=grace)
     base_env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARIABLES}
     repo_root = str(Path(__file__).resolve().parents[1])  # so `-m trainer` works without installing
     base_env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, base_env.get("PYTHONPATH")) if p)

@@ -17,17 +17,9 @@ from .helm import CHART_DIR, helm, helm_template, write_values
 
 # What NOTES.txt follows for rank 0, and the coordinator (the chart's lookup must agree with
 # generator/targets.py).
-TARGETS = {
-    "indexed-job": ("-l 'batch.kubernetes.io/job-name=nt,batch.kubernetes.io/job-completion-index=0'",
-                    "nt-0.nt"),
-    "jaxjob": ("-l 'training.kubeflow.org/job-name=nt,training.kubeflow.org/replica-index=0'", "nt-worker-0"),
-    "jobset": ("-l 'jobset.sigs.k8s.io/jobset-name=nt,batch.kubernetes.io/job-completion-index=0'",
-               "nt-worker-0-0.nt"),
-    "trainjob": ("-l 'jobset.sigs.k8s.io/jobset-name=nt,batch.kubernetes.io/job-completion-index=0'",
-                 "nt-node-0-0.nt"),
-}
-assert {name: c for name, (_, c) in TARGETS.items()} == {
-    name: target_of(name).workload.hosts.coordinator("nt") for name in KUBERNETES}
+# Per target: what `kubectl logs` follows for process 0, and process 0's name, of the release "nt".
+TARGETS = {name: (f"-l '{w.rank0_selector('nt')}'", w.hosts.coordinator("nt"))
+           for name, w in ((name, target_of(name).workload) for name in KUBERNETES)}
 
 
 def _hook(values_file) -> dict:
