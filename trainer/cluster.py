@@ -49,14 +49,15 @@ class Launcher:
     coordinator_port: str = ""
 
     def env(self, process_id: int, num_processes: int, host: str, port: int) -> dict[str, str]:
-        """These variables as this launcher sets them for one process."""
-        env = {self.process_id: str(process_id)}
-        if self.num_processes:
-            env[self.num_processes] = str(num_processes)
+        """These variables as this launcher sets them for one process (the coordinator first)."""
+        env = {}
         if self.coordinator:
             env[self.coordinator] = host if self.coordinator_port else f"{host}:{port}"
         if self.coordinator_port:
             env[self.coordinator_port] = str(port)
+        if self.num_processes:
+            env[self.num_processes] = str(num_processes)
+        env[self.process_id] = str(process_id)
         return env
 
 

@@ -72,16 +72,17 @@ class PodContext:
         return env + list(self.v["env"])
 
     def process_env(self) -> list[dict]:
-        """JAX_* variables of our own targets; the process id comes from the Job's completion index.
-        None (an empty list) where the engine sets them itself (a JAXJob's operator, a TrainJob's runtime)."""
-        if not targets.target(self.v).process_env:
+        """The variables of the row's launcher (JAX_*) on our own targets; the process id comes from the
+        Job's completion index. None (an empty list) where the engine sets them itself (a JAXJob's
+        operator, a TrainJob's runtime)."""
+        t = targets.target(self.v)
+        if not t.process_env:
             return []
-        return [
-            {"name": "JAX_COORDINATOR_ADDRESS",
-             "value": f"{names.coordinator_host(self.v)}:{int(self.v['coordinator_port'])}"},
-            {"name": "JAX_NUM_PROCESSES", "value": str(int(self.v["hosts_count"]))},
-            {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}},
-        ]
+        env = t.launcher.env(0, int(self.v["hosts_count"]), names.coordinator_host(self.v),
+                             int(self.v["coordinator_port"]))
+        index = {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}
+        return [{"name": name, "valueFrom": index} if name == t.launcher.process_id else {"name": name, "value": value}
+                for name, value in env.items()]
 
     def target(self) -> SimpleNamespace:
         """The row's facts the templates read, by the names they use: the container port's name, and
