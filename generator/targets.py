@@ -56,6 +56,9 @@ class Runtime:
     resources: tuple = ()  # other kinds a render may create beside the job (clean.sh deletes them after it)
 
 
+NO_RUNTIME = Runtime("", "", 0, "")  # what a reader of every row's runtime facts finds where the job owns the pods
+
+
 @dataclass(frozen=True)
 class Workload:
     """A Kubernetes target's job object and its pods."""
@@ -228,7 +231,7 @@ def chart_rows() -> str:
                "unbuffered": "PYTHONUNBUFFERED" not in w.engine_env,
                "resource": w.resource, "rank0": f"-l '{w.rank0_selector(GO_NAME)}'",
                "ownProgramInit": t.own_program_init}
-        runtime = w.runtime or Runtime("", "", 0, "")
+        runtime = w.runtime or NO_RUNTIME
         optional = {"podNameSuffix": w.hosts.pod_name_suffix, "enginePort": w.engine_port, "runtimeJob": runtime.job,
                     "runtimeContainer": runtime.container, "patchManager": runtime.patch_manager}
         rows[name] = {**row, **{k: v for k, v in optional.items() if v}, "container": w.container}

@@ -88,7 +88,7 @@ class PodContext:
         """The row's facts the templates read, by the names they use: the container port's name, and
         the Job, container and patch manager of the runtime that owns the pods ("" without one)."""
         w = targets.workload(self.v)
-        runtime = w.runtime or targets.Runtime("", "", 0, "")
+        runtime = w.runtime or targets.NO_RUNTIME
         return SimpleNamespace(port_name=w.port_name, runtime_job=runtime.job, runtime_container=runtime.container,
                                patch_manager=runtime.patch_manager)
 
