@@ -3,7 +3,7 @@ and every optional block switched on (the base cases leave each one off, at its 
 
 from __future__ import annotations
 
-from generator.targets import KUBERNETES as TARGETS
+from generator.targets import KUBERNETES as TARGETS, TARGETS as TARGET_ROWS
 
 TRICKY_TEXT = 'quote " back\\slash {{ .Values.name }} $(HOME) #not-a-comment: - [x] ü 日本 \ttab\nnewline'
 
@@ -100,13 +100,10 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
                                              "steps_per_dispatch": 5, "allreduce_dtype": "bfloat16"}},
 }
 
-# The longest names each target allows with 10 hosts (pod hostnames stay within 63 characters).
-LONGEST_NAMES = {
-    "indexed-job": 63 - len("-9"),
-    "jaxjob": 63 - len("-worker-9"),
-    "jobset": 63 - len("-worker-0-9-abcde"),  # the JobSet webhook counts the pod name's random suffix
-    "trainjob": 63 - len("-node-0-9-abcde"),
-}
+# The longest names each target allows with 10 hosts (pod hostnames stay within 63 characters; the
+# JobSet webhook counts the pod name's random suffix).
+LONGEST_NAMES = {target: 63 - len(hosts.host("", 9) + hosts.pod_name_suffix)
+                 for target, hosts in ((target, TARGET_ROWS[target].workload.hosts) for target in TARGETS)}
 
 
 def _optional_cases() -> dict[str, dict]:
