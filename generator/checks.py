@@ -19,11 +19,11 @@ from trainer import models  # the model registry's facts (no jax import)
 from trainer.contract import (ANNOTATIONS_MAX_BYTES, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, MAX_GPUS_PER_HOST, PROCESS_ENV,
                               SYSTEM_DIRS)
 
+from . import engines
 from .errors import EXCERPT, excerpt
 from .names import longest_hostname, outputs_claim, rendered_claim
 from .paths import SCHEMA_FILE
-from .slurm_checks import slurm_errors
-from .targets import target
+from .targets import target, workload
 
 # A Kubernetes object name (DNS-1123 subdomain), as a PersistentVolumeClaim's claimName must be.
 DNS_SUBDOMAIN = re2.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
@@ -135,7 +135,7 @@ def semantic_errors(values: dict) -> list[str]:
 
     hostname = longest_hostname(values)
     if hostname is not None:
-        suffix = target(values).pod_name_suffix
+        suffix = workload(values).hosts.pod_name_suffix
         longest, what = (hostname + suffix, "pod name") if suffix else (hostname, "pod hostname")
         if len(longest) > DNS_LABEL_MAX:
             errors.append(f"$.name: {what} {longest!r} would be {len(longest)} characters "
@@ -177,7 +177,7 @@ def semantic_errors(values: dict) -> list[str]:
         errors.append(f"$.annotations: {size} bytes of keys and values; Kubernetes allows {ANNOTATIONS_MAX_BYTES}")
     if values["slurm"]["nodes"] > hosts:
         errors.append(f"$.slurm.nodes: {values['slurm']['nodes']} nodes for {hosts} tasks leaves nodes idle")
-    errors += slurm_errors(values)
+    errors += engines.errors(values)  # the rules of the target's engine
     return errors
 
 

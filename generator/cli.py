@@ -68,9 +68,9 @@ def render(file, extra_files, sets, set_strings, set_jsons, target, release_name
     Every problem is reported with its JSON path; on any problem the exit code is 2 and
     nothing is written.
     """
-    from .output import dump_json, dump_json_list, dump_yaml, file_name, write_directory
-    from .render import render_documents, render_text
-    from .targets import target as target_of
+    from .checks import warnings
+    from .engines import engine_of
+    from .output import write_directory
     from .values import load_values
 
     if output_dir == "":
@@ -83,23 +83,13 @@ def render(file, extra_files, sets, set_strings, set_jsons, target, release_name
         from .release import release_files
 
         extra = release_files(values)
-    if not target_of(values).kubernetes:
-        script = render_text(values)
-        if output_dir is not None:
-            write_directory(Path(output_dir), {f"{values['name']}.sbatch": script, **extra})
-        else:
-            click.echo(script, nl=False)
-        return
-    from .checks import warnings
-
     for warning in warnings(values):
         click.echo(f"warning: {warning}", err=True)
-    docs = render_documents(values)
+    engine = engine_of(values)
     if output_dir is not None:
-        dump = (lambda doc: dump_yaml([doc])) if fmt == "yaml" else dump_json
-        write_directory(Path(output_dir), {**{file_name(doc, fmt): dump(doc) for doc in docs}, **extra})
+        write_directory(Path(output_dir), {**engine.files(values, fmt), **extra})
     else:
-        click.echo(dump_yaml(docs) if fmt == "yaml" else dump_json_list(docs), nl=False)
+        click.echo(engine.stream(values, fmt), nl=False)
 
 
 @cli.command()

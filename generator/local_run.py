@@ -38,11 +38,11 @@ from trainer.contract import PROCESS_ENV
 from .errors import UserError
 from .options import variables_files, variables_options
 from .names import hostname
-from .targets import LOCAL as LOCAL_TARGETS, restart_budget, target as target_of
+from .targets import LOCAL as LOCAL_TARGETS, Target, restart_budget, target as target_of, workload
 
 # Variables of the surrounding shell that would change how the trainer resolves its ClusterSpec.
 CLUSTER_VARIABLES = (*PROCESS_ENV, "JAX_PLATFORMS", "XLA_FLAGS")
-CHECKPOINTS_VOLUME = "checkpoints"  # the volume at checkpoint.dir (render.py's volume_mounts)
+CHECKPOINTS_VOLUME = "checkpoints"  # the volume at checkpoint.dir (engines/kubernetes's volume_mounts)
 DEFAULT_OUTPUTS = "jax-training-outputs"
 DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
 SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failure that caused it
@@ -56,11 +56,11 @@ def free_port() -> int:
 
 def pod_spec(docs: list[dict], target: str) -> dict:
     """The worker pod spec of the rendered manifests of `target`."""
-    t = target_of(target)
-    node = next((d for d in docs if d.get("kind") == t.kind), None)
+    w = workload(target)
+    node = next((d for d in docs if d.get("kind") == w.kind), None)
     if node is None:
-        raise UserError(f"the {target} render holds no {t.kind}")
-    for key in t.pod_spec_path:
+        raise UserError(f"the {target} render holds no {w.kind}")
+    for key in w.pod_spec_path:
         node = node[key]
     return node
 
@@ -79,6 +79,7 @@ class LocalJob:
 
     plans: list[ProcessPlan]
     run_dir: Path
+    target: Target | None = None  # its engine's variables are set again with each attempt's port
     volume_dirs: dict[str, dict[int, Path]] = field(default_factory=dict)
     # emptyDir volumes: emptied when the pods restart
     pod_dirs: list[Path] = field(default_factory=list)
@@ -117,16 +118,17 @@ def local_values(values: dict) -> dict:
 
 def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | None = None) -> LocalJob:
     """claims_dir: where PersistentVolumeClaims live (default: run_dir/pvc)."""
-    target = values["target"]
-    spec = pod_spec(docs, target)
-    container = next((c for c in spec["containers"] if c["name"] == "jax"), None)
+    t = target_of(values)
+    spec = pod_spec(docs, t.name)
+    container = next((c for c in spec["containers"] if c["name"] == t.workload.container), None)
     if container is None:
-        raise UserError("the pod spec has no container named 'jax'")
+        raise UserError(f"the pod spec has no container named {t.workload.container!r}")
     count = values["hosts_count"]
     port = free_port()
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
     claims = claims_dir or run_dir / "pvc"
-    job = LocalJob([], run_dir, grace_seconds=float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)))
+    grace = float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+    job = LocalJob([], run_dir, t, grace_seconds=grace)
     base_env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARIABLES}
     repo_root = str(Path(__file__).resolve().parents[1])  # so `-m trainer` works without installing
     base_env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, base_env.get("PYTHONPATH")) if p)
@@ -147,14 +149,18 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
         env = dict(base_env)
         for item in container.get("env", []):
             env[item["name"]] = _env_value(item, rank, hostname(values, rank), mounts)
-        if target == "jaxjob":  # what the Kubeflow operator injects
-            env.update(COORDINATOR_ADDRESS="127.0.0.1", COORDINATOR_PORT=str(port),
-                       NUM_PROCESSES=str(count), PROCESS_ID=str(rank))
-        else:  # Kubernetes sets the index; the coordinator DNS name maps to this machine
-            env["JOB_COMPLETION_INDEX"] = str(rank)
-            env["JAX_COORDINATOR_ADDRESS"] = f"127.0.0.1:{port}"
+        env.update(engine_env(t, rank, count, port))
         job.plans.append(ProcessPlan(rank, hostname(values, rank), command + args, env))
     return job
+
+
+def engine_env(t: Target, rank: int, count: int, port: int) -> dict[str, str]:
+    """What the engine sets in the pod of process `rank` (its launchers' variables and its own), and
+    the variables the processes find their place from, with the coordinator on this machine."""
+    env = dict(t.workload.engine_env)
+    for launcher in (*t.engine_sets, t.launcher):
+        env.update(launcher.env(rank, count, "127.0.0.1", port))
+    return env
 
 
 def _env_value(item: dict, rank: int, name: str, mounts) -> str:
@@ -204,9 +210,8 @@ class Runner:
         self.children, threads = [], []
         for plan in self.job.plans:
             env = dict(plan.env)
-            for key in ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_PORT"):
-                if key in env:
-                    env[key] = f"127.0.0.1:{port}" if key == "JAX_COORDINATOR_ADDRESS" else str(port)
+            if self.job.target:
+                env.update(engine_env(self.job.target, plan.rank, len(self.job.plans), port))
             try:
                 child = subprocess.Popen(plan.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
@@ -404,7 +409,7 @@ def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, 
     and summarized.
     """
     del local  # accepted for scripts written for earlier versions; running here is the only mode
-    from .render import render_documents
+    from .engines.kubernetes import render_documents
     from .values import load_values
 
     values = load_values(variables_files(file, extra_files), sets, target, set_jsons=set_jsons, set_strings=set_strings)

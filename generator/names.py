@@ -1,27 +1,24 @@
 """Pod hostnames per engine (from the target table), with the longest name each one produces.
 
-The Jinja templates (via render.py) and the semantic checks use these; the Helm chart's
+The Kubernetes renderer (generator/engines/kubernetes/) and the semantic checks use these; the Helm chart's
 _names.tpl computes the same names from its matching lookup.
 """
 
 from __future__ import annotations
 
-from .targets import target
+from .targets import target, workload
 DEFAULT_NAMESPACE = "default"  # the release's namespace when none is given, as in Helm
 
 
 def coordinator_host(values: dict) -> str:
     """DNS name of process 0, as the other pods resolve it (pod hostname . Service subdomain)."""
-    t = target(values)
-    if not t.coordinator:
-        raise ValueError(f"no coordinator host for target {t.name}")
-    return t.coordinator_host(values["name"])
+    return workload(values).hosts.coordinator(values["name"])
 
 
 def hostname(values: dict, index: int) -> str | None:
     """The hostname (a DNS-1123 label) of the pod of process `index`, or None for non-pod targets."""
     t = target(values)
-    return t.pod_hostname(values["name"], index) if t.hostname else None
+    return t.workload.hosts.host(values["name"], index) if t.kubernetes else None
 
 
 def outputs_claim(values: dict) -> str:

@@ -1,6 +1,6 @@
 """What every engine's process runs: the built-in trainer's flags from the variables, or the user's
 program and its arguments, and the device count every target sets. Shared by the Kubernetes renders
-(generator/render.py) and the sbatch script (generator/slurm.py)."""
+(generator/engines/kubernetes/) and the sbatch script (generator/engines/slurm/)."""
 
 from __future__ import annotations
 

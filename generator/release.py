@@ -9,7 +9,7 @@ import shlex
 
 from . import images
 from .names import results_claim
-from .render import PodContext
+from .engines.kubernetes import PodContext
 from .targets import target as target_of
 
 RESULTS_MOUNT = "/outputs"  # where the results pod mounts the claim (scripts/run.sh copies from there)

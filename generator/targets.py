@@ -1,115 +1,191 @@
-"""Every engine jaxgen renders for, in one table: what it creates and how it is driven.
+"""Every target jaxgen renders for, in one table: its engine, what it creates and how it is driven.
 
-Everything that differs between targets is read from here: the renderers (which template, which
-pod hostnames, whether JAX_* comes from us or from the engine), the semantic checks (name lengths),
-`jaxgen run` (where the pod spec sits) and the lifecycle scripts (prepare.sh writes a target's facts
-into the build folder and scripts/lib/targets.sh; run.sh and clean.sh read them) and the Helm chart
-(charts/jax-training/files/targets.json, written from chart_rows() by `make generate`). Adding a
-target is one entry here, one template per renderer and its name in the schema's `target` enum.
+Everything that differs between targets is read from here: the dispatcher (generator/engines/, by
+`engine`), the renderers (which template, which pod hostnames, whether JAX_* comes from us or from
+the engine), the semantic checks (name lengths), `jaxgen run` (where the pod spec sits, what the
+engine sets in each process) and the lifecycle scripts (prepare.sh writes a target's facts into the
+build folder and scripts/lib/targets.sh; run.sh and clean.sh read them) and the Helm chart
+(charts/jax-training/files/targets.json, written from chart_rows() by `make generate`). A row
+holds what every target has; a Kubernetes target's job object and pods are its `workload`, and a
+runtime that owns the pods instead of the job object is the workload's `runtime`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 
 from trainer import contract
+from trainer.cluster import INDEXED_JOB, JAX, KUBEFLOW_V1, SLURM, Launcher
 
-CONTAINER = "jax"  # our container's name in every pod we render
+CONTAINER = "jax"  # our container's name in the pods we render (where no runtime names its own)
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """How an engine names the pod of process i: <name>-<replica segments>-<i>. With a subdomain (the
+    headless Service <name>) process 0 resolves as <its hostname>.<name>; without, the engine gives
+    each pod a Service of its own, named as the pod."""
+
+    replica: tuple[str, ...] = ()
+    subdomain: bool = True
+    # What a pod's name adds to its hostname, where the engine refuses names over 63 characters (the
+    # JobSet webhook counts <hostname>-<5 random characters>; a Job's pods are truncated instead).
+    pod_name_suffix: str = ""
+
+    @classmethod
+    def jobset(cls, job: str) -> Hosts:
+        """The pods of a JobSet's replicated Job `job` (one replica: Job index 0)."""
+        return cls(replica=(job, "0"), pod_name_suffix="-abcde")
+
+    def host(self, name: str, index) -> str:
+        return "-".join((name, *self.replica, str(index)))
+
+    def coordinator(self, name: str) -> str:
+        return self.host(name, 0) + (f".{name}" if self.subdomain else "")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A runtime that owns the pods in the job object's stead (Kubeflow Trainer's TrainingRuntime)."""
+
+    job: str  # its replicated Job that runs the trainer
+    container: str  # and that Job's container
+    port: int  # the coordinator's port, which the runtime picks
+    patch_manager: str  # owner of our patch of its pod template (the webhook wants a domain-prefixed path)
+    resources: tuple = ()  # other kinds a render may create beside the job (clean.sh deletes them after it)
+
+
+NO_RUNTIME = Runtime("", "", 0, "")  # what a reader of every row's runtime facts finds where the job owns the pods
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A Kubernetes target's job object and its pods."""
+
+    kind: str
+    resource: str  # kubectl's plural.group for the kind
+    hosts: Hosts
+    pod_selector: str  # label selector of its pods (format of name)
+    succeeded: str  # the job's condition type that means it succeeded ("Failed" means failed)
+    # Where the worker pod spec sits inside the object; () where the engine assembles it (`jaxgen run`
+    # runs the targets that have one).
+    pod_spec_path: tuple = ()
+    index_label: str = contract.COMPLETION_INDEX_KEY  # pod label holding the process id
+    owner_label: str = ""  # pod label holding the job's uid, where the pods are not owned by it directly
+    port_name: str = "coordinator"  # the container port's name (a JAXJob's operator reads jaxjob-port)
+    restart_budget: tuple = ("backoff_limit",)  # values path of the number of restarts allowed
+    # Variables the engine sets in every pod beyond its launcher's (we leave them out of the render).
+    engine_env: dict = field(default_factory=dict)
+    runtime: Runtime | None = None
+
+    @property
+    def container(self) -> str:
+        """The container that runs the trainer: ours, or the one the runtime runs it in."""
+        return self.runtime.container if self.runtime else CONTAINER
+
+    @property
+    def engine_port(self) -> int:
+        """The coordinator's port where the engine picks it; 0: the coordinator_port variable."""
+        return self.runtime.port if self.runtime else 0
+
+    @property
+    def owns_pods(self) -> bool:
+        """Whether the pods' owner reference is the job (else only owner_label, if any)."""
+        return self.runtime is None
+
+    def rank0_selector(self, name: str) -> str:
+        """The label selector of process 0's pod (what `kubectl logs` follows)."""
+        return f"{self.pod_selector.format(name=name)},{self.index_label}=0"
 
 
 @dataclass(frozen=True)
 class Target:
     name: str
-    template: str  # file under generator/templates/
-    kind: str = ""  # kind of the object that is the job ("" for slurm)
-    resource: str = ""  # kubectl's plural.group for it
-    # Where the worker pod spec sits inside that object; () where the engine assembles it (`jaxgen run`
-    # runs the targets that have one).
-    pod_spec_path: tuple = ()
-    hostname: str = ""  # pod hostname of process i: format of name and index (DNS-1123 label)
-    # What a pod's name adds to its hostname, where the engine refuses names over 63 characters (the
-    # JobSet webhook counts <hostname>-<5 random characters>; a Job's pods are truncated instead).
-    pod_name_suffix: str = ""
-    coordinator: str = ""  # DNS name of process 0, as the other pods resolve it (format of name)
-    # Whether the pods get our JAX_* variables; False where the engine injects its own.
-    process_env: bool = True
-    unbuffered: bool = True  # whether we set PYTHONUNBUFFERED (the training-operator does in JAXJob pods)
-    # The coordinator's port where the engine picks it (a TrainJob's JAX plugin: 29500); 0 = the
-    # coordinator_port variable.
-    engine_port: int = 0
-    port_name: str = "coordinator"  # the container port's name (a JAXJob's operator reads jaxjob-port)
-    restart_budget: tuple = ("backoff_limit",)  # values path of the number of restarts allowed
-    pod_selector: str = ""  # label selector of its pods (format of name)
-    index_label: str = contract.COMPLETION_INDEX_KEY  # pod label holding the process id
-    owner_label: str = ""  # pod label holding the job's uid, where the pods are not owned by it directly
-    owns_pods: bool = True  # whether the pods' owner reference is the job (else only the label, if any)
-    succeeded: str = ""  # the job's condition type that means it succeeded ("Failed" means failed)
-    # A runtime's replicated Job and container that run the trainer (where a runtime owns the pods).
-    runtime_job: str = ""
-    runtime_container: str = ""
-    patch_manager: str = ""  # owner of our runtime patch (the Trainer webhook wants a domain-prefixed path)
-    # How a program of the user's own brings up distributed JAX from this engine's environment, where
-    # jax.distributed.initialize() alone cannot: it reads JAX_COORDINATOR_ADDRESS only, and its
-    # Kubernetes detection needs API access the pods are not given ("" = it works alone: srun).
-    own_program_init: str = ('jax.distributed.initialize(num_processes=int(os.environ["JAX_NUM_PROCESSES"]), '
-                             'process_id=int(os.environ["JAX_PROCESS_ID"]))')
-    # Other kinds a render of this target may create beside the job (clean.sh deletes them after it).
-    other_resources: tuple = ()
+    engine: str  # the renderer family: a package under generator/engines/
+    template: str  # file under that package's templates/
+    # The variables each process reads its place in the job from (trainer/cluster.py), and the
+    # launchers whose variables the engine sets itself; we render `launcher` where it does not.
+    launcher: Launcher
+    engine_sets: tuple[Launcher, ...] = ()
+    workload: Workload | None = None
 
     @property
     def kubernetes(self) -> bool:
-        return bool(self.kind)
+        return self.workload is not None
 
-    def pod_hostname(self, name: str, index: int) -> str:
-        return self.hostname.format(name=name, index=index)
+    @property
+    def process_env(self) -> bool:
+        """Whether the pods get our JAX_* variables (not where the engine sets the launcher's own)."""
+        return self.launcher not in self.engine_sets
 
-    def coordinator_host(self, name: str) -> str:
-        return self.coordinator.format(name=name)
+    @property
+    def own_program_init(self) -> str:
+        return own_program_init(self.launcher)
 
     def facts(self, name: str) -> dict:
-        """What the lifecycle scripts need (prepare.sh writes them to the build folder's release.env)."""
-        return {"KIND": self.resource, "POD_SELECTOR": self.pod_selector.format(name=name),
-                "INDEX_LABEL": self.index_label, "OWNER_LABEL": self.owner_label,
-                "OWNS_PODS": str(self.owns_pods).lower(), "SUCCEEDED": self.succeeded,
-                "CONTAINER": self.runtime_container or CONTAINER}
+        """What the lifecycle scripts need (prepare.sh writes them to the build folder's release.env):
+        how run.sh and clean.sh find the job and its pods; each one empty where there is none."""
+        w = self.workload
+        if w is None:
+            return dict.fromkeys(SCRIPT_FACTS, "")
+        return dict(zip(SCRIPT_FACTS, (w.resource, w.pod_selector.format(name=name), w.index_label, w.owner_label,
+                                       str(w.owns_pods).lower(), w.succeeded, w.container)))
 
 
+SCRIPT_FACTS = ("KIND", "POD_SELECTOR", "INDEX_LABEL", "OWNER_LABEL", "OWNS_PODS", "SUCCEEDED", "CONTAINER")
+
+
+def own_program_init(launcher: Launcher) -> str:
+    """How a program of the user's own brings up distributed JAX from the launcher's variables, where
+    jax.distributed.initialize() alone cannot: it reads JAX_COORDINATOR_ADDRESS only, and its
+    Kubernetes detection needs API access the pods are not given ("" = it works alone: srun)."""
+    if not launcher.coordinator:
+        return ""
+
+    def read(variable: str) -> str:
+        return f'os.environ["{variable}"]'
+
+    count, rank = f"int({read(launcher.num_processes)})", f"int({read(launcher.process_id)})"
+    if launcher == JAX:
+        return f"jax.distributed.initialize(num_processes={count}, process_id={rank})"
+    address = f"f'{{{read(launcher.coordinator)}}}:{{{read(launcher.coordinator_port)}}}'"
+    return f"jax.distributed.initialize({address}, {count}, {rank})"
+
+
+_TRAINER_RUNTIME = Runtime(job="node", container="node", port=29500, patch_manager="jax-training.dev/pod-template",
+                           resources=("trainingruntimes.trainer.kubeflow.org",))
 _JOBSET_POD_SPEC = ("spec", "replicatedJobs", 0, "template", "spec", "template", "spec")
 
 TARGETS = {t.name: t for t in (
-    Target("indexed-job", "indexed-job.yaml.j2", kind="Job", resource="jobs.batch",
-           pod_spec_path=("spec", "template", "spec"),
-           hostname="{name}-{index}", coordinator="{name}-0.{name}",
-           pod_selector="batch.kubernetes.io/job-name={name}", succeeded="Complete"),
-    Target("jaxjob", "jaxjob.yaml.j2", kind="JAXJob", resource="jaxjobs.kubeflow.org",
-           pod_spec_path=("spec", "jaxReplicaSpecs", "Worker", "template", "spec"),
-           hostname="{name}-worker-{index}", coordinator="{name}-worker-0", process_env=False, port_name="jaxjob-port",
-           unbuffered=False,
-           own_program_init=('jax.distributed.initialize(f\'{os.environ["COORDINATOR_ADDRESS"]}:'
-                             '{os.environ["COORDINATOR_PORT"]}\', int(os.environ["NUM_PROCESSES"]), '
-                             'int(os.environ["PROCESS_ID"]))'),
-           pod_selector="training.kubeflow.org/job-name={name}", index_label="training.kubeflow.org/replica-index",
-           succeeded="Succeeded"),
-    Target("jobset", "jobset.yaml.j2", kind="JobSet", resource="jobsets.jobset.x-k8s.io",
-           pod_spec_path=_JOBSET_POD_SPEC,
-           hostname="{name}-worker-0-{index}", coordinator="{name}-worker-0-0.{name}", pod_name_suffix="-abcde",
-           restart_budget=("jobset", "max_restarts"),
-           pod_selector="jobset.sigs.k8s.io/jobset-name={name}", owner_label="jobset.sigs.k8s.io/jobset-uid",
-           succeeded="Completed"),
+    # Our JAX_* variables; Kubernetes sets the completion index.
+    Target("indexed-job", "kubernetes", "indexed-job.yaml.j2", JAX, (INDEXED_JOB,), Workload(
+        "Job", "jobs.batch", Hosts(), "batch.kubernetes.io/job-name={name}", "Complete",
+        pod_spec_path=("spec", "template", "spec"))),
+    # The Kubeflow training-operator (v1) sets its own variables and PYTHONUNBUFFERED, and gives each
+    # pod a Service named as the pod.
+    Target("jaxjob", "kubernetes", "jaxjob.yaml.j2", KUBEFLOW_V1, (KUBEFLOW_V1,), Workload(
+        "JAXJob", "jaxjobs.kubeflow.org", Hosts(replica=("worker",), subdomain=False),
+        "training.kubeflow.org/job-name={name}", "Succeeded",
+        pod_spec_path=("spec", "jaxReplicaSpecs", "Worker", "template", "spec"),
+        index_label="training.kubeflow.org/replica-index", port_name="jaxjob-port",
+        engine_env={"PYTHONUNBUFFERED": "1"})),
+    Target("jobset", "kubernetes", "jobset.yaml.j2", JAX, (INDEXED_JOB,), Workload(
+        "JobSet", "jobsets.jobset.x-k8s.io", Hosts.jobset("worker"), "jobset.sigs.k8s.io/jobset-name={name}",
+        "Completed", pod_spec_path=_JOBSET_POD_SPEC, owner_label="jobset.sigs.k8s.io/jobset-uid",
+        restart_budget=("jobset", "max_restarts"))),
     # Kubeflow Trainer v2: the TrainJob's runtime (jax-distributed) makes a JobSet with one replicated
     # Job "node" and its JAX plugin sets JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID.
-    Target("trainjob", "trainjob.yaml.j2", kind="TrainJob", resource="trainjobs.trainer.kubeflow.org",
-           hostname="{name}-node-0-{index}", coordinator="{name}-node-0-0.{name}", process_env=False,
-           pod_name_suffix="-abcde",
-           runtime_job="node", runtime_container="node", owns_pods=False, engine_port=29500,
-           patch_manager="jax-training.dev/pod-template", other_resources=("trainingruntimes.trainer.kubeflow.org",),
-           pod_selector="jobset.sigs.k8s.io/jobset-name={name}", succeeded="Complete"),
-    Target("slurm", "slurm.sbatch.j2", own_program_init=""),
+    Target("trainjob", "kubernetes", "trainjob.yaml.j2", JAX, (JAX,), Workload(
+        "TrainJob", "trainjobs.trainer.kubeflow.org", Hosts.jobset(_TRAINER_RUNTIME.job),
+        "jobset.sigs.k8s.io/jobset-name={name}", "Complete", runtime=_TRAINER_RUNTIME)),
+    Target("slurm", "slurm", "slurm.sbatch.j2", SLURM, (SLURM,)),
 )}
 
 NAMES = tuple(TARGETS)
 KUBERNETES = tuple(name for name, t in TARGETS.items() if t.kubernetes)
-LOCAL = tuple(name for name, t in TARGETS.items() if t.pod_spec_path)
+LOCAL = tuple(name for name in KUBERNETES if TARGETS[name].workload.pod_spec_path)
+ENGINES = tuple(dict.fromkeys(t.engine for t in TARGETS.values()))  # the renderer families
 
 
 def target(values_or_name) -> Target:
@@ -117,10 +193,18 @@ def target(values_or_name) -> Target:
     return TARGETS[name]
 
 
+def workload(values_or_name) -> Workload:
+    """The Kubernetes facts of a target (a ValueError for one that has none)."""
+    t = target(values_or_name)
+    if t.workload is None:
+        raise ValueError(f"target {t.name!r} creates no Kubernetes objects")
+    return t.workload
+
+
 def cleanup_resources() -> list[str]:
     """What clean.sh deletes, owners first so their controllers do not recreate what it deletes."""
-    owners = [TARGETS[name] for name in ("trainjob", "jaxjob", "jobset", "indexed-job")]
-    return [r for t in owners for r in (t.resource, *t.other_resources)] + ["services", "pods"]
+    owners = [TARGETS[name].workload for name in ("trainjob", "jaxjob", "jobset", "indexed-job")]
+    return [r for w in owners for r in (w.resource, *(w.runtime.resources if w.runtime else ()))] + ["services", "pods"]
 
 
 def shell_facts() -> str:
@@ -131,33 +215,32 @@ def shell_facts() -> str:
             f"CLEANUP_RESOURCES=({' '.join(cleanup_resources())})\n")
 
 
-def _go_format(python_format: str) -> str:
-    """A name/index format as Go's printf takes it from the chart: {name} -> %[1]s, {index} -> %[2]d."""
-    return python_format.replace("{name}", "%[1]s").replace("{index}", "%[2]d")
+GO_NAME, GO_INDEX = "%[1]s", "%[2]d"  # name and index as Go's printf takes them from the chart
 
 
 def chart_rows() -> str:
     """charts/jax-training/files/targets.json: the facts the chart's templates read, per Kubernetes
     target (hostname and coordinator as printf formats of name and index; rank0: what `kubectl logs`
-    follows for process 0)."""
-    import json
-
+    follows for process 0; container: the container that runs the trainer)."""
     rows = {}
     for name in KUBERNETES:
         t = TARGETS[name]
-        row = {"hostname": _go_format(t.hostname), "coordinator": _go_format(t.coordinator),
-               "portName": t.port_name, "processEnv": t.process_env, "unbuffered": t.unbuffered,
-               "resource": t.resource, "rank0": f"-l '{_go_format(t.pod_selector)},{t.index_label}=0'",
+        w = t.workload
+        row = {"hostname": w.hosts.host(GO_NAME, GO_INDEX), "coordinator": w.hosts.coordinator(GO_NAME),
+               "portName": w.port_name, "processEnv": t.process_env,
+               "unbuffered": "PYTHONUNBUFFERED" not in w.engine_env,
+               "resource": w.resource, "rank0": f"-l '{w.rank0_selector(GO_NAME)}'",
                "ownProgramInit": t.own_program_init}
-        optional = {"podNameSuffix": t.pod_name_suffix, "enginePort": t.engine_port, "runtimeJob": t.runtime_job,
-                    "runtimeContainer": t.runtime_container, "patchManager": t.patch_manager}
-        rows[name] = {**row, **{k: v for k, v in optional.items() if v}}
+        runtime = w.runtime or NO_RUNTIME
+        optional = {"podNameSuffix": w.hosts.pod_name_suffix, "enginePort": w.engine_port, "runtimeJob": runtime.job,
+                    "runtimeContainer": runtime.container, "patchManager": runtime.patch_manager}
+        rows[name] = {**row, **{k: v for k, v in optional.items() if v}, "container": w.container}
     return json.dumps(rows, indent=1) + "\n"
 
 
 def restart_budget(values: dict) -> int:
     node = values
-    for key in target(values).restart_budget:
+    for key in workload(values).restart_budget:
         node = node[key]
     return node
 

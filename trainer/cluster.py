@@ -31,6 +31,37 @@ DEFAULT_PORT = 1234
 
 
 @dataclass(frozen=True)
+class Launcher:
+    """The variables one way of starting the processes sets in each of them (resolve_cluster reads
+    them; generator/targets.py says which one each target's processes find)."""
+
+    name: str
+    process_id: str
+    num_processes: str = ""
+    coordinator: str = ""  # HOST:PORT, or HOST alone where coordinator_port names the port's variable
+    coordinator_port: str = ""
+
+    def env(self, process_id: int, num_processes: int, host: str, port: int) -> dict[str, str]:
+        """These variables as this launcher sets them for one process (the coordinator first)."""
+        env = {}
+        if self.coordinator:
+            env[self.coordinator] = host if self.coordinator_port else f"{host}:{port}"
+        if self.coordinator_port:
+            env[self.coordinator_port] = str(port)
+        if self.num_processes:
+            env[self.num_processes] = str(num_processes)
+        env[self.process_id] = str(process_id)
+        return env
+
+
+# In the order resolve_cluster() prefers them (see the module doc).
+JAX = Launcher("jax", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES", "JAX_COORDINATOR_ADDRESS")
+KUBEFLOW_V1 = Launcher("kubeflow-v1", "PROCESS_ID", "NUM_PROCESSES", "COORDINATOR_ADDRESS", "COORDINATOR_PORT")
+INDEXED_JOB = Launcher("indexed-job", "JOB_COMPLETION_INDEX")  # the coordinator: from the pod's FQDN
+SLURM = Launcher("slurm", "SLURM_PROCID", "SLURM_NTASKS")  # the coordinator: from SLURM_STEP_NODELIST
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     coordinator_address: str | None
     num_processes: int
@@ -167,14 +198,14 @@ def resolve_cluster(
     given_port = None if coordinator_port is None else _port(coordinator_port, "--coordinator-port")
     if given_port is None and env.get("JAX_COORDINATOR_PORT"):
         given_port = _port(env["JAX_COORDINATOR_PORT"], "JAX_COORDINATOR_PORT")
-    in_slurm_step = "SLURM_PROCID" in env
+    in_slurm_step = SLURM.process_id in env
 
     # -- process id
     pid = None
     if process_id is not None:
         pid, sources["process_id"] = _int(process_id, "--process-id", 0), "--process-id"
     else:
-        for name in ("JAX_PROCESS_ID", "PROCESS_ID", "JOB_COMPLETION_INDEX", "SLURM_PROCID"):
+        for name in (JAX.process_id, KUBEFLOW_V1.process_id, INDEXED_JOB.process_id, SLURM.process_id):
             if env.get(name, "") != "":
                 pid, sources["process_id"] = _int(env[name], name, 0), name
                 break
@@ -184,7 +215,8 @@ def resolve_cluster(
     if num_processes is not None:
         nproc, sources["num_processes"] = _int(num_processes, "--num-processes", 1), "--num-processes"
     else:
-        names = ["JAX_NUM_PROCESSES", "NUM_PROCESSES"] + (["SLURM_NTASKS", "SLURM_STEP_NUM_TASKS"] if in_slurm_step else [])
+        names = [JAX.num_processes, KUBEFLOW_V1.num_processes]
+        names += [SLURM.num_processes, "SLURM_STEP_NUM_TASKS"] if in_slurm_step else []
         for name in names:
             if env.get(name, "") != "":
                 nproc, sources["num_processes"] = _int(env[name], name, 1), name
@@ -194,18 +226,19 @@ def resolve_cluster(
     coord = None
     if coordinator_address:
         coord, sources["coordinator_address"] = coordinator_address, "--coordinator-address"
-    elif env.get("JAX_COORDINATOR_ADDRESS"):
-        coord, sources["coordinator_address"] = env["JAX_COORDINATOR_ADDRESS"], "JAX_COORDINATOR_ADDRESS"
-    elif env.get("COORDINATOR_ADDRESS"):
-        host = env["COORDINATOR_ADDRESS"]
-        if env.get("COORDINATOR_PORT"):
-            port = _port(env["COORDINATOR_PORT"], "COORDINATOR_PORT")
+    elif env.get(JAX.coordinator):
+        coord, sources["coordinator_address"] = env[JAX.coordinator], JAX.coordinator
+    elif env.get(KUBEFLOW_V1.coordinator):
+        host = env[KUBEFLOW_V1.coordinator]
+        if env.get(KUBEFLOW_V1.coordinator_port):
+            port = _port(env[KUBEFLOW_V1.coordinator_port], KUBEFLOW_V1.coordinator_port)
         elif ":" in host:
             host, _, port_s = host.rpartition(":")
-            port = _port(port_s, "COORDINATOR_ADDRESS")
+            port = _port(port_s, KUBEFLOW_V1.coordinator)
         else:
             port = given_port or DEFAULT_PORT
-        coord, sources["coordinator_address"] = f"{host}:{port}", "COORDINATOR_ADDRESS/COORDINATOR_PORT"
+        coord = f"{host}:{port}"
+        sources["coordinator_address"] = f"{KUBEFLOW_V1.coordinator}/{KUBEFLOW_V1.coordinator_port}"
     elif in_slurm_step:
         nodelist_name = next(
             (n for n in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST") if env.get(n)), None
@@ -222,9 +255,9 @@ def resolve_cluster(
         else:
             raise ConfigError("SLURM_JOB_ID is not set: pass --coordinator-port")
         coord, sources["coordinator_address"] = f"{host}:{port}", nodelist_name
-    elif sources.get("process_id") == "JOB_COMPLETION_INDEX" and (nproc or 1) > 1:
+    elif sources.get("process_id") == INDEXED_JOB.process_id and (nproc or 1) > 1:
         coord = indexed_job_coordinator(pid, fqdn())
-        sources["coordinator_address"] = "JOB_COMPLETION_INDEX/hostname"
+        sources["coordinator_address"] = f"{INDEXED_JOB.process_id}/hostname"
 
     if coord is not None:
         name = sources["coordinator_address"].split("/")[0]

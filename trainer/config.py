@@ -1,7 +1,7 @@
 """The trainer's settings: one dataclass holds every default, help text and choice list.
 
 `python -m trainer train` builds its flags from these fields, and the renderers (jaxgen's
-generator/render.py, the Helm chart through files/trainer-flags.json, written by
+generator/program.py, the Helm chart through files/trainer-flags.json, written by
 `python -m trainer.config`) turn the variables named by each field's `variable` into flags.
 Standard library only: jaxgen reads this module.
 """

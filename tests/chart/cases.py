@@ -3,7 +3,7 @@ and every optional block switched on (the base cases leave each one off, at its 
 
 from __future__ import annotations
 
-from generator.targets import KUBERNETES as TARGETS
+from generator.targets import KUBERNETES as TARGETS, TARGETS as TARGET_ROWS
 from trainer.contract import DNS_LABEL_MAX
 
 TRICKY_TEXT = 'quote " back\\slash {{ .Values.name }} $(HOME) #not-a-comment: - [x] ü 日本 \ttab\nnewline'
@@ -101,13 +101,10 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
                                              "steps_per_dispatch": 5, "allreduce_dtype": "bfloat16"}},
 }
 
-# The longest names each target allows with 10 hosts (pod hostnames stay within 63 characters).
-LONGEST_NAMES = {
-    "indexed-job": DNS_LABEL_MAX - len("-9"),
-    "jaxjob": DNS_LABEL_MAX - len("-worker-9"),
-    "jobset": DNS_LABEL_MAX - len("-worker-0-9-abcde"),  # the JobSet webhook counts the pod name's random suffix
-    "trainjob": DNS_LABEL_MAX - len("-node-0-9-abcde"),
-}
+# The longest names each target allows with 10 hosts (pod hostnames stay within 63 characters; the
+# JobSet webhook counts the pod name's random suffix).
+LONGEST_NAMES = {target: DNS_LABEL_MAX - len(hosts.host("", 9) + hosts.pod_name_suffix)
+                 for target, hosts in ((target, TARGET_ROWS[target].workload.hosts) for target in TARGETS)}
 
 
 def _optional_cases() -> dict[str, dict]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from generator import yaml_text
 from generator.kubernetes_versions import SUPPORTED
 from generator.output import dump_yaml
-from generator.render import render_documents
+from generator.engines.kubernetes import render_documents
 from generator.targets import KUBERNETES
 from generator.values import load_values
 from tests.support import kubernetes_yaml

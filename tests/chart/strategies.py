@@ -34,7 +34,7 @@ def chart_variables(draw) -> dict:
     accelerator = draw(st.sampled_from(["cpu", "gpu"]))
     devices = hosts * local
     model = draw(st.sampled_from([m for m in (1, 2, 4, 8) if local % m == 0]))  # within one host
-    suffix = target_of(target).pod_hostname("", hosts - 1)
+    suffix = target_of(target).workload.hosts.host("", hosts - 1)
     data_dir, checkpoint_dir = draw(st.lists(DIRS, min_size=2, max_size=2, unique_by=lambda d: d.rstrip("/")))
     data_volume = draw(VOLUMES)
     values = {

@@ -206,7 +206,7 @@ def render_cases() -> list[tuple[str, tuple]]:
 def test_jaxgen_render_and_helm_template_agree(tmp_path, text, option):
     from generator.errors import UserError as Refused
     from generator.output import dump_yaml
-    from generator.render import render_documents
+    from generator.engines.kubernetes import render_documents
     from generator.values import load_values
     from tests.support import kubernetes_yaml
 

@@ -17,17 +17,9 @@ from .helm import CHART_DIR, helm, helm_template, write_values
 
 # What NOTES.txt follows for rank 0, and the coordinator (the chart's lookup must agree with
 # generator/targets.py).
-TARGETS = {
-    "indexed-job": ("-l 'batch.kubernetes.io/job-name=nt,batch.kubernetes.io/job-completion-index=0'",
-                    "nt-0.nt"),
-    "jaxjob": ("-l 'training.kubeflow.org/job-name=nt,training.kubeflow.org/replica-index=0'", "nt-worker-0"),
-    "jobset": ("-l 'jobset.sigs.k8s.io/jobset-name=nt,batch.kubernetes.io/job-completion-index=0'",
-               "nt-worker-0-0.nt"),
-    "trainjob": ("-l 'jobset.sigs.k8s.io/jobset-name=nt,batch.kubernetes.io/job-completion-index=0'",
-                 "nt-node-0-0.nt"),
-}
-assert {name: c for name, (_, c) in TARGETS.items()} == {
-    name: target_of(name).coordinator_host("nt") for name in KUBERNETES}
+# Per target: what `kubectl logs` follows for process 0, and process 0's name, of the release "nt".
+TARGETS = {name: (f"-l '{w.rank0_selector('nt')}'", w.hosts.coordinator("nt"))
+           for name, w in ((name, target_of(name).workload) for name in KUBERNETES)}
 
 
 def _hook(values_file) -> dict:
@@ -45,8 +37,8 @@ def test_notes_follow_rank_zero(target, tmp_path):
     notes = result.stdout.split("NOTES:", 1)[1]
     selector, coordinator = TARGETS[target]
     assert f"kubectl logs -n ml -f {selector}" in notes
-    assert f"coordinator {coordinator}:{target_of(target).engine_port or 1234}" in notes
-    assert f"kubectl get {target_of(target).resource} nt -n ml" in notes
+    assert f"coordinator {coordinator}:{target_of(target).workload.engine_port or 1234}" in notes
+    assert f"kubectl get {target_of(target).workload.resource} nt -n ml" in notes
     assert "helm test nt" in notes
 
 
@@ -56,7 +48,7 @@ def test_hook_targets_the_coordinator(target, tmp_path):
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     container = pod["spec"]["containers"][0]
     assert container["command"][:2] == ["python", "-c"]
-    assert container["command"][3:] == [TARGETS[target][1], str(target_of(target).engine_port or 4321), "300"]
+    assert container["command"][3:] == [TARGETS[target][1], str(target_of(target).workload.engine_port or 4321), "300"]
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
 

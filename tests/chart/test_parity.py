@@ -131,7 +131,7 @@ def test_nulls_between_values_files_merge_alike(tmp_path, files):
 
 def test_set_text_with_a_hash_and_whole_floats(tmp_path):
     """--set keeps " #..." (Helm's strvals has no comments); a whole number written 2.0 is 2 in both."""
-    from generator.render import render_documents
+    from generator.engines.kubernetes import render_documents
     from generator.values import load_values
 
     from .helm import helm
@@ -175,7 +175,7 @@ def test_helm_install_manifest(path):
 def test_set_overrides(tmp_path):
     """--set (strings, integers, booleans) and --set-json (numbers with a fraction) reach the same
     values in jaxgen as in Helm."""
-    from generator.render import render_documents
+    from generator.engines.kubernetes import render_documents
     from generator.values import load_values
 
     from .helm import helm
@@ -193,7 +193,7 @@ def test_set_overrides(tmp_path):
 @pytest.mark.parametrize("namespace_value", ["", "team-a"])
 def test_namespace_is_the_release_namespace_unless_set(target, namespace_value, tmp_path):
     """Helm's convention in both renderers: an empty namespace is the release's (helm -n, jaxgen -n)."""
-    from generator.render import render_documents
+    from generator.engines.kubernetes import render_documents
     from generator.values import load_values
 
     from .helm import helm

@@ -20,7 +20,7 @@ from tests.e2e_k8s.kube import (READY_DELAY, SCRIPTS, check_pods_while_not_ready
 RUNTIME = "jax-distributed"
 # What the runtime's JAX plugin (pkg/runtime/framework/plugins/jax in kubeflow/trainer v2.3.0)
 # injects into the trainer container: the contract trainer/cluster.py reads.
-JAX_PORT = TARGETS["trainjob"].engine_port
+JAX_PORT = TARGETS["trainjob"].workload.engine_port
 # The JobSet webhook refuses a JobSet whose longest pod name, <name>-node-0-<nodes-1>-abcde, passes
 # 63 characters; the TrainJob itself is admitted and then never runs. With 2 nodes: 48.
 MAX_NAME_2_NODES = DNS_LABEL_MAX - len("-node-0-1-abcde")
@@ -156,12 +156,12 @@ def test_the_trainjob_render_runs_through_the_lifecycle_scripts(cluster, build_d
             target="trainjob")
     run = start_run(cluster, build_dir)
     try:
-        pods = check_pods_while_not_ready(cluster, target.pod_selector.format(name=name), nodes,
-                                          lambda i: target.pod_hostname(name, i), subdomain=name, gpu=False)
+        pods = check_pods_while_not_ready(cluster, target.workload.pod_selector.format(name=name), nodes,
+                                          lambda i: target.workload.hosts.host(name, i), subdomain=name, gpu=False)
         for pod in pods:
             [container] = pod["spec"]["containers"]
             env = {e["name"]: e.get("value") for e in container["env"]}
-            assert env["JAX_COORDINATOR_ADDRESS"] == f"{target.coordinator_host(name)}:{JAX_PORT}"
+            assert env["JAX_COORDINATOR_ADDRESS"] == f"{target.workload.hosts.coordinator(name)}:{JAX_PORT}"
             assert env["PYTHONUNBUFFERED"] == "1"
             assert container["command"] == ["python", "-m", "trainer"] and container["args"][0] == "train"
             assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -190,9 +190,9 @@ def test_our_own_runtime_carries_the_failure_policy(cluster, build_dir):
         assert [r["action"] for r in jobset["spec"]["failurePolicy"]["rules"]] == ["FailJobSet"]
         [job] = jobset["spec"]["replicatedJobs"]
         rules = job["template"]["spec"]["podFailurePolicy"]["rules"]
-        assert rules[0]["action"] == "FailJob" and rules[0]["onExitCodes"]["containerName"] == target.runtime_container
-        pods = check_pods_while_not_ready(cluster, target.pod_selector.format(name=name), nodes,
-                                          lambda i: target.pod_hostname(name, i), subdomain=name, gpu=False)
+        assert rules[0]["action"] == "FailJob" and rules[0]["onExitCodes"]["containerName"] == target.workload.container
+        pods = check_pods_while_not_ready(cluster, target.workload.pod_selector.format(name=name), nodes,
+                                          lambda i: target.workload.hosts.host(name, i), subdomain=name, gpu=False)
         assert all(p["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] for p in pods)
         code, output = finish(run)
         assert code == 0, output

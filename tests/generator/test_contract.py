@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from generator.render import render_documents
+from generator.engines.kubernetes import render_documents
 from generator.values import load_values
 from tests.support.paths import REPO_ROOT
 from trainer import contract, exit_codes

@@ -18,6 +18,7 @@ import yaml
 
 from generator import targets
 from tests.support.paths import REPO_ROOT
+from trainer.cluster import JAX
 
 CHART_DIR = REPO_ROOT / "charts" / "jax-training"
 
@@ -64,13 +65,13 @@ def every_target() -> list[targets.Target]:
 
 
 def local() -> list[targets.Target]:
-    return [t for t in targets.TARGETS.values() if t.pod_spec_path]
+    return [t for t in targets.TARGETS.values() if t.kubernetes and t.workload.pod_spec_path]
 
 
 def by_kind(text: str, target: targets.Target) -> bool:
     """Named as the engine names it: the kind, a whole word (plural allowed), else the id (any case)."""
     if target.kubernetes:
-        return re.search(rf"\b{re.escape(target.kind)}s?\b", text) is not None
+        return re.search(rf"\b{re.escape(target.workload.kind)}s?\b", text) is not None
     return re.search(rf"\b{re.escape(target.name)}\b", text, re.IGNORECASE) is not None
 
 
@@ -123,8 +124,9 @@ def test_clean_help_names_every_kind_it_deletes():
 def test_a_new_target_is_missing_everywhere(monkeypatch):
     """A row added to the table, and to no text, is reported by every passage that lists its kind."""
     rows = dict(targets.TARGETS)
-    rows["flux"] = targets.Target("flux", "flux.yaml.j2", kind="FluxJob", resource="fluxjobs.example.org",
-                                  pod_spec_path=("spec",))
+    workload = targets.Workload("FluxJob", "fluxjobs.example.org", targets.Hosts(), "flux={name}", "Complete",
+                                pod_spec_path=("spec",))
+    rows["flux"] = targets.Target("flux", "kubernetes", "flux.yaml.j2", JAX, workload=workload)
     monkeypatch.setattr(targets, "TARGETS", rows)
     for where, passage in PASSAGES.items():
         assert missing(passage) == ["flux"], where

@@ -1,13 +1,12 @@
-"""What the engines do to our pods, as they do it on a real cluster: the training-operator injects
-the coordinator variables into JAXJob pods from the port named jaxjob-port, and a Job replaces a
-failed rank's pod only once it is gone and is done when rank 0 is."""
+"""What the engines do to our pods, as they do it on a real cluster: an engine sets its own variables
+(the training-operator injects the coordinator variables into JAXJob pods from the port named
+jaxjob-port), and a Job replaces a failed rank's pod only once it is gone and is done when rank 0 is."""
 
 import pytest
 
-from .jaxgen import jaxgen
+from generator.targets import KUBERNETES, LOCAL, TARGETS
 
-# Set by training-operator v1.9 in every JAXJob container (COORDINATOR_PORT from the jaxjob-port port).
-OPERATOR_ENV = {"COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID", "PYTHONUNBUFFERED"}
+from .jaxgen import jaxgen
 
 
 def containers(docs):
@@ -20,15 +19,30 @@ def containers(docs):
             yield from template["spec"]["containers"]
 
 
+def engine_sets(target: str) -> set[str]:
+    """The variables the row says the engine sets in every pod (training-operator v1.9: COORDINATOR_PORT
+    from the port named jaxjob-port)."""
+    row = TARGETS[target]
+    return {name for launcher in row.engine_sets for name in launcher.env(0, 2, "h", 1)} | set(row.workload.engine_env)
+
+
 def test_jaxjob_coordinator_port_is_the_one_the_operator_reads():
     result = jaxgen("render", "--target", "jaxjob", "--set", "coordinator_port=2345")
     assert result.exit_code == 0, result.stderr
     (container,) = containers(result.documents())
     assert container["ports"] == [{"name": "jaxjob-port", "containerPort": 2345, "protocol": "TCP"}]
-    assert not OPERATOR_ENV & {e["name"] for e in container.get("env", [])}
+    assert engine_sets("jaxjob") >= {"COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID"}
 
 
-@pytest.mark.parametrize("target", ["indexed-job", "jaxjob", "jobset"])
+@pytest.mark.parametrize("target", KUBERNETES)
+def test_we_leave_to_the_engine_what_it_sets(target):
+    result = jaxgen("render", "--target", target)
+    assert result.exit_code == 0, result.stderr
+    text = str(result.documents())
+    assert not [name for name in engine_sets(target) if f"'{name}'" in text]
+
+
+@pytest.mark.parametrize("target", LOCAL)
 def test_no_variable_is_set_twice(target):
     result = jaxgen("render", "--target", target, "--set-json", 'env=[{"name": "EXTRA", "value": "1"}]')
     assert result.exit_code == 0, result.stderr

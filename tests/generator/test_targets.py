@@ -6,12 +6,15 @@ import re
 
 import pytest
 
+from generator import engines
 from generator.checks import schema
-from generator.render import render_documents
-from generator.targets import KUBERNETES, LOCAL, NAMES, TARGETS, cleanup_resources, restart_budget
+from generator.engines.kubernetes import render_documents
+from generator.errors import ValidationFailed
+from generator.targets import (ENGINES, KUBERNETES, LOCAL, NAMES, TARGETS, cleanup_resources, restart_budget,
+                               shell_facts)
 from generator.values import load_values
 from tests.support.paths import REPO_ROOT
-from trainer.contract import DNS_LABEL_MAX
+from trainer.contract import DNS_LABEL_MAX, PROCESS_ENV
 
 
 def _render(name: str, *sets: str) -> tuple[dict, list[dict]]:
@@ -23,21 +26,32 @@ def test_the_schema_enum_is_the_table():
     assert schema()["properties"]["target"]["enum"] == list(NAMES)
 
 
+def test_every_engine_of_the_table_has_its_renderer_and_every_template_its_file():
+    assert set(engines.ENGINES) == set(ENGINES)
+    for t in TARGETS.values():
+        renderer = engines.ENGINES[t.engine]
+        assert renderer.__name__ == f"generator.engines.{t.engine}"
+        assert (REPO_ROOT / "generator" / "engines" / t.engine / "templates" / t.template).is_file(), t.name
+        assert t.kubernetes == (t.engine == "kubernetes"), f"{t.name}: a Kubernetes target has a workload, no other"
+
+
 @pytest.mark.parametrize("name", KUBERNETES)
 def test_the_job_object_is_the_rows_kind(name):
     _, docs = _render(name)
-    (job,) = [d for d in docs if d["kind"] == TARGETS[name].kind]
+    w = TARGETS[name].workload
+    (job,) = [d for d in docs if d["kind"] == w.kind]
     assert job["metadata"]["name"] == "tt"
-    assert TARGETS[name].resource.split(".")[0] == TARGETS[name].kind.lower() + "s"
+    assert w.resource.split(".")[0] == w.kind.lower() + "s"
 
 
 @pytest.mark.parametrize("name", LOCAL)
 def test_the_pod_spec_sits_where_the_row_says(name):
     _, docs = _render(name)
-    node = next(d for d in docs if d["kind"] == TARGETS[name].kind)
-    for key in TARGETS[name].pod_spec_path:
+    w = TARGETS[name].workload
+    node = next(d for d in docs if d["kind"] == w.kind)
+    for key in w.pod_spec_path:
         node = node[key]
-    assert node["containers"][0]["name"] == "jax"
+    assert node["containers"][0]["name"] == w.container
 
 
 @pytest.mark.parametrize("name", KUBERNETES)
@@ -46,18 +60,40 @@ def test_jax_variables_come_from_us_or_from_the_engine(name):
     text = str(docs)
     t = TARGETS[name]
     if t.process_env:
-        assert f"'{t.coordinator_host('tt')}:{values['coordinator_port']}'" in text
+        assert f"'{t.workload.hosts.coordinator('tt')}:{values['coordinator_port']}'" in text
     else:
         assert "JAX_COORDINATOR_ADDRESS" not in text
+    assert ("'PYTHONUNBUFFERED'" in text) == ("PYTHONUNBUFFERED" not in t.workload.engine_env)
+
+
+@pytest.mark.parametrize("name", KUBERNETES)
+def test_what_the_engine_sets_is_reserved(name):
+    """A user env entry must never override a variable the processes find their place from."""
+    t = TARGETS[name]
+    for launcher in (t.launcher, *t.engine_sets):
+        assert set(launcher.env(0, 2, "h", 1)) <= set(PROCESS_ENV), launcher.name
+
+
+@pytest.mark.parametrize("name", KUBERNETES)
+def test_the_rows_naming_is_the_rendered_one(name):
+    """Pod 0 of the render answers to the row's coordinator name: its subdomain's Service is the job's name."""
+    _, docs = _render(name)
+    hosts = TARGETS[name].workload.hosts
+    assert hosts.coordinator("tt") == hosts.host("tt", 0) + (".tt" if hosts.subdomain else "")
+    services = [d["metadata"]["name"] for d in docs if d["kind"] == "Service"]
+    assert all(s == "tt" for s in services) and (not services or hosts.subdomain)
 
 
 def test_a_trainjob_patches_the_runtimes_job_and_container():
     _, (trainjob,) = _render("trainjob")
+    runtime = TARGETS["trainjob"].workload.runtime
     (patch,) = trainjob["spec"]["runtimePatches"]
+    assert patch["manager"] == runtime.patch_manager
     (job,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
-    assert job["name"] == TARGETS["trainjob"].runtime_job
+    assert job["name"] == runtime.job
+    assert TARGETS["trainjob"].workload.hosts.host("tt", 1).startswith(f"tt-{runtime.job}-")
     (container,) = job["template"]["spec"]["template"]["spec"]["containers"]
-    assert container["name"] == TARGETS["trainjob"].runtime_container
+    assert container["name"] == runtime.container == TARGETS["trainjob"].workload.container
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
 
 
@@ -69,18 +105,22 @@ def test_restart_budget_reads_the_rows_variable():
 def test_the_scripts_read_every_fact_and_clean_every_kind():
     release_sh = (REPO_ROOT / "scripts" / "lib" / "release.sh").read_text()
     reset = re.search(r'^\s*KIND="".*$', release_sh, re.M).group(0)
-    assert set(re.findall(r'(\w+)=""', reset)) == set(TARGETS["jobset"].facts("x"))
-    assert set(cleanup_resources()) >= {TARGETS[n].resource for n in KUBERNETES}
+    for name in NAMES:
+        assert set(re.findall(r'(\w+)=""', reset)) == set(TARGETS[name].facts("x"))
+    runtimes = [TARGETS[n].workload.runtime for n in KUBERNETES if TARGETS[n].workload.runtime]
+    assert set(cleanup_resources()) >= {TARGETS[n].workload.resource for n in KUBERNETES} | {
+        r for runtime in runtimes for r in runtime.resources}
+    generated = (REPO_ROOT / "scripts" / "lib" / "targets.sh").read_text()
+    assert generated == shell_facts(), "scripts/lib/targets.sh drifted: run `make generate`"
 
 
-@pytest.mark.parametrize("name", [n for n in KUBERNETES if TARGETS[n].pod_name_suffix])
+@pytest.mark.parametrize("name", [n for n in KUBERNETES if TARGETS[n].workload.hosts.pod_name_suffix])
 def test_names_fit_the_jobset_webhooks_pod_name_limit(name):
     """The JobSet webhook refuses a JobSet whose pod names (<hostname>-<5 random characters>) pass 63
     characters; a TrainJob is then admitted but never runs. jaxgen refuses such a name itself."""
-    t = TARGETS[name]
-    longest = DNS_LABEL_MAX - len(t.pod_hostname("", 1) + t.pod_name_suffix)  # 2 hosts: the last index is 1
+    hosts = TARGETS[name].workload.hosts
+    longest = DNS_LABEL_MAX - len(hosts.host("", 1) + hosts.pod_name_suffix)  # 2 hosts: the last index is 1
     load_values([], [f"target={name}", f"name={'n' * longest}"])
-    from generator.errors import ValidationFailed
 
     with pytest.raises(ValidationFailed) as refused:
         load_values([], [f"target={name}", f"name={'n' * (longest + 1)}"])

@@ -10,7 +10,7 @@ import pytest
 from generator import yaml_text
 from generator.output import dump_yaml
 from generator.paths import VALUES_FILE
-from generator.render import render_documents
+from generator.engines.kubernetes import render_documents
 from generator.values import load_values
 from tests.support import kubernetes_yaml
 from tests.support.manifests import pod_templates

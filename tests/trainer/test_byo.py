@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.paths import REPO_ROOT
 from tests.trainer.procs import free_port, start, wait_all
+from generator.local_run import engine_env
 from generator.targets import KUBERNETES, target as target_of
 from trainer import exit_codes
 from trainer.distributed import initialize
@@ -129,22 +130,18 @@ def test_errors_are_raised_when_the_program_asks(monkeypatch):
         initialize(num_processes=1, process_id=0, exit_on_error=False)
 
 
-# The environment each Kubernetes engine gives a pod, as the tests above emulate it.
-ENGINE_ENV = {"indexed-job": jax_env, "jobset": jax_env, "trainjob": trainjob_env, "jaxjob": jaxjob_env}
-
-
 @pytest.mark.parametrize("target", KUBERNETES)
 def test_the_call_jaxgen_tells_an_own_program_to_make_brings_up_two_processes(tmp_path, target):
     """The warning of `jaxgen render` with program.command names a call; that call, in a plain JAX
-    program that does not import this project, must bring up the job from the engine's environment."""
-    assert set(ENGINE_ENV) == set(KUBERNETES), "a new Kubernetes target needs its engine's environment here"
+    program that does not import this project, must bring up the job from the environment the row says
+    its pods get (as `jaxgen run` sets it)."""
     program = tmp_path / "mine.py"
     program.write_text("import os\nimport jax\n"
                        f"{target_of(target).own_program_init}\n"
                        "print(f'process {jax.process_index()} of {jax.process_count()}, {jax.device_count()} devices')\n")
     port = free_port()
     procs = [start([sys.executable, str(program)], tmp_path / f"{target}-{rank}.log",
-                   {"JAX_PLATFORMS": "cpu", "PYTHONPATH": "", **ENGINE_ENV[target](rank, port)})
+                   {"JAX_PLATFORMS": "cpu", "PYTHONPATH": "", **engine_env(target_of(target), rank, 2, port)})
              for rank in range(2)]
     codes = wait_all(procs, 120)
     assert codes == [0, 0], "\n".join(p.output[-2000:] for p in procs)

@@ -15,7 +15,7 @@
 {{- end -}}
 
 {{/* Arguments of `python -m trainer`, as a JSON list of strings: files/trainer-flags.json (written from
-trainer/config.py by make sync-schema) names the flag, the variable and the spelling of each. */}}
+trainer/config.py by make generate) names the flag, the variable and the spelling of each. */}}
 {{- define "jax-training.trainerArgs" -}}
 {{- $args := list "train" -}}
 {{- range $row := .Files.Get "files/trainer-flags.json" | fromJsonArray -}}

@@ -1,4 +1,4 @@
-{{/* The target table: files/targets.json, written from generator/targets.py by make sync-schema. */}}
+{{/* The target table: files/targets.json, written from generator/targets.py by make generate. */}}
 
 {{/* The facts of the Kubernetes targets (JSON), a row each; hostname and coordinator are printf
 formats of (name, index) and (name). A target without a row renders no Kubernetes objects. */}}

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from generator.slurm import program, render_sbatch
+from generator.engines.slurm.render import program, render_sbatch
 from generator.values import load_values
 
 # Text without NUL or line breaks (the schema rejects those in paths and URLs).

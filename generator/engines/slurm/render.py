@@ -4,25 +4,27 @@ The script runs the same trainer arguments as the Kubernetes pods under
 `srun --kill-on-bad-exit=1`, one task per JAX process. The trainer derives its rank, the process
 count and the coordinator (first node of SLURM_STEP_NODELIST, port SLURM_JOB_ID % 4096 + 61440)
 from SLURM's environment, so no JAX_* variable is rendered. Every value reaches the script through
-shlex.quote; values that end up in #SBATCH lines are restricted by generator.slurm_checks.
+shlex.quote; values that end up in #SBATCH lines are restricted by .checks.
 """
 
 from __future__ import annotations
 
 import shlex
 import subprocess
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from trainer import exit_codes
 
-from .paths import TEMPLATES_DIR
-from .errors import TemplateBug
-from .program import device_env, program_args
-from .targets import TARGETS
+from ... import targets
+from ...errors import TemplateBug
+from ...program import device_env, program_args
+from ...templating import environment
 
-TEMPLATE_NAME = TARGETS["slurm"].template
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 
 
 def scalar(value: Any) -> str:
@@ -69,17 +71,9 @@ def layout(values: dict) -> dict:
     }
 
 
+@lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["q"] = shell_quote
-    return env
+    return environment(TEMPLATES_DIR, {"q": shell_quote}, trim_blocks=True, lstrip_blocks=True)
 
 
 def check_bash_syntax(script: str) -> None:
@@ -90,7 +84,7 @@ def check_bash_syntax(script: str) -> None:
 
 
 def render_sbatch(values: dict) -> str:
-    """The sbatch script of already validated variables (see generator.slurm_checks)."""
+    """The sbatch script of already validated variables (see .checks)."""
     slurm = values["slurm"]
     container = {
         "image": slurm["container_image"],
@@ -98,7 +92,7 @@ def render_sbatch(values: dict) -> str:
         "binds": list(dict.fromkeys([values["data"]["dir"], values["checkpoint"]["dir"]])),
     }
     command, args = program(values)
-    script = _environment().get_template(TEMPLATE_NAME).render(
+    script = _environment().get_template(targets.target(values).template).render(
         v=values,
         slurm=slurm,
         layout=layout(values),
@@ -111,3 +105,12 @@ def render_sbatch(values: dict) -> str:
     )
     check_bash_syntax(script)
     return script
+
+
+def files(values: dict, fmt: str) -> dict[str, str]:
+    """The script as the one file of `jaxgen render -o` (a script has one format: fmt is not read)."""
+    return {f"{values['name']}.sbatch": render_sbatch(values)}
+
+
+def stream(values: dict, fmt: str) -> str:
+    return render_sbatch(values)

@@ -1,22 +1,24 @@
-"""Render validated variables into manifests: Jinja2 (StrictUndefined) → YAML text → parsed back."""
+"""Kubernetes objects from validated variables: Jinja2 (StrictUndefined) -> YAML text -> parsed back."""
 
 from __future__ import annotations
 
 import copy
 from functools import lru_cache
+from pathlib import Path
+from types import SimpleNamespace
 
 import jinja2
 import yaml
 
 from trainer import contract
 
-from . import __version__, images, names, targets, yaml_text
-from .errors import TemplateBug
-from .paths import TEMPLATES_DIR
-from .program import device_env, program_args
-from .slurm import render_sbatch
-from .targets import CONTAINER
+from ... import __version__, images, names, targets, yaml_text
+from ...errors import TemplateBug
+from ...output import dump_json, dump_json_list, dump_yaml, file_name
+from ...program import device_env, program_args
+from ...templating import environment
 
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 MANAGED_BY = "jaxgen"
 GPU_RESOURCE = "nvidia.com/gpu"
 CLAIM_TEMPLATE = "persistentvolumeclaim.yaml.j2"
@@ -24,14 +26,8 @@ CLAIM_TEMPLATE = "persistentvolumeclaim.yaml.j2"
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.filters["tojson"] = yaml_text.flow_value  # every scalar and pass-through object: one flow value
-    return env
+    # every scalar and pass-through object: one flow value
+    return environment(TEMPLATES_DIR, {"tojson": yaml_text.flow_value})
 
 
 def version_label(tag: str) -> str:
@@ -67,26 +63,33 @@ class PodContext:
         """The container's env: PYTHONUNBUFFERED where the engine does not set it, our JAX_* variables
         where it does not set those, JAX_LOCAL_DEVICE_COUNT (every target: the devices each process
         expects), then the user's env."""
-        env = [{"name": "PYTHONUNBUFFERED", "value": "1"}] if targets.target(self.v).unbuffered else []
+        set_by_engine = targets.workload(self.v).engine_env
+        env = [] if "PYTHONUNBUFFERED" in set_by_engine else [{"name": "PYTHONUNBUFFERED", "value": "1"}]
         env += self.process_env()
         name, value = device_env(self.v)
         env.append({"name": name, "value": value})
         return env + list(self.v["env"])
 
     def process_env(self) -> list[dict]:
-        """JAX_* variables of our own targets; the process id comes from the Job's completion index.
-        None (an empty list) where the engine sets them itself (a JAXJob's operator, a TrainJob's runtime)."""
-        if not targets.target(self.v).process_env:
+        """The variables of the row's launcher (JAX_*) on our own targets; the process id comes from the
+        Job's completion index. None (an empty list) where the engine sets them itself (a JAXJob's
+        operator, a TrainJob's runtime)."""
+        t = targets.target(self.v)
+        if not t.process_env:
             return []
-        return [
-            {"name": "JAX_COORDINATOR_ADDRESS",
-             "value": f"{names.coordinator_host(self.v)}:{int(self.v['coordinator_port'])}"},
-            {"name": "JAX_NUM_PROCESSES", "value": str(int(self.v["hosts_count"]))},
-            {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": contract.COMPLETION_INDEX_FIELD}}},
-        ]
+        env = t.launcher.env(0, int(self.v["hosts_count"]), names.coordinator_host(self.v),
+                             int(self.v["coordinator_port"]))
+        index = {"fieldRef": {"fieldPath": contract.COMPLETION_INDEX_FIELD}}
+        return [{"name": name, "valueFrom": index} if name == t.launcher.process_id else {"name": name, "value": value}
+                for name, value in env.items()]
 
-    def target(self) -> targets.Target:
-        return targets.target(self.v)
+    def target(self) -> SimpleNamespace:
+        """The row's facts the templates read, by the names they use: the container port's name, and
+        the Job, container and patch manager of the runtime that owns the pods ("" without one)."""
+        w = targets.workload(self.v)
+        runtime = w.runtime or targets.NO_RUNTIME
+        return SimpleNamespace(port_name=w.port_name, runtime_job=runtime.job, runtime_container=runtime.container,
+                               patch_manager=runtime.patch_manager)
 
     def container_command(self) -> list[str]:
         """The user's program (program.command), or the built-in trainer."""
@@ -150,7 +153,7 @@ class PodContext:
 
     def container_name(self) -> str:
         """The trainer's container: ours, or the one a TrainJob runtime runs it in."""
-        return targets.target(self.v).runtime_container or CONTAINER
+        return targets.workload(self.v).container
 
     def pod_failure_policy(self) -> dict:
         """The Indexed Job's (and JobSet child Job's) podFailurePolicy (trainer/contract.py)."""
@@ -196,21 +199,18 @@ class PodContext:
 
 
 def render_text(values: dict) -> str:
-    """The target's output as text: a multi-document YAML stream, or a script for slurm."""
-    target = targets.target(values)
-    if not target.kubernetes:
-        return render_sbatch(values)
+    """The target's objects as a multi-document YAML stream."""
     context = PodContext(values).globals()
-    text = _environment().get_template(target.template).render(values=values, version=__version__, **context)
+    text = _environment().get_template(targets.target(values).template).render(
+        values=values, version=__version__, **context)
     if names.rendered_claim(values):
         text = _environment().get_template(CLAIM_TEMPLATE).render(**context) + text
     return text
 
 
 def render_documents(values: dict) -> list[dict]:
-    """The parsed manifests of a Kubernetes target; a template bug fails here, not in the cluster."""
-    if not targets.target(values).kubernetes:
-        raise ValueError(f"target {values['target']!r} renders a script, not manifests")
+    """The parsed objects of a Kubernetes target; a template bug fails here, not in the cluster."""
+    targets.workload(values)  # a ValueError for a target without Kubernetes objects
     text = render_text(values)
     try:
         docs = yaml_text.load_all(text)
@@ -220,3 +220,15 @@ def render_documents(values: dict) -> list[dict]:
         if not isinstance(doc, dict) or "kind" not in doc:
             raise TemplateBug(f"template {values['target']} produced a document without kind: {doc!r}")
     return docs
+
+
+def files(values: dict, fmt: str) -> dict[str, str]:
+    """One file per object (`jaxgen render -o`), in YAML or JSON."""
+    dump = (lambda doc: dump_yaml([doc])) if fmt == "yaml" else dump_json
+    return {file_name(doc, fmt): dump(doc) for doc in render_documents(values)}
+
+
+def stream(values: dict, fmt: str) -> str:
+    """Every object in one text: a multi-document YAML stream, or a JSON v1 List."""
+    docs = render_documents(values)
+    return dump_yaml(docs) if fmt == "yaml" else dump_json_list(docs)

@@ -1,6 +1,6 @@
 """Semantic rules of the slurm target, each problem as "$.json.path: message".
 
-Called by generator.checks for every render; returns nothing unless target is slurm.
+Called by generator.checks, through the dispatcher, for the targets of this engine.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 
 from trainer.contract import MAX_GPUS_PER_HOST, SLURM_TASK_ENV
 
-from .errors import excerpt
+from ...errors import excerpt
 
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole name: fullmatch, never $
 # An #SBATCH line is split by sbatch itself, not by the shell: no quoting is possible there.
@@ -21,8 +21,6 @@ BASH_READONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOP
 
 
 def slurm_errors(values: dict) -> list[str]:
-    if values.get("target") != "slurm":
-        return []
     errors: list[str] = []
     slurm = values["slurm"]
     tasks = values["hosts_count"]

@@ -1,0 +1,27 @@
+"""The renderers, one package per engine family, and the one place that picks one: the target row's
+`engine` (generator/targets.py) names the package. Each package offers the same functions:
+render_text(values), files(values, fmt), stream(values, fmt) and errors(values) (its own rules)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from .. import targets
+from . import kubernetes, slurm
+
+ENGINES = {"kubernetes": kubernetes, "slurm": slurm}
+
+
+def engine_of(values_or_name) -> ModuleType:
+    """The renderer of a target (a name, or variables naming one)."""
+    return ENGINES[targets.target(values_or_name).engine]
+
+
+def render_text(values: dict) -> str:
+    """The target's output as text: a multi-document YAML stream, or a script."""
+    return engine_of(values).render_text(values)
+
+
+def errors(values: dict) -> list[str]:
+    """The rules of the target's engine, beyond the schema and generator/checks.py."""
+    return engine_of(values).errors(values)
