@@ -3,7 +3,7 @@ and every optional block switched on (the base cases leave each one off, at its 
 
 from __future__ import annotations
 
-from generator.targets import KUBERNETES as TARGETS
+from generator.targets import KUBERNETES as TARGETS, target as target_of
 
 TRICKY_TEXT = 'quote " back\\slash {{ .Values.name }} $(HOME) #not-a-comment: - [x] ü 日本 \ttab\nnewline'
 
@@ -100,13 +100,9 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
                                              "steps_per_dispatch": 5, "allreduce_dtype": "bfloat16"}},
 }
 
-# The longest names each target allows with 10 hosts (pod hostnames stay within 63 characters).
-LONGEST_NAMES = {
-    "indexed-job": 63 - len("-9"),
-    "jaxjob": 63 - len("-worker-9"),
-    "jobset": 63 - len("-worker-0-9-abcde"),  # the JobSet webhook counts the pod name's random suffix
-    "trainjob": 63 - len("-node-0-9-abcde"),
-}
+# The longest names each target allows with 10 hosts (pod hostnames stay within 63 characters; where
+# the engine refuses longer pod names, as the JobSet webhook does, with the pod name's random suffix).
+LONGEST_NAMES = {name: 63 - len(target_of(name).pod_hostname("", 9) + target_of(name).pod_name_suffix) for name in TARGETS}
 
 
 def _optional_cases() -> dict[str, dict]:

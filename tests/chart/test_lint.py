@@ -11,14 +11,13 @@ import pytest
 import yaml
 
 from generator.targets import KUBERNETES
-from tests.support.paths import EXAMPLES_DIR
+from tests.support.examples import KUBERNETES_EXAMPLES
 
 from .cases import BASE_KEYS, CASES
 from .helm import CHART_DIR, KUBERNETES_VERSIONS, helm, helm_template, kubeconform, release_name, run, tool, write_values
 
 KUBE_LINTER_CONFIG = CHART_DIR / ".kube-linter.yaml"
-K8S_EXAMPLES = [p for p in sorted(EXAMPLES_DIR.glob("*.json"))
-                if json.loads(p.read_text()).get("target", "indexed-job") != "slurm"]
+K8S_EXAMPLES = KUBERNETES_EXAMPLES
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,7 @@ import pytest
 import yaml
 
 from generator import targets
-from tests.support.paths import REPO_ROOT
-
-CHART_DIR = REPO_ROOT / "charts" / "jax-training"
+from tests.support.paths import CHART_DIR, REPO_ROOT, SCRIPTS_DIR
 
 
 def between(text: str, start: str, end: str) -> str:
@@ -48,7 +46,7 @@ def package_description() -> str:
 
 def script_help(script: str, start: str) -> Callable[[], str]:
     def text() -> str:
-        result = subprocess.run(["bash", str(REPO_ROOT / "scripts" / script), "--help"],
+        result = subprocess.run(["bash", str(SCRIPTS_DIR / script), "--help"],
                                 capture_output=True, text=True, timeout=30)
         assert result.returncode == 0, result.stderr
         return between(result.stdout, start, ")")

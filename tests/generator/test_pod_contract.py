@@ -4,20 +4,17 @@ failed rank's pod only once it is gone and is done when rank 0 is."""
 
 import pytest
 
-from .jaxgen import jaxgen
+from generator.targets import KUBERNETES
+from tests.support.jaxgen import jaxgen
+from tests.support.manifests import pod_templates
 
 # Set by training-operator v1.9 in every JAXJob container (COORDINATOR_PORT from the jaxjob-port port).
 OPERATOR_ENV = {"COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID", "PYTHONUNBUFFERED"}
 
 
 def containers(docs):
-    for doc in docs:
-        spec = doc["spec"]
-        templates = ([spec["template"]] if "template" in spec else
-                     [r["template"] for r in spec.get("jaxReplicaSpecs", {}).values()] +
-                     [j["template"]["spec"]["template"] for j in spec.get("replicatedJobs", [])])
-        for template in templates:
-            yield from template["spec"]["containers"]
+    for template in pod_templates(docs):
+        yield from template["spec"]["containers"]
 
 
 def test_jaxjob_coordinator_port_is_the_one_the_operator_reads():
@@ -28,7 +25,7 @@ def test_jaxjob_coordinator_port_is_the_one_the_operator_reads():
     assert not OPERATOR_ENV & {e["name"] for e in container.get("env", [])}
 
 
-@pytest.mark.parametrize("target", ["indexed-job", "jaxjob", "jobset"])
+@pytest.mark.parametrize("target", KUBERNETES)
 def test_no_variable_is_set_twice(target):
     result = jaxgen("render", "--target", target, "--set-json", 'env=[{"name": "EXTRA", "value": "1"}]')
     assert result.exit_code == 0, result.stderr

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.support.paths import MNIST_DIR
-from tests.trainer.procs import checkpoints_of, outputs_of, small_train_args, start, trainer_argv, wait_all
+from tests.support.procs import checkpoints_of, outputs_of, small_train_args, start, trainer_argv, wait_all
 from trainer import exit_codes
 
 pytestmark = pytest.mark.timeout(300)
@@ -134,7 +134,7 @@ def test_a_read_only_volume_is_one_line(tmp_path):
 
 
 def test_progress_is_logged_by_process_0_only(tmp_path):
-    from tests.trainer.procs import run_cluster
+    from tests.support.procs import run_cluster
 
     procs = run_cluster(tmp_path, "two", lambda rank: trainer_argv(*small_train_args(tmp_path / "c")), 2, 1, 180)
     assert "batch 8/32" in procs[0].output and "result: test accuracy" in procs[0].output

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.support.paths import REPO_ROOT
-from tests.trainer.procs import small_train_args, trainer_argv
+from tests.support.procs import small_train_args, trainer_argv
 
 
 @pytest.mark.timeout(180)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ..jaxgen import jaxgen
+from tests.support.jaxgen import jaxgen
 
 BAD = {
     "uneven tasks per node": (["hosts_count=3", "slurm.nodes=2", "training.batch_size=96"], "$.slurm.nodes"),
