@@ -16,7 +16,7 @@ help:
 	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
 	@echo "make install     set up, then link jaxgen and jax-trainer into $(BINDIR)"
 	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
-	@echo "make test-fast   the tiers that need no cluster or SLURM"
+	@echo "make test-fast   the tests that need no cluster or SLURM, less those marked slow"
 	@echo "make sync-schema write the Kubernetes definitions into variables/schema.json; copy it, the exit codes, the per-process env names, the trainer's flags, the models' and the targets' facts into the chart"
 	@echo "make chart-docs  regenerate the chart README values table and the values.yaml comments (from the schema)"
 	@echo "make golden      regenerate the golden renders (review the diff by hand)"
@@ -42,7 +42,7 @@ test: setup
 
 test-fast:
 	scripts/setup.sh python tools
-	$(PY) -m pytest tests -m "not e2e"
+	$(PY) -m pytest tests -m "not e2e and not slow"
 
 sync-schema:
 	$(PY) scripts/kubernetes-definitions.py

@@ -144,6 +144,7 @@ def test_set_text_with_a_hash_and_whole_floats(tmp_path):
 # (numbers spelled as Helm cannot tell apart, text that would break naive templating).
 @settings(max_examples=120, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@pytest.mark.slow
 @given(st.one_of(variables(), chart_variables()))
 def test_generated(tmp_path_factory, values):
     path = write_values(tmp_path_factory.mktemp("gen"), "values", values)

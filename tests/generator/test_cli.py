@@ -9,6 +9,7 @@ import yaml
 
 from generator.targets import KUBERNETES, NAMES
 from tests.support.jaxgen import jaxgen
+from tests.support.manifests import pod_templates
 from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
 
 SEED = str(EXAMPLES_DIR / "seed.json")
@@ -47,7 +48,8 @@ def test_set_and_extra_files_merge_in_order(tmp_path):
     extra.write_text("training:\n  epochs: 7\nlabels:\n  team: vision\n")
     docs = jaxgen("render", SEED, "-f", str(extra), "--set", "training.epochs=9", "--target", "jaxjob").documents()
     (jaxjob,) = docs
-    args = jaxjob["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
+    (pod,) = pod_templates(docs)
+    args = pod["spec"]["containers"][0]["args"]
     assert args[args.index("--epochs") + 1] == "9"
     assert jaxjob["metadata"]["labels"]["team"] == "vision"
     assert args[args.index("--batch-size") + 1] == "128"  # untouched keys keep the defaults

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -66,6 +67,7 @@ def invocation(draw) -> list[str]:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=invocation(), stdin=st.sampled_from(
     ["", "{}", "hosts_count: 0", "a: &a [1]\nb: *a", "\x00", json.dumps({"training": {"epochs": "x"}})]))
+@pytest.mark.slow
 def test_jaxgen_answers_hostile_input_without_a_traceback(tmp_path_factory, argv, stdin):
     runner = CliRunner()
     scratch = tmp_path_factory.mktemp("walk")

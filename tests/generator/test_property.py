@@ -3,6 +3,7 @@ own YAML reader) and that pass strict validation."""
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.support.jaxgen import jaxgen
@@ -10,6 +11,7 @@ from tests.support.manifests import KUBERNETES_VERSIONS, default_kinds, pod_temp
 from tests.support.strategies import variables
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(variables())
 def test_valid_variables_render_valid_manifests(values):

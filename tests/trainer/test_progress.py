@@ -11,6 +11,7 @@ from tests.support.paths import REPO_ROOT
 from tests.support.procs import small_train_args, trainer_argv
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_progress_bar_on_a_tty_and_log_lines_otherwise(tmp_path):
     argv = trainer_argv(*small_train_args(tmp_path / "tty"))
