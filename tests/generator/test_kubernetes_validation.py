@@ -8,6 +8,7 @@ from tests.support.examples import KUBERNETES_EXAMPLES
 from tests.support.jaxgen import jaxgen
 from tests.support.manifests import KUBERNETES_VERSIONS, validation_problems
 from tests.support.paths import EXAMPLES_DIR
+from tests.support.strategies import choices
 
 K8S_EXAMPLES = [p.name for p in KUBERNETES_EXAMPLES]
 
@@ -24,7 +25,7 @@ def test_example_validates(example, version):
 
 
 @pytest.mark.parametrize("target", KUBERNETES)
-@pytest.mark.parametrize("accelerator", ["cpu", "gpu"])
+@pytest.mark.parametrize("accelerator", choices("accelerator"))
 def test_each_target_validates(target, accelerator):
     result = jaxgen("render", "--target", target, "--set", f"accelerator={accelerator}")
     assert result.exit_code == 0, result.stderr
