@@ -16,7 +16,7 @@ help:
 	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
 	@echo "make install     set up, then link jaxgen and jax-trainer into $(BINDIR)"
 	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
-	@echo "make test-fast   the tiers that need no cluster or SLURM"
+	@echo "make test-fast   the tests that need no cluster or SLURM, less those marked slow"
 	@echo "make generate    write every generated file from its one home (scripts/generate.py): the chart's"
 	@echo "                 values.yaml, values.schema.json, files/*.json, README table and versions; scripts/lib/*.sh"
 	@echo "make check-generated  fail if a generated file is not what make generate would write (writes nothing)"
@@ -43,7 +43,7 @@ test: setup
 
 test-fast:
 	scripts/setup.sh python tools
-	$(PY) -m pytest tests -m "not e2e"
+	$(PY) -m pytest tests -m "not e2e and not slow"
 
 generate:
 	$(PY) scripts/generate.py

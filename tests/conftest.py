@@ -1,10 +1,15 @@
 """Shared by every test tier."""
 
 import os
+from pathlib import Path
 
 import pytest
 
 from tests.support.paths import REPO_ROOT, SHARED_DIR  # noqa: F401  (re-exported for fixtures)
+
+TESTS_DIR = Path(__file__).parent
+# The tiers that need a real engine (a Kubernetes control plane, SLURM) started by the project's scripts.
+E2E_TIERS = ("e2e_k8s", "e2e_slurm")
 
 
 def pytest_addoption(parser):
@@ -15,6 +20,12 @@ def pytest_addoption(parser):
 @pytest.fixture
 def update_golden(request) -> bool:
     return request.config.getoption("--update-golden")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.is_relative_to(TESTS_DIR) and item.path.relative_to(TESTS_DIR).parts[0] in E2E_TIERS:
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.hookimpl(hookwrapper=True)

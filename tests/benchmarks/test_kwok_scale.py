@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from benchmarks import report
+from benchmarks import kwok_scale, report
 from tests.support.paths import REPO_ROOT
 
 
@@ -22,14 +22,14 @@ def test_small_releases_reach_running_with_complete_endpoints(tmp_path):
     scale = json.loads(done.stdout)
     assert scale == json.loads(out.read_text())
     assert scale["nodes"] == 4 and scale["api_qps"]
-    assert [(r["target"], r["hosts"]) for r in scale["runs"]] == [("indexed-job", 3), ("jobset", 3)]
+    assert [(r["target"], r["hosts"]) for r in scale["runs"]] == [(target, 3) for target in kwok_scale.TARGETS]
     for r in scale["runs"]:
         assert r["render_seconds"] > 0 and r["manifest_bytes"] > 1000
         assert 0 < r["applied_seconds"] <= r["created_seconds"] <= r["scheduled_seconds"] <= r["running_seconds"]
         assert r["endpoints_seconds"] >= r["applied_seconds"]
     assert scale["indexed_job_3_running_seconds"] == scale["runs"][0]["running_seconds"]
     text = "\n".join(report.kwok_markdown(scale))
-    assert "| indexed-job | 3 |" in text and "| jobset | 3 |" in text
+    assert all(f"| {target} | 3 |" in text for target in kwok_scale.TARGETS)
 
 
 def test_bad_host_list_is_one_line_and_nothing_starts():

@@ -17,10 +17,9 @@ from generator.engines.kubernetes import render_documents
 from generator.targets import KUBERNETES
 from generator.values import load_values
 from tests.support import kubernetes_yaml
-from tests.support.paths import CACHE, REPO_ROOT, tool
+from tests.support.paths import CACHE, CHART_DIR, tool
 from trainer.contract import DNS_LABEL_MAX
 
-CHART_DIR = REPO_ROOT / "charts" / "jax-training"
 SCHEMAS = CACHE / "kubeconform-schemas"
 # Versions the offline schemas are prepared for (KUBERNETES_SCHEMA_VERSIONS in scripts/tools.sh).
 KUBERNETES_VERSIONS = SUPPORTED  # the lowest and newest supported Kubernetes

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from generator.targets import KUBERNETES, target as target_of
-from tests.support.strategies import dns_name, label_key
+from tests.support.strategies import choices, dns_name, label_key
 from trainer.contract import DNS_LABEL_MAX, MAX_GPUS_PER_HOST
 
 # Printable text PyYAML accepts in a stream (its reader refuses other code points, whichever engine
@@ -31,7 +31,7 @@ def chart_variables(draw) -> dict:
     target = draw(st.sampled_from(KUBERNETES))
     hosts = draw(st.one_of(st.integers(1, 4), st.sampled_from([16, 100, 1024, 4096])))
     local = draw(st.sampled_from([n for n in (1, 2, 4, 8, 16) if hosts * n <= 60000]))  # a batch fits MNIST
-    accelerator = draw(st.sampled_from(["cpu", "gpu"]))
+    accelerator = draw(st.sampled_from(choices("accelerator")))
     devices = hosts * local
     model = draw(st.sampled_from([m for m in (1, 2, 4, 8) if local % m == 0]))  # within one host
     suffix = target_of(target).workload.hosts.host("", hosts - 1)
@@ -47,9 +47,9 @@ def chart_variables(draw) -> dict:
             "batch_size": devices * draw(st.integers(1, max(1, min(64, 60000 // devices)))),
             "learning_rate": draw(LEARNING_RATES),
             "momentum": draw(MOMENTA),
-            "strategy": "sharded" if model > 1 else draw(st.sampled_from(["pmap", "sharded"])),
+            "strategy": "sharded" if model > 1 else draw(st.sampled_from(choices("training.strategy"))),
             "model_parallelism": model,
-            "precision": draw(st.sampled_from(["float32", "bfloat16"])),
+            "precision": draw(st.sampled_from(choices("training.precision"))),
         },
         "data": {"dir": data_dir, "volume": data_volume,
                  "download": draw(st.booleans()) if data_volume else True},

@@ -11,7 +11,7 @@ import pytest
 
 from generator.checks import EMPTYDIR_WARNING, OWN_PROGRAM_WARNING
 from generator.targets import KUBERNETES, target as target_of
-from tests.generator.jaxgen import jaxgen
+from tests.support.jaxgen import jaxgen
 
 from .helm import CHART_DIR, helm, helm_template, write_values
 
@@ -29,7 +29,7 @@ def _hook(values_file) -> dict:
     return pod
 
 
-@pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.parametrize("target", KUBERNETES)
 def test_notes_follow_rank_zero(target, tmp_path):
     path = write_values(tmp_path, target, {"name": "nt", "namespace": "ml", "target": target})
     result = helm("install", "nt", str(CHART_DIR), "-f", str(path), "--dry-run=client", "--namespace", "ml")
@@ -42,7 +42,7 @@ def test_notes_follow_rank_zero(target, tmp_path):
     assert "helm test nt" in notes
 
 
-@pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.parametrize("target", KUBERNETES)
 def test_hook_targets_the_coordinator(target, tmp_path):
     pod = _hook(write_values(tmp_path, target, {"name": "nt", "target": target, "coordinator_port": 4321}))
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
@@ -92,7 +92,7 @@ NOTES_CASES = {
 }
 
 
-@pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.parametrize("target", KUBERNETES)
 @pytest.mark.parametrize("case", sorted(NOTES_CASES))
 def test_notes_say_where_the_outputs_live_as_jaxgen_warns(case, target, tmp_path):
     """The emptyDir warning once in NOTES exactly when jaxgen render warns on stderr; a claim is named

@@ -4,6 +4,7 @@ variant scripts/image.sh builds, in jaxgen and in the chart; a tag the user sets
 import pytest
 
 from generator import images
+from generator.targets import KUBERNETES
 from trainer import __version__
 
 from .helm import helm_template, jaxgen_documents, write_values
@@ -32,7 +33,7 @@ def image_references(docs: list[dict]) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("target", ["indexed-job", "jobset", "jaxjob", "trainjob"])
+@pytest.mark.parametrize("target", KUBERNETES)
 @pytest.mark.parametrize("case", CASES)
 def test_the_image_follows_the_accelerator(tmp_path, case, target):
     values, expected = CASES[case]

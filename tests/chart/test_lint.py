@@ -11,14 +11,13 @@ import pytest
 import yaml
 
 from generator.targets import KUBERNETES
-from tests.support.paths import EXAMPLES_DIR
+from tests.support.examples import KUBERNETES_EXAMPLES
 
 from .cases import BASE_KEYS, CASES
 from .helm import CHART_DIR, KUBERNETES_VERSIONS, helm, helm_template, kubeconform, release_name, run, tool, write_values
 
 KUBE_LINTER_CONFIG = CHART_DIR / ".kube-linter.yaml"
-K8S_EXAMPLES = [p for p in sorted(EXAMPLES_DIR.glob("*.json"))
-                if json.loads(p.read_text()).get("target", "indexed-job") != "slurm"]
+K8S_EXAMPLES = KUBERNETES_EXAMPLES
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +73,7 @@ def test_helm_lint_catches_bad_values(tmp_path):
     assert "$.training.batch_size: 128 is not divisible" in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_kubeconform_every_render(all_renders, values_files, version):
     result = kubeconform(all_renders, version)
@@ -87,6 +87,7 @@ def test_kubeconform_every_render(all_renders, values_files, version):
     assert len(values_files) >= 30
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_kubeconform_catches_faults(all_renders, version):
     """An unknown field in a core kind, a wrong type in a CRD, an unknown kind: all reported."""
@@ -112,6 +113,7 @@ def test_kube_linter_chart():
     assert "No lint errors found!" in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_kube_linter_every_target(values_files, tmp_path):
     """The chart directory is linted with its defaults only; these renders cover every target, cpu
     and gpu, one and many hosts, and the examples. (The optional blocks are left out: some checks
@@ -132,6 +134,7 @@ def test_kube_linter_every_target(values_files, tmp_path):
     assert "No lint errors found!" in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_kube_linter_catches_faults(all_renders, tmp_path):
     job = next(d for d in yaml.safe_load_all(all_renders) if d and d["kind"] == "Job")
     container = job["spec"]["template"]["spec"]["containers"][0]

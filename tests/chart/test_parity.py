@@ -15,18 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator.targets import KUBERNETES
-from tests.support.paths import EXAMPLES_DIR
+from tests.support.examples import EXAMPLES, KUBERNETES_EXAMPLES, target_of
+from tests.support.manifests import default_kinds
 from tests.support.strategies import variables
 
 from .cases import CASES
 from .helm import CHART_DIR, assert_refuses_target, comparable, helm_template, jaxgen_documents, release_name, write_values
 from .strategies import chart_variables
-
-EXAMPLES = sorted(EXAMPLES_DIR.glob("*.json"))
-
-
-def _is_slurm(path) -> bool:
-    return json.loads(path.read_text()).get("target") == "slurm"
 
 
 def assert_parity(values_file, release: str) -> list[dict]:
@@ -48,16 +43,16 @@ def _diff(want: dict, got: dict) -> str:
 
 def test_examples_exist():
     assert len(EXAMPLES) >= 5
-    assert any(not _is_slurm(p) for p in EXAMPLES)
+    assert KUBERNETES_EXAMPLES
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example(path):
     values = json.loads(path.read_text())
     name = values.get("name", "jax-training")
-    if values.get("target") == "slurm":
-        # jaxgen renders an sbatch script for it; the chart refuses with a clear message.
-        assert_refuses_target(helm_template(name, path), values["target"])
+    if path not in KUBERNETES_EXAMPLES:
+        # jaxgen renders it without Kubernetes objects; the chart refuses with a clear message.
+        assert_refuses_target(helm_template(name, path), target_of(path))
         return
     docs = assert_parity(path, name)
     assert all(doc["metadata"]["name"] == (f"{name}-outputs" if doc["kind"] == "PersistentVolumeClaim" else name)
@@ -78,11 +73,9 @@ def test_matrix(case, tmp_path):
     path = write_values(tmp_path, case, values)
     docs = assert_parity(path, values["name"])
     kinds = sorted(d["kind"] for d in docs)
-    own_runtime = values.get("trainjob", {}).get("own_runtime")
+    own_runtime = ["trainjob.own_runtime=true"] if values.get("trainjob", {}).get("own_runtime") else []
     claim = ["PersistentVolumeClaim"] if values.get("persistence", {}).get("enabled") else []
-    assert kinds == sorted(claim + {"indexed-job": ["Job", "Service"], "jaxjob": ["JAXJob"], "jobset": ["JobSet"],
-                                    "trainjob": ["TrainJob", "TrainingRuntime"] if own_runtime else ["TrainJob"]
-                                    }[values["target"]])
+    assert kinds == sorted(claim + list(default_kinds(values["target"], *own_runtime)))
 
 
 def test_yaml_values_file(tmp_path):
@@ -151,13 +144,14 @@ def test_set_text_with_a_hash_and_whole_floats(tmp_path):
 # (numbers spelled as Helm cannot tell apart, text that would break naive templating).
 @settings(max_examples=120, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@pytest.mark.slow
 @given(st.one_of(variables(), chart_variables()))
 def test_generated(tmp_path_factory, values):
     path = write_values(tmp_path_factory.mktemp("gen"), "values", values)
     assert_parity(path, values["name"])
 
 
-@pytest.mark.parametrize("path", [p for p in EXAMPLES if not _is_slurm(p)], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", KUBERNETES_EXAMPLES, ids=lambda p: p.name)
 def test_helm_install_manifest(path):
     """What `helm install` would apply (a client-side dry run) is what jaxgen renders; the test hook
     is kept apart as a hook, not applied."""

@@ -27,12 +27,6 @@ NODE_NAMESPACE = "jax-real"
 UP_TIMEOUT = int(os.environ.get("JAXT_E2E_UP_TIMEOUT", "2700"))
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if "e2e_k8s" in str(item.fspath):
-            item.add_marker(pytest.mark.e2e)
-
-
 def _start(state: Path, namespace: str = NAMESPACE, *options: str) -> Path:
     """scripts/cluster/up.sh; one retry, since a free port picked by up.sh can be taken by another
     process before the component binds it (the first failure is still printed)."""

@@ -11,9 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
-
-SCRIPTS = REPO_ROOT / "scripts"
+from tests.support.paths import EXAMPLES_DIR, SCRIPTS_DIR as SCRIPTS
 # kwok (scripts/cluster/kwok/stages.yaml) fails the pod whose index equals this annotation.
 FAIL_INDEX = "e2e.jax-training.io/fail-index"
 # Keep pods Pending (IP assigned, not ready) this long, so tests can observe that state.

@@ -9,9 +9,7 @@ import pytest
 
 from tests.e2e_k8s.kube import (READY_DELAY, assert_complete, check_pods_while_not_ready, finish, prepare, spawn,
                                 wait_until)
-from tests.support.paths import REPO_ROOT
-
-CHART = REPO_ROOT / "charts" / "jax-training"
+from tests.support.paths import CHART_DIR as CHART, SCRIPTS_DIR
 
 
 def helm_cmd(helm: Path, cluster, *args) -> list:
@@ -71,6 +69,6 @@ def test_helm_installs_a_trainjob_on_its_own_runtime(cluster, helm, tmp_path):
     assert runtime["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
     cluster.run(helm_cmd(helm, cluster, "uninstall", name, "--wait", "--timeout", "2m"), timeout=150)
     assert cluster.kubectl("get", "trainingruntime", name, "-o", "name").stdout.strip()  # a hook: left
-    cluster.run([REPO_ROOT / "scripts" / "clean.sh", "--name", name], timeout=150)
+    cluster.run([SCRIPTS_DIR / "clean.sh", "--name", name], timeout=150)
     assert cluster.kubectl("get", "trainingruntimes", "-o", "name").stdout.strip() == ""
     assert cluster.release_objects(name) == []

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from generator.targets import LOCAL
 from tests.e2e_k8s.kube import SCRIPTS
 from tests.support.paths import EXAMPLES_DIR, MNIST_DIR
 
@@ -31,7 +32,7 @@ def test_run_local_trains_the_prepared_variables(tmp_path):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("target", ["indexed-job", "jaxjob", "jobset"])
+@pytest.mark.parametrize("target", LOCAL)
 def test_run_local_runs_your_own_program(tmp_path, target):
     """program.command in place of the trainer: the example program finds its cluster from each
     target's variables with trainer.distributed.initialize and all-reduces across 2 processes."""

@@ -18,6 +18,9 @@ from tests.e2e_k8s.kube import (SCRIPTS, assert_complete, finish, prepare, relea
 from tests.e2e_k8s.real import (MIN_ACCURACY, PERSISTENCE, assert_results_fetched, containerd_cli, containerd_task,
                                  final_accuracy, outputs_volume, train)
 from generator.checks import EMPTYDIR_WARNING
+from generator.targets import KUBERNETES
+from tests.support.examples import target_of
+from tests.support.paths import EXAMPLES_DIR
 from tests.e2e_k8s.test_helm import CHART, helm_cmd
 from trainer import __version__
 
@@ -58,7 +61,8 @@ def test_indexed_job_prepare_run_clean_twice(real, tmp_path):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("target", ["jobset", "jaxjob", "trainjob"])
+# Every Kubernetes target beside the one test_indexed_job_prepare_run_clean_twice trains (cpu-local.json's).
+@pytest.mark.parametrize("target", [name for name in KUBERNETES if name != target_of(EXAMPLES_DIR / "cpu-local.json")])
 def test_operator_targets_train(real, tmp_path, target):
     cluster, sets = real
     name = f"real-{target}"

@@ -24,12 +24,6 @@ PARTITION = "debug"
 UP_TIMEOUT = int(os.environ.get("JAXT_E2E_SLURM_UP_TIMEOUT", "600"))
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if "e2e_slurm" in str(item.fspath):
-            item.add_marker(pytest.mark.e2e)
-
-
 def _free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
     try:

@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT, SCRIPTS_DIR
 
-SCRIPTS = REPO_ROOT / "scripts" / "slurm"
+SCRIPTS = SCRIPTS_DIR / "slurm"
 TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from tests.support.paths import BAD_INPUTS_DIR
 
-from .jaxgen import jaxgen
+from tests.support.jaxgen import jaxgen
 
 EXPECTED = json.loads((BAD_INPUTS_DIR / "expected.json").read_text())
 

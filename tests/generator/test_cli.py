@@ -7,9 +7,10 @@ import sys
 import pytest
 import yaml
 
+from generator.targets import KUBERNETES, NAMES
+from tests.support.jaxgen import jaxgen
+from tests.support.manifests import pod_templates
 from tests.support.paths import EXAMPLES_DIR, REPO_ROOT, SCHEMA_FILE
-
-from .jaxgen import jaxgen
 
 SEED = str(EXAMPLES_DIR / "seed.json")
 
@@ -47,7 +48,8 @@ def test_set_and_extra_files_merge_in_order(tmp_path):
     extra.write_text("training:\n  epochs: 7\nlabels:\n  team: vision\n")
     docs = jaxgen("render", SEED, "-f", str(extra), "--set", "training.epochs=9", "--target", "jaxjob").documents()
     (jaxjob,) = docs
-    args = jaxjob["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
+    (pod,) = pod_templates(docs)
+    args = pod["spec"]["containers"][0]["args"]
     assert args[args.index("--epochs") + 1] == "9"
     assert jaxjob["metadata"]["labels"]["team"] == "vision"
     assert args[args.index("--batch-size") + 1] == "128"  # untouched keys keep the defaults
@@ -139,7 +141,7 @@ def test_empty_output_dir_is_an_error():
     assert result.exit_code == 2 and "-o/--output-dir: empty path" in result.stderr and result.stdout == ""
 
 
-@pytest.mark.parametrize("target", ["indexed-job", "jaxjob", "jobset", "trainjob"])
+@pytest.mark.parametrize("target", KUBERNETES)
 def test_the_outputs_on_an_emptydir_are_a_warning_and_a_claim_keeps_them(target, tmp_path):
     from generator.checks import EMPTYDIR_WARNING
 
@@ -183,8 +185,9 @@ def _volumes(node) -> list[dict]:
     return []
 
 
-def test_slurm_has_no_emptydir_warning():
-    result = jaxgen("render", "--target", "slurm")
+@pytest.mark.parametrize("target", [name for name in NAMES if name not in KUBERNETES])
+def test_a_target_without_pods_has_no_emptydir_warning(target):
+    result = jaxgen("render", "--target", target)
     assert result.exit_code == 0 and result.stderr == ""
 
 

@@ -17,10 +17,8 @@ import pytest
 import yaml
 
 from generator import targets
-from tests.support.paths import REPO_ROOT
+from tests.support.paths import CHART_DIR, REPO_ROOT, SCRIPTS_DIR
 from trainer.cluster import JAX
-
-CHART_DIR = REPO_ROOT / "charts" / "jax-training"
 
 
 def between(text: str, start: str, end: str) -> str:
@@ -49,7 +47,7 @@ def package_description() -> str:
 
 def script_help(script: str, start: str) -> Callable[[], str]:
     def text() -> str:
-        result = subprocess.run(["bash", str(REPO_ROOT / "scripts" / script), "--help"],
+        result = subprocess.run(["bash", str(SCRIPTS_DIR / script), "--help"],
                                 capture_output=True, text=True, timeout=30)
         assert result.returncode == 0, result.stderr
         return between(result.stdout, start, ")")

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from generator.cli import cli
+from generator.targets import NAMES
 from tests.support.paths import EXAMPLES_DIR
 from tests.support.strategies import YAML_LOOKALIKES
 
@@ -32,7 +34,7 @@ FILES = {
 PATHS = [*FILES, "dir", "missing.json", "/dev/null", "/proc/nope/x", ".", "..", "dir/sub", "seed.json/x", ""]
 VALUES = [*(v for v in YAML_LOOKALIKES if "\x00" not in v), "hosts_count=0", "a=b", "x", "name=Bad_Name",
           "training.epochs=1e3", "env[0].name=A", "target=slurm", "l[70000]=1", "{", "a={x,", "a\\", "=", ",", "json",
-          "yaml", "slurm", "jobset"]
+          "yaml", *NAMES]
 # argv cannot hold a NUL; surrogates are left out because click's test runner cannot print them (the
 # real command writes a non-UTF-8 file name with backslash escapes)
 ARGV_TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=12)
@@ -65,6 +67,7 @@ def invocation(draw) -> list[str]:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=invocation(), stdin=st.sampled_from(
     ["", "{}", "hosts_count: 0", "a: &a [1]\nb: *a", "\x00", json.dumps({"training": {"epochs": "x"}})]))
+@pytest.mark.slow
 def test_jaxgen_answers_hostile_input_without_a_traceback(tmp_path_factory, argv, stdin):
     runner = CliRunner()
     scratch = tmp_path_factory.mktemp("walk")

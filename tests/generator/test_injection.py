@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from .jaxgen import jaxgen
+from tests.support.jaxgen import jaxgen
 
 PAYLOADS = [
     'say "hi" and \'bye\'',

@@ -1,18 +1,16 @@
 """Every render of every example is a valid object: core kinds in strict mode for the lowest and
 newest supported Kubernetes (generator/kubernetes_versions.py, kubernetes-validate), JAXJob, JobSet and TrainJob against their CRDs' openAPIV3Schema."""
 
-import json
-
 import pytest
 
 from generator.targets import KUBERNETES
+from tests.support.examples import KUBERNETES_EXAMPLES
+from tests.support.jaxgen import jaxgen
 from tests.support.manifests import KUBERNETES_VERSIONS, validation_problems
 from tests.support.paths import EXAMPLES_DIR
+from tests.support.strategies import choices
 
-from .jaxgen import jaxgen
-
-K8S_EXAMPLES = sorted(p.name for p in EXAMPLES_DIR.glob("*.json")
-                      if json.loads(p.read_text()).get("target", "indexed-job") != "slurm")
+K8S_EXAMPLES = [p.name for p in KUBERNETES_EXAMPLES]
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
@@ -27,7 +25,7 @@ def test_example_validates(example, version):
 
 
 @pytest.mark.parametrize("target", KUBERNETES)
-@pytest.mark.parametrize("accelerator", ["cpu", "gpu"])
+@pytest.mark.parametrize("accelerator", choices("accelerator"))
 def test_each_target_validates(target, accelerator):
     result = jaxgen("render", "--target", target, "--set", f"accelerator={accelerator}")
     assert result.exit_code == 0, result.stderr

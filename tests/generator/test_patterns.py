@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from generator.checks import schema, schema_errors
 from generator.values import defaults
 
-from .jaxgen import jaxgen
+from tests.support.jaxgen import jaxgen
 
 
 def _patterns(node) -> set[str]:

@@ -5,18 +5,13 @@ jaxjob-port), and a Job replaces a failed rank's pod only once it is gone and is
 import pytest
 
 from generator.targets import KUBERNETES, LOCAL, TARGETS
-
-from .jaxgen import jaxgen
+from tests.support.jaxgen import jaxgen
+from tests.support.manifests import pod_templates
 
 
 def containers(docs):
-    for doc in docs:
-        spec = doc["spec"]
-        templates = ([spec["template"]] if "template" in spec else
-                     [r["template"] for r in spec.get("jaxReplicaSpecs", {}).values()] +
-                     [j["template"]["spec"]["template"] for j in spec.get("replicatedJobs", [])])
-        for template in templates:
-            yield from template["spec"]["containers"]
+    for template in pod_templates(docs):
+        yield from template["spec"]["containers"]
 
 
 def engine_sets(target: str) -> set[str]:

@@ -8,9 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.support.paths import REPO_ROOT
-
-SCRIPTS = REPO_ROOT / "scripts"
+from tests.support.paths import SCRIPTS_DIR as SCRIPTS
 CASES = [
     ("run.sh", ["--timeout"], 2, "error: --timeout needs a value"),
     ("run.sh", ["--timeout", "99999999999999999999999"], 2, "error: --timeout must be a whole number of seconds"),

@@ -11,17 +11,16 @@ from generator import yaml_text
 from generator.output import dump_yaml
 from generator.paths import VALUES_FILE
 from generator.engines.kubernetes import render_documents
+from generator.targets import KUBERNETES
 from generator.values import load_values
 from tests.support import kubernetes_yaml
+from tests.support.examples import KUBERNETES_EXAMPLES
+from tests.support.jaxgen import jaxgen
 from tests.support.manifests import pod_templates
 from tests.support.paths import EXAMPLES_DIR
 from tests.support.strategies import YAML_LOOKALIKES
 
-from .jaxgen import jaxgen
-
 GOLDEN_DIR = EXAMPLES_DIR.parents[1] / "tests" / "generator" / "golden"
-EXAMPLES = sorted(p for p in EXAMPLES_DIR.glob("*.json") if json.loads(p.read_text()).get("target") != "slurm")
-TARGETS = ("indexed-job", "jaxjob", "jobset")
 # Of the look-alikes, those the schema allows as a label value and as an image tag.
 LABEL_LOOKALIKES = [s for s in YAML_LOOKALIKES if s and s.replace(".", "").replace("_", "").isalnum()
                     and s[0].isalnum() and s[-1].isalnum() and s.isascii()]
@@ -32,7 +31,7 @@ def pod(docs: list[dict]) -> dict:
     return template
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", KUBERNETES_EXAMPLES, ids=lambda p: p.name)
 def test_examples_read_back_as_rendered(path):
     docs = render_documents(load_values([str(path)]))
     kubernetes_yaml.assert_read_as_written(dump_yaml(docs), docs)
@@ -50,7 +49,7 @@ def test_defaults_read_the_same_in_go_and_python():
     assert kubernetes_yaml.decode(text) == [kubernetes_yaml.as_json(yaml_text.load(text))]
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", KUBERNETES)
 @pytest.mark.parametrize("text", YAML_LOOKALIKES, ids=ascii)
 def test_free_text_reaches_kubernetes_unchanged(text, target):
     values = {"target": target, "annotations": {"example.com/note": text},
@@ -62,7 +61,7 @@ def test_free_text_reaches_kubernetes_unchanged(text, target):
     assert {"name": "NOTE", "value": text} in template["spec"]["containers"][0]["env"]
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", KUBERNETES)
 @pytest.mark.parametrize("text", LABEL_LOOKALIKES)
 def test_label_and_tag_lookalikes_stay_strings(text, target):
     values = {"target": target, "labels": {text: text}, "node_selector": {text: text}, "image": {"tag": text}}

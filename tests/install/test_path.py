@@ -19,6 +19,7 @@ def install_block() -> list[str]:
     return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.split("#", 1)[0].strip()]
 
 
+@pytest.mark.slow
 def test_the_readme_install_step_puts_jaxgen_on_path(tmp_path):
     lines = install_block()
     assert lines[0] == "make install" and lines[1].startswith("jaxgen "), lines

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import CACHE, EXAMPLES_DIR, REPO_ROOT
-from tests.trainer.procs import free_port, start, wait_all
+from tests.support.procs import free_port, start, wait_all
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

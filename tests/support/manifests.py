@@ -11,6 +11,9 @@ import kubernetes_validate
 import yaml
 
 from generator.kubernetes_versions import SUPPORTED
+from generator.render import render_documents
+from generator.targets import target
+from generator.values import load_values
 
 from .paths import CRDS_DIR
 
@@ -67,6 +70,15 @@ def validation_problems(doc: dict, kubernetes_version: str = "1.37") -> list[str
     except kubernetes_validate.ValidationError as error:
         return [str(error)]
     return []
+
+
+@lru_cache(maxsize=None)
+def default_kinds(name: str, *sets: str) -> tuple[str, ...]:
+    """The kinds a render of target `name` with the defaults (and `sets`) creates, sorted: the kinds any
+    render of that target must create, the job object's kind from the target's row once among them."""
+    kinds = tuple(sorted(doc["kind"] for doc in render_documents(load_values([], [f"target={name}", *sets]))))
+    assert kinds.count(target(name).kind) == 1, kinds
+    return kinds
 
 
 def pod_templates(docs: list[dict]) -> list[dict]:

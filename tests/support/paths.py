@@ -8,6 +8,8 @@ SHARED_DIR = (REPO_ROOT / ".." / "shared").resolve()
 MNIST_DIR = SHARED_DIR / "data" / "mnist"
 CRDS_DIR = SHARED_DIR / "crds"
 EXAMPLES_DIR = REPO_ROOT / "variables" / "examples"
+CHART_DIR = REPO_ROOT / "charts" / "jax-training"
+SCRIPTS_DIR = REPO_ROOT / "scripts"
 BAD_INPUTS_DIR = REPO_ROOT / "tests" / "generator" / "bad_inputs"
 # The complete schema jaxgen and Helm validate with (variables/schema.json completed by scripts/generate.py).
 SCHEMA_FILE = REPO_ROOT / "charts" / "jax-training" / "values.schema.json"

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from generator.checks import schema
 from generator.targets import KUBERNETES
+
+
+def choices(path: str) -> list:
+    """The values the schema allows at a dotted variables path (its enum), e.g. training.optimizer."""
+    node = schema()
+    for key in path.split("."):
+        node = node["properties"][key]
+    return node["enum"]
+
 
 DNS_LABEL_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789-"
 # Strings YAML readers disagree on when written bare (YAML 1.1, 1.2, go-yaml), or that need escapes.
@@ -34,9 +44,9 @@ def variables(draw, targets=KUBERNETES) -> dict:
     """A valid variables file: only some keys set, the rest left to the defaults."""
     hosts = draw(st.integers(1, 8))
     local = draw(st.integers(1, 4))
-    accelerator = draw(st.sampled_from(["cpu", "gpu"]))
+    accelerator = draw(st.sampled_from(choices("accelerator")))
     devices = hosts * local
-    strategy = draw(st.sampled_from(["pmap", "sharded"]))
+    strategy = draw(st.sampled_from(choices("training.strategy")))
     model = 1
     if strategy == "sharded":
         model = draw(st.sampled_from([m for m in (1, 2, 4) if local % m == 0]))  # the axis stays within one host
@@ -52,9 +62,9 @@ def variables(draw, targets=KUBERNETES) -> dict:
             "model_parallelism": model,
             "epochs": draw(st.integers(1, 100)),
             "learning_rate": draw(st.sampled_from([0.1, 0.01, 0.001, 3e-05, 1e-05, 0.5, 2])),
-            "optimizer": draw(st.sampled_from(["sgd", "adam", "adamw"])),
+            "optimizer": draw(st.sampled_from(choices("training.optimizer"))),
             "seed": draw(st.integers(0, 2**31 - 1)),
-            "precision": draw(st.sampled_from(["float32", "bfloat16"])),
+            "precision": draw(st.sampled_from(choices("training.precision"))),
         },
     }
     optional = {

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.paths import MNIST_DIR
 from trainer import export
-from tests.trainer.procs import outputs_of, run_cluster, trainer_argv
+from tests.support.procs import outputs_of, run_cluster, trainer_argv
 
 
 @pytest.mark.slow

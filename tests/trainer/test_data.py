@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.support.paths import MNIST_DIR
-from trainer import data
+from trainer import data, exit_codes
 from trainer.errors import DataError
 
 MIRROR = MNIST_DIR.as_uri() + "/"
@@ -108,7 +108,7 @@ def test_trainer_cli_reports_a_corrupt_file_and_exits_non_zero(tmp_path):
     target.write_bytes(target.read_bytes()[:4096])
     proc = subprocess.run([sys.executable, "-m", "trainer", "train", "--data-dir", str(tmp_path), "--no-download"],
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 3
+    assert proc.returncode == exit_codes.DATA
     assert "train-images-idx3-ubyte.gz: corrupt or truncated" in proc.stderr
 
 

@@ -16,7 +16,7 @@ from generator.engines.kubernetes import render_documents
 from generator.targets import LOCAL, TARGETS
 from generator.values import load_values
 from tests.support.paths import EXAMPLES_DIR, MNIST_DIR
-from tests.trainer.procs import kill, start, wait_all, wait_for_text
+from tests.support.procs import kill, start, wait_all, wait_for_text
 from trainer import checkpoint, exit_codes
 from trainer.cluster import resolve_cluster
 
@@ -180,6 +180,7 @@ def test_claim_name_cannot_leave_the_work_dir(tmp_path):
     assert not (tmp_path / "escaped").exists() and not (tmp_path / "deep" / "escaped").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_ctrl_c_stops_every_child(tmp_path):
     proc = start(jaxgen_run(tmp_path), tmp_path / "run.log", env={"TMPDIR": str(tmp_path)})
@@ -222,8 +223,8 @@ def test_sigterm_to_a_worker_checkpoints_restarts_uncounted_and_ends_as_an_unint
     step = int(steps[0][2])
     assert step == int(steps[1][2]) and 100 <= step < 468
     assert f"[mnist-cpu-0] Rank 0: checkpoint saved at step {step}" in out
-    assert "exit code 143; stopping every process" in out
-    assert "restarting all processes (exit code 143 does not count against the 0 restarts)" in out
+    assert f"exit code {exit_codes.PREEMPTED}; stopping every process" in out
+    assert f"restarting all processes (exit code {exit_codes.PREEMPTED} does not count against the 0 restarts)" in out
     assert f"[mnist-cpu-1] Rank 1: resuming from the checkpoint of step {step}" in out
     assert "all 2 processes completed" in out
     final = "outputs/claims/mnist-cpu-outputs/mnist-cpu/checkpoints/ckpt-0000000468.npz"
@@ -244,6 +245,7 @@ def test_permanent_error_fails_the_job_without_a_restart(tmp_path):
     assert "restarting" not in proc.output
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("signals", [("SIGINT", "SIGINT"), ("SIGTERM", "SIGTERM"), ("SIGHUP",)])
 def test_stop_signals_leave_no_process_and_no_work_dir(tmp_path, signals):
@@ -277,6 +279,7 @@ def test_a_program_that_cannot_start_is_one_line_and_leaves_nothing(tmp_path):
     assert not (tmp_path / "outputs" / "mnist-cpu").exists()  # nothing ran, nothing collected
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_discard_keeps_nothing(tmp_path):
     proc = start(jaxgen_run(tmp_path, "--discard", "--set", "training.epochs=1", "--set", "training.hidden_sizes={32}",

@@ -49,6 +49,7 @@ def _equations(jaxpr):
                     yield from _equations(inner)
 
 
+@pytest.mark.slow
 def test_bfloat16_multiplies_in_bfloat16_and_keeps_float32_parameters_loss_and_gradients():
     params = mlp.init_params(0, (64, 32))
     x, y = _batch()

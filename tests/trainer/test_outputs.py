@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.support.paths import MNIST_DIR
-from tests.trainer.procs import checkpoints_of, outputs_of, small_train_args, start, trainer_argv, wait_all
+from tests.support.procs import checkpoints_of, outputs_of, small_train_args, start, trainer_argv, wait_all
 from trainer import exit_codes
 
 pytestmark = pytest.mark.timeout(300)
@@ -31,6 +31,7 @@ def finished(tmp_path_factory):
     return outputs_of(root), proc.output
 
 
+@pytest.mark.slow
 def test_a_finished_run_leaves_its_model_summary_and_metrics(finished):
     outputs, log = finished
     assert sorted(p.name for p in outputs.iterdir()) == [
@@ -46,6 +47,7 @@ def test_a_finished_run_leaves_its_model_summary_and_metrics(finished):
         "w0": (784, 64), "b0": (64,), "w1": (64, 64), "b1": (64,), "w2": (64, 10), "b2": (10,)}
 
 
+@pytest.mark.slow
 def test_evaluate_prints_the_accuracy_the_training_ended_with(finished):
     outputs, _ = finished
     summary = json.loads((outputs / "summary.json").read_text())
@@ -56,6 +58,7 @@ def test_evaluate_prints_the_accuracy_the_training_ended_with(finished):
     assert done.stdout.startswith(f"test accuracy={summary['test_accuracy']:.4f} (")
 
 
+@pytest.mark.slow
 def test_predict_classifies_an_idx_file_and_pngs(finished, tmp_path):
     from PIL import Image
 
@@ -81,6 +84,7 @@ def test_predict_classifies_an_idx_file_and_pngs(finished, tmp_path):
     assert bad.returncode == exit_codes.DATA and bad.stderr.strip().endswith("neither a PNG nor an IDX image file")
 
 
+@pytest.mark.slow
 def test_a_rerun_of_the_finished_job_resumes_at_its_end_and_keeps_its_result(finished, tmp_path):
     outputs, _ = finished
     copy = tmp_path / "c"
@@ -93,6 +97,7 @@ def test_a_rerun_of_the_finished_job_resumes_at_its_end_and_keeps_its_result(fin
     assert after["test_accuracy"] == before["test_accuracy"] and after["resumed_from"] == [32]
 
 
+@pytest.mark.slow
 def test_a_job_of_another_configuration_is_refused_and_the_first_keeps_its_results(finished, tmp_path):
     outputs, _ = finished
     copy = tmp_path / "c"
@@ -103,6 +108,7 @@ def test_a_job_of_another_configuration_is_refused_and_the_first_keeps_its_resul
     assert {p: p.read_bytes() for p in kept} == kept
 
 
+@pytest.mark.slow
 def test_a_foreign_checkpoint_is_one_line(tmp_path):
     checkpoints_of(tmp_path).mkdir(parents=True)
     np.savez(checkpoints_of(tmp_path) / "ckpt-0000000008.npz", weights=np.zeros(3))
@@ -119,6 +125,7 @@ def in_a_mount(tmp_path, options: str, *extra: str):
     return start(["unshare", "--mount", "sh", "-c", script], tmp_path / "train.log")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux) and root")
 def test_a_full_volume_is_one_line(tmp_path):
     # 300 KiB: the metrics and run.json fit, the first checkpoint (about 460 KB) does not.
@@ -133,8 +140,9 @@ def test_a_read_only_volume_is_one_line(tmp_path):
     one_line_error(proc, exit_codes.CHECKPOINT, "cannot write checkpoints there: Read-only file system")
 
 
+@pytest.mark.slow
 def test_progress_is_logged_by_process_0_only(tmp_path):
-    from tests.trainer.procs import run_cluster
+    from tests.support.procs import run_cluster
 
     procs = run_cluster(tmp_path, "two", lambda rank: trainer_argv(*small_train_args(tmp_path / "c")), 2, 1, 180)
     assert "batch 8/32" in procs[0].output and "result: test accuracy" in procs[0].output

@@ -8,9 +8,10 @@ import time
 import pytest
 
 from tests.support.paths import REPO_ROOT
-from tests.trainer.procs import small_train_args, trainer_argv
+from tests.support.procs import small_train_args, trainer_argv
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_progress_bar_on_a_tty_and_log_lines_otherwise(tmp_path):
     argv = trainer_argv(*small_train_args(tmp_path / "tty"))

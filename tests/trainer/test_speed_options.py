@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.trainer.procs import latest_checkpoint, free_port, outputs_of, run_cluster, small_train_args, start, trainer_argv, wait_all
+from tests.support.procs import latest_checkpoint, free_port, outputs_of, run_cluster, small_train_args, start, trainer_argv, wait_all
 from trainer import checkpoint
 from generator.plot import read_records
 from trainer.runtime import cpu_budget

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.paths import EXAMPLES_DIR
 
-from ..jaxgen import jaxgen
+from tests.support.jaxgen import jaxgen
 from .sbatch import directives, srun_words
 
 SLURM_EXAMPLES = sorted(p.name for p in EXAMPLES_DIR.glob("slurm*.json"))

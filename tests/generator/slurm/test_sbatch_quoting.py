@@ -55,6 +55,7 @@ def run_script(script: str, bin_dir: Path, workdir: Path) -> dict:
     return json.loads(record.read_text())
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data_name=hostile, ckpt_name=hostile, mirror_tail=hostile, env_value=hostile)
 def test_hostile_values_arrive_verbatim(shims, tmp_path_factory, data_name, ckpt_name, mirror_tail, env_value):

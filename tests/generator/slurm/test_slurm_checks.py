@@ -6,9 +6,8 @@ import re
 
 import pytest
 
+from tests.support.jaxgen import jaxgen
 from trainer.contract import PROCESS_ENV, SLURM_TASK_ENV
-
-from ..jaxgen import jaxgen
 
 BAD = {
     "uneven tasks per node": (["hosts_count=3", "slurm.nodes=2", "training.batch_size=96"], "$.slurm.nodes"),
