@@ -17,7 +17,7 @@ help:
 	@echo "make install     set up, then link jaxgen and jax-trainer into $(BINDIR)"
 	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
 	@echo "make test-fast   the tiers that need no cluster or SLURM"
-	@echo "make sync-schema write the Kubernetes definitions into variables/schema.json; copy it, the exit codes, the per-process env names, the trainer's flags, the models' and the targets' facts into the chart"
+	@echo "make sync-schema write the Kubernetes definitions and the models' settings into variables/schema.json; copy it, the exit codes, the per-process env names, the trainer's flags, the models' and the targets' facts into the chart"
 	@echo "make chart-docs  regenerate the chart README values table and the values.yaml comments (from the schema)"
 	@echo "make golden      regenerate the golden renders (review the diff by hand)"
 	@echo "make bench       run the benchmark harness (JSON on stdout)"
@@ -46,6 +46,7 @@ test-fast:
 
 sync-schema:
 	$(PY) scripts/kubernetes-definitions.py
+	$(PY) scripts/model-schema.py
 	cp variables/schema.json charts/jax-training/values.schema.json
 	$(PY) -m trainer.exit_codes > charts/jax-training/files/exit-codes.json
 	$(PY) -m trainer.cluster > charts/jax-training/files/process-env.json

@@ -55,12 +55,12 @@ SEMANTIC_CASES = {
     "model-axis-width": ({"hosts_count": 3, "training": {"model_parallelism": 3, "strategy": "sharded",
                                                          "batch_size": 3}},
                          "$.training.model_parallelism: 3 must divide the local device count 1 (a model axis stays "
-                         "within one host) and each of training.hidden_sizes (1024,1024)"),
+                         "within one host) and each of training.mlp.hidden_sizes (1024,1024)"),
     "model-axis-hidden": ({"hosts_count": 1, "local_device_count": 4,
                            "training": {"model_parallelism": 4, "strategy": "sharded", "batch_size": 4,
-                                        "hidden_sizes": [1024, 30]}},
+                                        "mlp": {"hidden_sizes": [1024, 30]}}},
                           "$.training.model_parallelism: 4 must divide the local device count 4 (a model axis stays "
-                          "within one host) and each of training.hidden_sizes (1024,30)"),
+                          "within one host) and each of training.mlp.hidden_sizes (1024,30)"),
     "model-axis-local": ({"hosts_count": 4, "local_device_count": 1,
                           "training": {"model_parallelism": 2, "strategy": "sharded", "batch_size": 4}},
                          "$.training.model_parallelism: 2 must divide the local device count 1"),

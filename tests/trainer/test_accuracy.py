@@ -59,14 +59,14 @@ def check_the_exported_model(outputs, last_epoch: dict, log: str, precision: str
     assert summary["test_accuracy"] == last_epoch["test_accuracy"] and summary["steps"] == 5 * 468
     assert summary["status"] == "completed" and summary["config"]["precision"] == precision
     assert f"Rank 0: result: test accuracy {last_epoch['test_accuracy']:.4f}" in log
-    assert (outputs / "model" / "README.md").read_text().count(export.LOAD_SNIPPET) == 1
+    assert (outputs / "model" / "README.md").read_text().count(export.load_snippet("mlp")) == 1
     scored = subprocess.run([sys.executable, "-m", "trainer", "evaluate", "--model", str(outputs / "model"),
                              "--data-dir", str(MNIST_DIR), "--no-download"], capture_output=True, text=True,
                             timeout=300)
     assert scored.returncode == 0, scored.stderr
     assert scored.stdout.startswith(f"test accuracy={last_epoch['test_accuracy']:.4f} ("), scored.stdout
     snippet = outputs / "snippet.py"
-    snippet.write_text(export.LOAD_SNIPPET)
+    snippet.write_text(export.load_snippet("mlp"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     ran = subprocess.run([sys.executable, "-I", "-c", SNIPPET_CHECK, str(snippet), str(MNIST_DIR)], cwd=outputs,
                          capture_output=True, text=True, timeout=300, env=env)
