@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.support.paths import BAD_INPUTS_DIR, REPO_ROOT
+from trainer import models
 
 from .helm import comparable, helm_template, jaxgen_documents, write_values
 
@@ -56,11 +57,12 @@ SEMANTIC_CASES = {
                                                          "batch_size": 3}},
                          "$.training.model_parallelism: 3 must divide the local device count 1 (a model axis stays "
                          "within one host) and each of training.mlp.hidden_sizes (1024,1024)"),
-    "model-axis-hidden": ({"hosts_count": 1, "local_device_count": 4,
-                           "training": {"model_parallelism": 4, "strategy": "sharded", "batch_size": 4,
-                                        "mlp": {"hidden_sizes": [1024, 30]}}},
-                          "$.training.model_parallelism: 4 must divide the local device count 4 (a model axis stays "
-                          "within one host) and each of training.mlp.hidden_sizes (1024,30)"),
+    **{f"model-axis-{name}": (  # each model's own sizes a model axis splits (trainer/models)
+        {"hosts_count": 1, "local_device_count": 4,
+         "training": {"model": name, "model_parallelism": 4, "strategy": "sharded", "batch_size": 4,
+                      name: {models.get(name).model_axis: [1024, 30]}}},
+        "$.training.model_parallelism: 4 must divide the local device count 4 (a model axis stays within one host) "
+        f"and each of training.{name}.{models.get(name).model_axis} (1024,30)") for name in models.NAMES},
     "model-axis-local": ({"hosts_count": 4, "local_device_count": 1,
                           "training": {"model_parallelism": 2, "strategy": "sharded", "batch_size": 4}},
                          "$.training.model_parallelism: 2 must divide the local device count 1"),

@@ -57,6 +57,14 @@ def test_generated_chart_files_are_current():
         assert (CHART_DIR / "files" / name).read_text() == expected, f"files/{name} drifted: run `make sync-schema`"
 
 
+def test_the_schemas_models_are_the_registrys():
+    """training.model's enum and each model's settings object are what scripts/model-schema.py writes
+    from trainer/models (make sync-schema)."""
+    script = REPO_ROOT / "scripts" / "model-schema.py"
+    result = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
 def test_schema_choices_are_the_trainers():
     from trainer import config, models
 
