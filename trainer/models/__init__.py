@@ -16,6 +16,7 @@ from trainer.models.base import Model, Setting
 # One line per model: its folder, whose __init__.py names its Model instance MODEL.
 MODELS: dict[str, Model] = {name: importlib.import_module(f"trainer.models.{name}").MODEL for name in (
     "mlp",
+    "cnn",
 )}
 NAMES = tuple(MODELS)
 DEFAULT = "mlp"
