@@ -63,6 +63,17 @@ class Setting:
                 "default": list(self.default)}
 
 
+def dense_specs(layers: list[tuple[str, str]]) -> dict[str, tuple]:
+    """The sharding rule of a stack of dense layers, (kernel, bias) names in order: the hidden
+    features are split over "model" (column-parallel hidden layers, a row-parallel output layer,
+    whose bias is replicated)."""
+    specs = {}
+    for i, (kernel, bias) in enumerate(layers):
+        last = i == len(layers) - 1
+        specs[kernel], specs[bias] = (("model", None), ()) if last else ((None, "model"), ("model",))
+    return specs
+
+
 class Model:
     """A registered model. Subclasses set the class attributes and the facts below; `settings`
     arguments are {setting name: value} dicts (missing names take the defaults)."""

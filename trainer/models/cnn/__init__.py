@@ -5,7 +5,7 @@ network.py."""
 
 from __future__ import annotations
 
-from trainer.models.base import SIDE, Model, Setting
+from trainer.models.base import SIDE, Model, Setting, dense_specs
 
 KERNEL, POOL = 5, 2
 
@@ -92,16 +92,12 @@ def predict(images):  # the digits, 1000 images at a time
         return convs + sum(a * b + b for a, b in self.matmul_shapes(settings))
 
     def param_specs(self, settings: dict | None = None) -> dict[str, tuple]:
-        """Convolutions replicated; the dense layers' hidden features split over "model"
-        (column-parallel hidden layers, a row-parallel output layer), as the MLP's."""
+        """Convolutions replicated; the dense layers split as the MLP's."""
         specs = {}
         for i in range(len(self.resolve(settings)["channels"])):
             specs[f"conv{i}.w"], specs[f"conv{i}.b"] = (), ()
-        last = len(self.resolve(settings)["dense_sizes"])
-        for i in range(last + 1):
-            specs[f"dense{i}.w"] = ("model", None) if i == last else (None, "model")
-            specs[f"dense{i}.b"] = () if i == last else ("model",)
-        return specs
+        dense = [(f"dense{i}.w", f"dense{i}.b") for i in range(len(self.matmul_shapes(settings)))]
+        return {**specs, **dense_specs(dense)}
 
     def layers(self, settings: dict | None = None) -> str:
         values = self.resolve(settings)

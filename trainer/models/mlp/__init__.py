@@ -3,7 +3,7 @@ network is in network.py."""
 
 from __future__ import annotations
 
-from trainer.models.base import Model, Setting
+from trainer.models.base import Model, Setting, dense_specs
 
 
 class MLP(Model):
@@ -39,14 +39,7 @@ def predict(images):  # uint8 MNIST images, shape (n, 28, 28)
         return list(zip(sizes[:-1], sizes[1:]))
 
     def param_specs(self, settings: dict | None = None) -> dict[str, tuple]:
-        """Hidden features are split over "model" (column-parallel hidden layers, a row-parallel
-        output layer)."""
-        specs = {}
-        last = len(self.resolve(settings)["hidden_sizes"])
-        for i in range(last + 1):
-            specs[f"w{i}"] = ("model", None) if i == last else (None, "model")
-            specs[f"b{i}"] = () if i == last else ("model",)
-        return specs
+        return dense_specs([(f"w{i}", f"b{i}") for i in range(len(self.matmul_shapes(settings)))])
 
     def forward_flops(self, batch: int, settings: dict | None = None) -> int:
         return 2 * batch * sum(a * b for a, b in self.matmul_shapes(settings))
