@@ -1,6 +1,7 @@
 """Every registered model, selected by training.model: its settings (and no other model's) reach the
-trainer's command line, and a short local run (strategy sharded with a model axis, bfloat16) trains,
-resumes from its checkpoint and exports a model that `python -m trainer evaluate` scores."""
+trainer's command line, and a short local run (strategy sharded with a model axis in bfloat16, pmap
+in float32) trains, resumes from its checkpoint and exports a model that `python -m trainer evaluate`
+scores."""
 
 import json
 import re
@@ -43,11 +44,12 @@ def test_only_the_selected_models_settings_are_rendered(tmp_path, name):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("strategy, model_axis, precision", [("sharded", 2, "bfloat16"), ("pmap", 1, "float32")])
 @MODELS
-def test_every_model_trains_resumes_and_exports_locally(tmp_path, name):
-    # 2 processes x 2 devices, a model axis of 2; 512 examples, batch 64: 8 steps an epoch
-    base = ["--set", f"training.model={name}", "--set", "local_device_count=2", "--set", "training.strategy=sharded",
-            "--set", "training.model_parallelism=2", "--set", "training.precision=bfloat16",
+def test_every_model_trains_resumes_and_exports_locally(tmp_path, name, strategy, model_axis, precision):
+    # 2 processes x 2 devices; 512 examples, batch 64: 8 steps an epoch
+    base = ["--set", f"training.model={name}", "--set", "local_device_count=2", "--set", f"training.strategy={strategy}",
+            "--set", f"training.model_parallelism={model_axis}", "--set", f"training.precision={precision}",
             "--set", "training.train_examples=512", "--set", "training.batch_size=64", "--set", "training.log_every=4",
             "--set", "training.lr_schedule=constant", "--set", "checkpoint.every_steps=4",
             "--set", "persistence.enabled=true", "--work-dir", str(tmp_path / "work")]
@@ -63,7 +65,7 @@ def test_every_model_trains_resumes_and_exports_locally(tmp_path, name):
     results = tmp_path / "outputs" / "mnist-cpu"
     summary = json.loads((results / "summary.json").read_text())
     assert summary["steps"] == 16 and summary["resumed_from"] == [8]
-    assert summary["config"]["model"] == name and summary["config"]["strategy"] == "sharded"
+    assert summary["config"]["model"] == name and summary["config"]["strategy"] == strategy
     settings = {k for k in summary["config"] if any(k.startswith(f"{m}_") for m in models.NAMES)}
     assert settings == {f"{name}_{s.name}" for s in models.get(name).settings}  # the selected model's only
     config = json.loads((results / "model" / "config.json").read_text())
