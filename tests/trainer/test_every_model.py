@@ -1,7 +1,7 @@
 """Every registered model, selected by training.model: its settings (and no other model's) reach the
 trainer's command line, and a short local run (strategy sharded with a model axis in bfloat16, pmap
 in float32) trains, resumes from its checkpoint and exports a model that `python -m trainer evaluate`
-scores."""
+and its card's NumPy snippet score alike."""
 
 import json
 import re
@@ -15,6 +15,7 @@ from generator.render import render_documents
 from generator.values import load_values
 from tests.support.paths import MNIST_DIR
 from tests.trainer.procs import kill, start, wait_all
+from tests.trainer.test_accuracy import check_the_cards_snippet
 from tests.trainer.test_local_run import CPU_LOCAL, MIRROR, jaxgen_run
 from trainer import models
 from trainer.config import TrainConfig, flag
@@ -74,3 +75,4 @@ def test_every_model_trains_resumes_and_exports_locally(tmp_path, name, strategy
                              "--data-dir", str(MNIST_DIR), "--no-download"], capture_output=True, text=True,
                             timeout=200)
     assert scored.stdout.startswith(f"test accuracy={summary['test_accuracy']:.4f} ("), scored.stdout + scored.stderr
+    check_the_cards_snippet(results, name, precision, summary["test_accuracy"])
