@@ -11,7 +11,7 @@ import kubernetes_validate
 import yaml
 
 from generator.kubernetes_versions import SUPPORTED
-from generator.render import render_documents
+from generator.engines.kubernetes import render_documents
 from generator.targets import target
 from generator.values import load_values
 
@@ -77,7 +77,7 @@ def default_kinds(name: str, *sets: str) -> tuple[str, ...]:
     """The kinds a render of target `name` with the defaults (and `sets`) creates, sorted: the kinds any
     render of that target must create, the job object's kind from the target's row once among them."""
     kinds = tuple(sorted(doc["kind"] for doc in render_documents(load_values([], [f"target={name}", *sets]))))
-    assert kinds.count(target(name).kind) == 1, kinds
+    assert kinds.count(target(name).workload.kind) == 1, kinds
     return kinds
 
 
