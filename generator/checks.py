@@ -123,8 +123,8 @@ def semantic_errors(values: dict) -> list[str]:
         if training["strategy"] != "sharded":
             errors.append("$.training.model_parallelism: a model axis needs training.strategy 'sharded'")
         # the sizes the model's sharding rules split (trainer/models; the chart reads files/models.json)
-        split_key = models.get(training["model"]).model_axis_rule
-        split = training[split_key]
+        axis_setting = models.get(training["model"]).model_axis
+        split_key, split = f"{training['model']}.{axis_setting}", training[training["model"]][axis_setting]
         if local % model or any(size % model for size in split):
             errors.append(f"$.training.model_parallelism: {model} must divide the local device count {local} "
                           f"(a model axis stays within one host) and each of training.{split_key} "

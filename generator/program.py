@@ -13,6 +13,8 @@ def trainer_flags(values: dict) -> list[str]:
     a fraction, floats as Python's repr (the chart's jax-training.float)."""
     flags = []
     for row in rendered_flags():
+        if row.get("model", values["training"]["model"]) != values["training"]["model"]:
+            continue  # another model's setting
         value = values
         for key in row["variable"].split("."):
             value = value[key]

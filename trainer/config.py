@@ -13,8 +13,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from trainer.models import DEFAULT as DEFAULT_MODEL, NAMES as MODEL_NAMES
-from trainer.models.mlp import DEFAULT_HIDDEN
+from trainer import models
 from trainer.runtime import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_INIT_TIMEOUT
 
 DEFAULT_DATA_DIR = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
@@ -29,30 +28,23 @@ RUNTIME = "runtime"
 
 def setting(default, help: str, *, choices=None, variable: str | None = None, render: str | None = None,
             parse=None, metavar: str | None = None, group: str = "train", hidden: bool = False,
-            internal: str | None = None):
+            internal: str | None = None, model: str | None = None):
     """A TrainConfig field. variable: the variables key (dotted) the renderers pass as this flag;
     internal: why a setting that is neither a variable nor a test hook (hidden) has no variable;
     render: how they spell it where the field's type would not say (int for integer seconds);
-    parse: argparse type for values that are not a plain int/float/str."""
+    parse: argparse type for values that are not a plain int/float/str; model: the model whose
+    setting it is (used, and rendered, only when that model is selected)."""
     meta = {"help": help, "choices": choices, "variable": variable, "render": render, "parse": parse,
-            "metavar": metavar, "group": group, "hidden": hidden, "internal": internal}
+            "metavar": metavar, "group": group, "hidden": hidden, "internal": internal, "model": model}
     if isinstance(default, (list, tuple)):
         return field(default_factory=lambda: tuple(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: sizes must be >= 1")
-    return sizes
-
-
 @dataclass
-class TrainConfig:
+class _TrainConfig:
+    """The settings every model shares; TrainConfig adds each model's own (see below)."""
+
     epochs: int = setting(5, "passes over the training set", variable="training.epochs")
     batch_size: int = setting(128, "global batch size", variable="training.batch_size")
     optimizer: str = setting("sgd", "optax optimizer", choices=("sgd", "adam", "adamw"), variable="training.optimizer")
@@ -66,10 +58,8 @@ class TrainConfig:
     model_parallelism: int = setting(1, "model axis size (strategy sharded)", variable="training.model_parallelism")
     precision: str = setting("float32", "matmuls and activations; parameters, loss and optimizer state stay float32",
                              choices=PRECISIONS, variable="training.precision")
-    model: str = setting(DEFAULT_MODEL, "the network (trainer/models)", choices=MODEL_NAMES,
-                         variable="training.model")
-    hidden_sizes: tuple[int, ...] = setting(DEFAULT_HIDDEN, "hidden layer sizes, e.g. 1024,1024", parse=_sizes,
-                                            variable="training.hidden_sizes", metavar="SIZES")
+    model: str = setting(models.DEFAULT, "the network (trainer/models); its settings are the --<model>-* flags",
+                         choices=models.NAMES, variable="training.model")
     platform: str = setting("cpu", "JAX platform", choices=("cpu", "gpu"), variable="accelerator", group=RUNTIME)
     data_dir: str = setting(DEFAULT_DATA_DIR, "MNIST files (downloaded there if missing)", variable="data.dir")
     download: bool = setting(True, "download MNIST when it is missing", variable="data.download")
@@ -105,20 +95,41 @@ class TrainConfig:
     fault_after_step: int = setting(0, "test hook: SIGKILL this process after that global step", hidden=True)
     hang_after_step: int = setting(0, "test hook: stop making progress after that global step", hidden=True)
 
+    def model_settings(self) -> dict:
+        """The selected model's settings, {name: value} (lists as tuples)."""
+        return {s.name: getattr(self, model_field(self.model, s.name)) for s in models.get(self.model).settings}
+
     def fingerprint(self) -> dict:
         """What a checkpoint's state depends on; resuming under other values would be wrong."""
         return {
-            "hidden": list(self.hidden_sizes), "optimizer": self.optimizer, "learning_rate": self.learning_rate,
+            "model": self.model,
+            "model_settings": {k: list(v) if isinstance(v, tuple) else v for k, v in self.model_settings().items()},
+            "optimizer": self.optimizer, "learning_rate": self.learning_rate,
             "momentum": self.momentum, "batch_size": self.batch_size, "seed": self.seed,
             "train_examples": self.train_examples, "lr_schedule": self.lr_schedule,
             # the cosine schedule's length depends on the number of epochs
             "epochs": self.epochs if self.lr_schedule == "cosine" else None,
-            "model": self.model,
         }
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "TrainConfig":
         return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
+def model_field(model: str, name: str) -> str:
+    """The TrainConfig field (and, dashed, the flag) of a model's setting: mlp_hidden_sizes."""
+    return f"{model}_{name}"
+
+
+# Every registered model's settings are fields too (flag --mlp-hidden-sizes, variable
+# training.mlp.hidden_sizes): the flags, renderers and chart take them like the others.
+TrainConfig = dataclasses.make_dataclass("TrainConfig", [
+    (model_field(model.name, s.name), tuple[int, ...] if s.is_list else int,
+     setting(s.default, s.help, variable=variable, parse=s.parse, metavar="SIZES" if s.is_list else "N",
+             model=model.name))
+    for variable, model, s in models.variables()], bases=(_TrainConfig,))
+TrainConfig.__module__ = __name__
+TrainConfig.__doc__ = "Every trainer setting: the shared ones (_TrainConfig) and each model's own."
 
 
 def flag(f: dataclasses.Field) -> str:
@@ -188,15 +199,22 @@ CLUSTER_FLAGS = (("--local-device-count", "local_device_count", "int"),)
 
 
 def rendered_flags() -> list[dict]:
-    """[{flag, variable, kind}] in the order the renderers write them; kind is int, float, str,
-    bool (--x / --no-x) or list (comma-joined integers)."""
-    rows = []
+    """[{flag, variable, kind[, model]}] in the order the renderers write them; kind is int, float,
+    str, bool (--x / --no-x) or list (comma-joined integers). A row with `model` is written only
+    when training.model names that model; the models' rows follow --model's."""
+    rows, model_rows = [], []
     for f in dataclasses.fields(TrainConfig):
         if not f.metadata["variable"]:
             continue
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         kind = f.metadata["render"] or {bool: "bool", int: "int", float: "float", tuple: "list"}.get(type(default), "str")
-        rows.append({"flag": flag(f), "variable": f.metadata["variable"], "kind": kind})
+        row = {"flag": flag(f), "variable": f.metadata["variable"], "kind": kind}
+        if f.metadata["model"]:
+            model_rows.append({**row, "model": f.metadata["model"]})
+        else:
+            rows.append(row)
+    at = next(i for i, row in enumerate(rows) if row["variable"] == "training.model") + 1
+    rows[at:at] = model_rows
     rows += [{"flag": a, "variable": v, "kind": k} for a, v, k in CLUSTER_FLAGS]
     return rows
 

@@ -27,41 +27,26 @@ PREPROCESSING = "flatten each 28x28 uint8 image (row-major) to 784 values and di
 
 def _config(cfg, test_accuracy: float | None, steps: int) -> dict:
     model = models.get(cfg.model)
+    settings = {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.model_settings().items()}
     return {
-        "format": "jax-training/mlp-v1", "model": cfg.model, "inputs": model.inputs, "classes": model.classes,
-        "hidden_sizes": list(cfg.hidden_sizes), "activation": "relu", "precision": cfg.precision,
-        "preprocessing": PREPROCESSING,
-        "parameters": {"w<i>": "kernel of layer i, shape (inputs, outputs), float32",
-                       "b<i>": "bias of layer i, shape (outputs,), float32"},
-        "forward": "x = relu(x @ w<i> + b<i>) for every layer but the last; logits = x @ w<last> + b<last>",
+        "format": model.export_format, "model": cfg.model, "inputs": model.inputs, "classes": model.classes,
+        **settings, "layers": model.layers(settings), "precision": cfg.precision,
+        "preprocessing": PREPROCESSING, "parameters": model.parameters, "forward": model.forward,
         "test_accuracy": test_accuracy, "steps": steps, "version": __version__,
     }
 
 
-# How to use the model without this project: in its card and in the README (a test runs it).
-LOAD_SNIPPET = """\
-import numpy as np
-from safetensors.numpy import load_file
-
-params = load_file("model/model.safetensors")  # w0, b0, w1, b1, ...: float32, layer by layer
-
-def predict(images):  # uint8 MNIST images, shape (n, 28, 28)
-    x = images.reshape(len(images), -1).astype(np.float32) / 255
-    layers = len(params) // 2
-    for i in range(layers):
-        x = x @ params[f"w{i}"] + params[f"b{i}"]
-        if i < layers - 1:
-            x = np.maximum(x, 0)  # ReLU
-    return x.argmax(-1)  # the digits
-"""
+def load_snippet(model: str) -> str:
+    """How to use the model without this project (in its card; a test runs it): the model's own."""
+    return models.get(model).load_snippet
 
 
 def _figure(value) -> str:
     return f"{value:.4f}" if isinstance(value, (int, float)) else "n/a"
 
 
-def _card(config: dict, summary: dict) -> str:
-    layers = " → ".join(str(n) for n in (config["inputs"], *config["hidden_sizes"], config["classes"]))
+def _card(cfg, config: dict, summary: dict) -> str:
+    model = models.get(cfg.model)
     settings = summary.get("config", {})
     return f"""---
 library_name: jax
@@ -71,7 +56,7 @@ metrics: [accuracy]
 ---
 # {summary.get('name', 'model')}: an MNIST digit classifier
 
-A multilayer perceptron ({layers}, ReLU) trained data-parallel by jax-training {__version__}
+{model.card(cfg.model_settings())} trained data-parallel by jax-training {__version__}
 on {summary.get('processes', '?')} process(es) x {summary.get('local_devices', '?')} device(s).
 
 | | |
@@ -86,11 +71,11 @@ on {summary.get('processes', '?')} process(es) x {summary.get('local_devices', '
 Input: {config['preprocessing']}. Output: 10 logits; the digit is their argmax.
 
 ## Use it
-`{MODEL_FILE}` holds the float32 parameters `w0, b0, w1, b1, …` (layer by layer; no optimizer
-state). With NumPy and the `safetensors` package only, from the folder that holds `model/`:
+`{MODEL_FILE}` holds the float32 parameters ({', '.join(f'`{k}`' for k in model.parameters)}; no
+optimizer state). With NumPy and the `safetensors` package only, from the folder that holds `model/`:
 
 ```python
-{LOAD_SNIPPET}```
+{model.load_snippet}```
 
 From the same folder, `python -m trainer evaluate --model model` re-scores the MNIST test set and
 `python -m trainer predict --model model IMAGES…` classifies an IDX file or PNG images.
@@ -108,12 +93,12 @@ def save(directory: str | os.PathLike, params: dict[str, np.ndarray], cfg, summa
     directory = Path(directory)
     config = _config(cfg, summary.get("test_accuracy"), summary.get("steps", 0))
     tensors = {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in params.items()}
-    metadata = {"format": "np", "model": cfg.model, "hidden_sizes": ",".join(map(str, cfg.hidden_sizes))}
+    metadata = {"format": "np", "model": cfg.model, "layers": config["layers"]}
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _replace(directory / MODEL_FILE, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
         _replace(directory / MODEL_CONFIG, lambda tmp: tmp.write_text(json.dumps(config, indent=1) + "\n"))
-        _replace(directory / MODEL_CARD, lambda tmp: tmp.write_text(_card(config, summary)))
+        _replace(directory / MODEL_CARD, lambda tmp: tmp.write_text(_card(cfg, config, summary)))
     except OSError as e:
         raise CheckpointError(f"cannot write the model to {directory}: {e.strerror or e}") from None
     return directory / MODEL_FILE

@@ -45,7 +45,8 @@ def summarize(cfg, spec, local_devices: int, records: list[dict], final: dict, s
     examples = sum(r.get("batches", 0) for r in epochs) * cfg.batch_size
     import jax
 
-    settings = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if not f.metadata["hidden"]}
+    settings = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+                if not f.metadata["hidden"] and f.metadata["model"] in (None, cfg.model)}  # the selected model's
     return {
         "name": cfg.run_name, "status": "completed",
         "test_accuracy": final.get("test_accuracy"), "train_accuracy": final.get("train_accuracy"),

@@ -134,7 +134,8 @@ class PmapStrategy:
 
 
 class ShardedStrategy:
-    """jit over a (data, model) Mesh; a model axis > 1 shards the hidden layers' features."""
+    """jit over a (data, model) Mesh; a model axis > 1 shards parameters as the model's sharding rules
+    say (trainer/models: param_specs)."""
 
     name = "sharded"
 
@@ -211,15 +212,13 @@ class ShardedStrategy:
 
 def make_strategy(name: str, optimizer, local_devices: int, model_parallelism: int = 1,
                   allreduce_dtype: str = "float32", precision: str = "float32", model: str = models.DEFAULT,
-                  hidden: tuple[int, ...] | None = None):
+                  settings: dict | None = None):
     if name == "pmap":
         return PmapStrategy(optimizer, local_devices, allreduce_dtype, precision, model)
     if name == "sharded":
         if allreduce_dtype != "float32":
             raise ValueError("a reduced-precision gradient all-reduce needs --strategy pmap")
-        spec = models.get(model)
-        specs = spec.param_specs(hidden) if hidden else spec.param_specs()
-        return ShardedStrategy(optimizer, model_parallelism, specs, precision, model)
+        return ShardedStrategy(optimizer, model_parallelism, models.get(model).param_specs(settings), precision, model)
     raise ValueError(f"unknown strategy {name!r}")
 
 

@@ -22,6 +22,8 @@ from trainer.watchdog import Watchdog
 
 
 def check_config(cfg: TrainConfig) -> None:
+    model = models.get(cfg.model)
+    split = cfg.model_settings()[model.model_axis]  # the sizes a model axis splits (trainer/models)
     rules = [
         (cfg.epochs >= 1, f"--epochs {cfg.epochs} must be >= 1"),
         (cfg.run_name not in ("", ".", "..") and "/" not in cfg.run_name and "\0" not in cfg.run_name,
@@ -41,8 +43,9 @@ def check_config(cfg: TrainConfig) -> None:
         (cfg.allreduce_dtype == "float32" or cfg.strategy == "pmap",
          f"--allreduce-dtype {cfg.allreduce_dtype} needs --strategy pmap"),
         (cfg.model_parallelism == 1 or cfg.strategy == "sharded", "--model-parallelism > 1 needs --strategy sharded"),
-        (all(h % cfg.model_parallelism == 0 for h in getattr(cfg, models.get(cfg.model).model_axis_rule)),
-         f"--model-parallelism {cfg.model_parallelism} must divide the hidden sizes {list(cfg.hidden_sizes)}"),
+        (all(size % cfg.model_parallelism == 0 for size in split),
+         f"--model-parallelism {cfg.model_parallelism} must divide each of --{cfg.model}-{model.model_axis.replace('_', '-')} "
+         f"({','.join(map(str, split))})"),
     ]
     for ok, message in rules:
         if not ok:
@@ -195,11 +198,11 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     spe = data.steps_per_epoch(num_examples, cfg.batch_size)
     total = cfg.epochs * spe
     optimizer = optimization.make_optimizer(cfg.optimizer, cfg.learning_rate, cfg.momentum, total, cfg.lr_schedule)
-    params = models.get(cfg.model).network().init_params(cfg.seed, tuple(cfg.hidden_sizes))
+    params = models.get(cfg.model).network().init_params(cfg.seed, cfg.model_settings())
     host_state = (params, optimization.init_opt_state(optimizer, params))
     step, host_state = _restore(cfg, spec, host_state, jax, log)
     strategy = make_strategy(cfg.strategy, optimizer, local_devices, cfg.model_parallelism, cfg.allreduce_dtype,
-                             cfg.precision, cfg.model, tuple(cfg.hidden_sizes))
+                             cfg.precision, cfg.model, cfg.model_settings())
     state = strategy.put_state(host_state)
     train_data = strategy.put_data(dataset.train_images, dataset.train_labels)
 

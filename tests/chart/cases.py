@@ -4,6 +4,7 @@ and every optional block switched on (the base cases leave each one off, at its 
 from __future__ import annotations
 
 from generator.targets import KUBERNETES as TARGETS, TARGETS as TARGET_ROWS
+from trainer import models
 from trainer.contract import DNS_LABEL_MAX
 
 TRICKY_TEXT = 'quote " back\\slash {{ .Values.name }} $(HOME) #not-a-comment: - [x] ü 日本 \ttab\nnewline'
@@ -112,6 +113,11 @@ def _optional_cases() -> dict[str, dict]:
     for i, (block, overrides) in enumerate(OPTIONAL_BLOCKS.items()):
         target = overrides.get("target", TARGETS[i % len(TARGETS)])
         cases[f"{block}-{target}"] = {"name": f"opt-{i}", "target": target, **overrides}
+    for i, name in enumerate(models.NAMES):  # every model, its settings changed, with a model axis
+        settings = {s.name: [2 * v for v in s.default] if s.is_list else s.default for s in models.get(name).settings}
+        cases[f"model-{name}"] = {"name": f"model-{i}", "target": TARGETS[i % len(TARGETS)], "hosts_count": 2,
+                                  "local_device_count": 2, "training": {"model": name, "strategy": "sharded",
+                                                                        "model_parallelism": 2, name: settings}}
     for target, length in LONGEST_NAMES.items():
         cases[f"longest-name-{target}"] = {"name": "n" * length, "target": target, "hosts_count": 10,
                                            "training": {"batch_size": 10}}

@@ -9,6 +9,7 @@ import pytest
 
 from generator.targets import KUBERNETES, NAMES
 from tests.support.paths import BAD_INPUTS_DIR, SCHEMA_FILE
+from trainer import models
 from trainer.contract import MAX_GPUS_PER_HOST
 
 from .helm import assert_refuses_target, comparable, helm_template, jaxgen_documents, write_values
@@ -57,12 +58,13 @@ SEMANTIC_CASES = {
     "model-axis-width": ({"hosts_count": 3, "training": {"model_parallelism": 3, "strategy": "sharded",
                                                          "batch_size": 3}},
                          "$.training.model_parallelism: 3 must divide the local device count 1 (a model axis stays "
-                         "within one host) and each of training.hidden_sizes (1024,1024)"),
-    "model-axis-hidden": ({"hosts_count": 1, "local_device_count": 4,
-                           "training": {"model_parallelism": 4, "strategy": "sharded", "batch_size": 4,
-                                        "hidden_sizes": [1024, 30]}},
-                          "$.training.model_parallelism: 4 must divide the local device count 4 (a model axis stays "
-                          "within one host) and each of training.hidden_sizes (1024,30)"),
+                         "within one host) and each of training.mlp.hidden_sizes (1024,1024)"),
+    **{f"model-axis-{name}": (  # each model's own sizes a model axis splits (trainer/models)
+        {"hosts_count": 1, "local_device_count": 4,
+         "training": {"model": name, "model_parallelism": 4, "strategy": "sharded", "batch_size": 4,
+                      name: {models.get(name).model_axis: [1024, 30]}}},
+        "$.training.model_parallelism: 4 must divide the local device count 4 (a model axis stays within one host) "
+        f"and each of training.{name}.{models.get(name).model_axis} (1024,30)") for name in models.NAMES},
     "model-axis-local": ({"hosts_count": 4, "local_device_count": 1,
                           "training": {"model_parallelism": 2, "strategy": "sharded", "batch_size": 4}},
                          "$.training.model_parallelism: 2 must divide the local device count 1"),

@@ -191,7 +191,7 @@ RENDER_SETS = [("--set", "training.seed=010"), ("--set", "image.tag=1.10"), ("--
                ("--set", "tolerations[0].key=k,tolerations[0].operator=Exists"),
                ("--set", "training.learning_rate=0.5"), ("--set-json", "training.learning_rate=0.5"),
                ("--set-string", "image.tag=1.10"), ("--set", "data.download=no"), ("--set", "data.download=false"),
-               ("--set", "training.hidden_sizes={64,64}"), ("--set", "training.hidden_sizes[1]=32"),
+               ("--set", "training.mlp.hidden_sizes={64,64}"), ("--set", "training.mlp.hidden_sizes[1]=32"),
                ("--set-json", 'resources={"limits": {"memory": "2Gi"}}'), ("--set", "name=Bad"),
                ("--set", "annotations.x=1"), ("--set-string", "annotations.x=1"), ("--set", "hosts_count=0x10"),
                ("--set", "queue_name=null"), ("--set", "training.seed=-1"), ("--set", "training.seed=+7")]

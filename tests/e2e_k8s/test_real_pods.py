@@ -22,7 +22,7 @@ from generator.targets import KUBERNETES
 from tests.support.examples import target_of
 from tests.support.paths import EXAMPLES_DIR
 from tests.e2e_k8s.test_helm import CHART, helm_cmd
-from trainer import __version__
+from trainer import __version__, models
 
 # Accuracies of uninterrupted runs, by configuration, for the fault test to compare with.
 UNINTERRUPTED: dict[str, float] = {}
@@ -69,6 +69,24 @@ def test_operator_targets_train(real, tmp_path, target):
     build = tmp_path / "build"
     prepare(cluster, build, name, *sets, base="cpu-local.json", target=target)
     output = train(cluster, build)
+    assert final_accuracy(output) >= MIN_ACCURACY, output[-3000:]
+    cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
+    assert cluster.release_objects(name) == []
+
+
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("model", [m for m in models.NAMES if m != models.DEFAULT])
+def test_indexed_job_trains_every_other_model(real, tmp_path, model):
+    """Each registered model besides the default, selected by training.model, trains in the Indexed
+    Job's 2 pods (one epoch, at the trainer's default learning rate: the accuracy tier's)."""
+    cluster, sets = real
+    name = f"real-{model}"
+    build = tmp_path / "build"
+    prepare(cluster, build, name, *sets, f"training.model={model}", "training.learning_rate=0.1",
+            base="cpu-local.json")
+    rendered = "".join(p.read_text() for p in build.rglob("*.yaml"))
+    assert f"--{model}-" in rendered  # its own settings reach the pods
+    output = train(cluster, build, 1200)
     assert final_accuracy(output) >= MIN_ACCURACY, output[-3000:]
     cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
     assert cluster.release_objects(name) == []

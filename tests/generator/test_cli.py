@@ -214,7 +214,7 @@ HUGE = {
     "long-key": {"x" * 100_000: 1},
     "long-label-key": {"labels": {"k" * 100_000: "v"}},
     "long-enum": {"accelerator": "t" * 100_000},
-    "long-number-list": {"training": {"hidden_sizes": list(range(1, 100_001))}},
+    "long-number-list": {"training": {"mlp": {"hidden_sizes": list(range(1, 100_001))}}},
 }
 
 

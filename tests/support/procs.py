@@ -43,7 +43,7 @@ def latest_checkpoint(checkpoint_dir) -> Path:
 
 def small_train_args(checkpoint_dir, *extra: str) -> list[str]:
     """A fast configuration: small MLP, 2048 examples, batch 64 (32 steps per epoch)."""
-    return ["train", "--data-dir", str(MNIST_DIR), "--no-download", "--hidden-sizes", "64,64",
+    return ["train", "--data-dir", str(MNIST_DIR), "--no-download", "--mlp-hidden-sizes", "64,64",
             "--train-examples", "2048", "--batch-size", "64", "--epochs", "1", "--log-every", "8",
             "--checkpoint-dir", str(checkpoint_dir), *extra]
 

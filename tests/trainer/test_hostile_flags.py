@@ -16,7 +16,7 @@ CASES = [
     (["--learning-rate", "nan"], exit_codes.CONFIG, "--learning-rate nan must be a finite number > 0"),
     (["--momentum", "nan"], exit_codes.CONFIG, "--momentum nan must be in [0, 1)"),
     (["--hang-timeout", "inf"], exit_codes.CONFIG, "argument --hang-timeout: invalid"),
-    (["--hidden-sizes", ","], exit_codes.CONFIG, "argument --hidden-sizes"),
+    (["--mlp-hidden-sizes", ","], exit_codes.CONFIG, "argument --mlp-hidden-sizes"),
     (["--run-name", ".."], exit_codes.CONFIG, "--run-name '..' must name one directory"),
     (["--checkpoint-dir", "/dev/null"], exit_codes.CHECKPOINT, "--checkpoint-dir /dev/null: not a directory"),
     (["--data-dir", "/dev/null"], exit_codes.DATA, "/dev/null: the data directory is not a directory"),

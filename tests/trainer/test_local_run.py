@@ -133,7 +133,7 @@ def test_killed_worker_restarts_all_resumes_and_succeeds(tmp_path):
 @pytest.mark.timeout(300)
 def test_a_restart_gets_new_emptydirs_and_starts_over(tmp_path):
     """As new pods on a cluster would: the default checkpoint volume does not survive a restart."""
-    proc = start(jaxgen_run(tmp_path, "--set", "training.epochs=1", "--set", "training.hidden_sizes={32}",
+    proc = start(jaxgen_run(tmp_path, "--set", "training.epochs=1", "--set", "training.mlp.hidden_sizes={32}",
                             "--set", "checkpoint.every_steps=100", "--set", "backoff_limit=1"), tmp_path / "run.log")
     try:
         wait_for_text(proc, "checkpoint saved at step 200", 200)
@@ -282,7 +282,7 @@ def test_a_program_that_cannot_start_is_one_line_and_leaves_nothing(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_discard_keeps_nothing(tmp_path):
-    proc = start(jaxgen_run(tmp_path, "--discard", "--set", "training.epochs=1", "--set", "training.hidden_sizes={32}",
+    proc = start(jaxgen_run(tmp_path, "--discard", "--set", "training.epochs=1", "--set", "training.mlp.hidden_sizes={32}",
                             "--set", "persistence.enabled=true"), tmp_path / "run.log", env={"TMPDIR": str(tmp_path)})
     assert wait_all([proc], 180) == [0], proc.output[-3000:]
     assert "result: test accuracy" in proc.output  # the trainer's own last line

@@ -112,7 +112,7 @@ def test_peer_killed_mid_training_is_reported_by_the_survivor_who_exits_promptly
     procs = []
     for rank in range(2):
         env = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(rank)}
-        args = ["train", "--data-dir", str(MNIST_DIR), "--no-download", "--hidden-sizes", "256,256",
+        args = ["train", "--data-dir", str(MNIST_DIR), "--no-download", "--mlp-hidden-sizes", "256,256",
                 "--epochs", "50", "--log-every", "5", "--heartbeat-timeout", str(heartbeat), "--init-timeout", "60"]
         procs.append(start(trainer_argv(*args), tmp_path / f"rank{rank}.log", env))
     try:

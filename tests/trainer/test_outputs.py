@@ -38,7 +38,7 @@ def test_a_finished_run_leaves_its_model_summary_and_metrics(finished):
         "checkpoints", "metrics.jsonl", "model", "run.json", "summary.json", "xla-cache"]
     assert sorted(p.name for p in (outputs / "model").iterdir()) == ["README.md", "config.json", "model.safetensors"]
     summary = json.loads((outputs / "summary.json").read_text())
-    assert summary["steps"] == 32 and summary["restarts"] == 0 and summary["config"]["hidden_sizes"] == [64, 64]
+    assert summary["steps"] == 32 and summary["restarts"] == 0 and summary["config"]["mlp_hidden_sizes"] == [64, 64]
     assert f"Rank 0: result: test accuracy {summary['test_accuracy']:.4f}, train accuracy" in log
     from safetensors.numpy import load_file
 
@@ -155,4 +155,4 @@ def test_the_readme_shows_the_snippet_the_model_card_carries():
     from tests.support.paths import REPO_ROOT
     from trainer import export
 
-    assert f"```python\n{export.LOAD_SNIPPET}```" in (REPO_ROOT / "README.md").read_text()
+    assert f"```python\n{export.load_snippet('mlp')}```" in (REPO_ROOT / "README.md").read_text()

@@ -19,6 +19,7 @@ trainer/config.py by make generate) names the flag, the variable and the spellin
 {{- define "jax-training.trainerArgs" -}}
 {{- $args := list "train" -}}
 {{- range $row := .Files.Get "files/trainer-flags.json" | fromJsonArray -}}
+{{- if or (not $row.model) (eq $row.model $.Values.training.model) -}}{{- /* else another model's setting */ -}}
 {{- $value := $.Values -}}
 {{- range splitList "." $row.variable }}{{ $value = index $value . }}{{ end -}}
 {{- if eq $row.kind "bool" -}}
@@ -33,6 +34,7 @@ trainer/config.py by make generate) names the flag, the variable and the spellin
 {{- $args = concat $args (list $row.flag (join "," $items)) -}}
 {{- else -}}
 {{- $args = concat $args (list $row.flag (toString $value)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- include "jax-training.json" (concat $args .Values.program.args) -}}

@@ -31,12 +31,12 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $splitKey := (index (.Files.Get "files/models.json" | fromJson) $v.training.model).model_axis -}}
 {{- $sizes := list -}}
 {{- $indivisible := mod $local $model -}}
-{{- range index $v.training $splitKey -}}
+{{- range index $v.training $v.training.model $splitKey -}}
 {{- $sizes = append $sizes (int64 . | toString) -}}
 {{- if mod (int .) $model }}{{ $indivisible = 1 }}{{ end -}}
 {{- end -}}
 {{- if $indivisible -}}
-{{- $errors = append $errors (printf "$.training.model_parallelism: %d must divide the local device count %d (a model axis stays within one host) and each of training.%s (%s)" $model $local $splitKey (join "," $sizes)) -}}
+{{- $errors = append $errors (printf "$.training.model_parallelism: %d must divide the local device count %d (a model axis stays within one host) and each of training.%s.%s (%s)" $model $local $v.training.model $splitKey (join "," $sizes)) -}}
 {{- else if mod $batch (div $devices $model) -}}
 {{- $errors = append $errors (printf "$.training.batch_size: %d is not divisible by the data-parallel size %d" $batch (div $devices $model)) -}}
 {{- end -}}
