@@ -104,6 +104,8 @@ class TrainConfig:
                                                                     "JAX_COMPILATION_CACHE_DIR in env moves it")
     fault_after_step: int = setting(0, "test hook: SIGKILL this process after that global step", hidden=True)
     hang_after_step: int = setting(0, "test hook: stop making progress after that global step", hidden=True)
+    stall_save_at_step: int = setting(0, "test hook: the background write of that step's checkpoint stops for good "
+                                         "before its rename (the step loop goes on)", hidden=True)
 
     def fingerprint(self) -> dict:
         """What a checkpoint's state depends on; resuming under other values would be wrong."""
