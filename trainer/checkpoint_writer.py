@@ -90,8 +90,8 @@ class CheckpointWriter:
                  f"the step loop was blocked {pending.blocked:.3f} s, the write took {written:.2f} s")
         if self.metrics:
             self.metrics.write({"event": "checkpoint", "step": pending.step, "started": round(pending.started_at, 3),
-                                "blocked_seconds": round(pending.blocked, 4),
-                                "waited_seconds": round(pending.waited, 4), "write_seconds": round(written, 4)})
+                                "blocked_seconds": round(pending.blocked, 6),
+                                "waited_seconds": round(pending.waited, 6), "write_seconds": round(written, 6)})
 
     def close(self) -> None:
         """Wait for the write in flight (raising its error) and stop the worker thread."""
