@@ -275,6 +275,7 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
                 saved_step = step
                 watchdog.beat(step)
             if cfg.fault_after_step and step == cfg.fault_after_step:
+                writer.wait()  # a kill mid-write is --stall-save-at-step's: this one's resume step is known
                 log(f"fault injection: killing this process after step {step}")
                 os.kill(os.getpid(), signal.SIGKILL)
             if cfg.hang_after_step and step == cfg.hang_after_step:
