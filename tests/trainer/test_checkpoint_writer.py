@@ -149,3 +149,18 @@ def test_a_temporary_file_left_by_a_killed_write_is_never_loaded_and_removed_by_
     assert checkpoint.list_steps(tmp_path) == [1] and checkpoint.load_latest(tmp_path, FINGERPRINT)[0] == 1
     checkpoint.save(tmp_path, 2, LEAVES, FINGERPRINT, NAMES)
     assert not stale.exists() and checkpoint.list_steps(tmp_path) == [1, 2]
+
+
+def test_a_host_copy_of_the_state_survives_the_next_donating_steps():
+    """The writer reads the state's host copy while the next steps run; on the CPU that copy is a view
+    of the device buffers (trainer/train.py's _save), which a step donating them must not overwrite."""
+    import jax
+
+    from trainer.strategies import _replica
+
+    step = jax.pmap(lambda x: x + 1, donate_argnums=0)
+    state = step(np.zeros((1, 1000), np.float32))
+    host = _replica(state)
+    for _ in range(3):
+        state = step(state)
+    assert np.all(_replica(state) == 4) and np.all(host == 1)
