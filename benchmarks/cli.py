@@ -58,6 +58,7 @@ def build_report(mode: figures.Mode, log, kwok_scale: bool = False) -> dict:
             warm = figures.first_step(mode, log, Path(cache))
     flops = figures.step_flops(mode, log)
     allreduce = figures.allreduce_bytes(mode, log)
+    stall = figures.checkpoint_stall(mode, log)
     jaxgen = figures.jaxgen_render(mode, log)
     # Last, so its control plane's load does not reach the trainer figures.
     scale = kwok_scale_run(mode, log) if kwok_scale else None
@@ -125,6 +126,7 @@ def build_report(mode: figures.Mode, log, kwok_scale: bool = False) -> dict:
             "seconds_2proc": allreduce["timing_2proc"]["gradients"]["seconds"],
             "detail": allreduce},
         "jaxgen_render_wall": jaxgen,
+        "checkpoint_stall": stall,
         "kwok_scale": scale,
     }
     return {

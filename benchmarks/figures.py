@@ -37,13 +37,18 @@ class Mode:
     flops_block_seconds: float
     jaxgen_repeats: int
     warm_cache: bool  # also time the first step with a warm persistent compilation cache
+    checkpoint_every: int  # the checkpoint stall's run: steps between saves, epochs, examples (0 = all)
+    checkpoint_epochs: int
+    checkpoint_examples: int
     timeout: float  # per run
 
 
 FULL = Mode("full", repeats=3, train_examples=0, epochs_1x1=3, epochs_2x1=2, first_step_repeats=5,
-            flops_repeats=7, flops_block_seconds=1.0, jaxgen_repeats=11, warm_cache=True, timeout=600)
+            flops_repeats=7, flops_block_seconds=1.0, jaxgen_repeats=11, warm_cache=True, checkpoint_every=100,
+            checkpoint_epochs=2, checkpoint_examples=0, timeout=600)
 QUICK = Mode("quick", repeats=1, train_examples=2560, epochs_1x1=2, epochs_2x1=2, first_step_repeats=1,
-             flops_repeats=2, flops_block_seconds=0.2, jaxgen_repeats=3, warm_cache=False, timeout=240)
+             flops_repeats=2, flops_block_seconds=0.2, jaxgen_repeats=3, warm_cache=False, checkpoint_every=10,
+             checkpoint_epochs=1, checkpoint_examples=6400, timeout=240)
 
 
 def median(values):
@@ -215,6 +220,14 @@ def allreduce_bytes(mode: Mode, log) -> dict:
     log(f"all-reduce bytes per step: {out['trainer_pmap']['bytes_per_step']}, "
         f"{out['timing_2proc']['gradients']['seconds'] * 1e3:.1f} ms between 2 processes")
     return out
+
+
+def checkpoint_stall(mode: Mode, log) -> dict:
+    """The step loop's stall per checkpoint ÷ the interval between saves (benchmarks/checkpoint_stall.py)."""
+    from benchmarks import checkpoint_stall
+
+    return checkpoint_stall.run(mode.checkpoint_every, mode.checkpoint_epochs, mode.checkpoint_examples,
+                                mode.repeats, mode.timeout, log)
 
 
 # The big renders: hosts_count at a scale large jobs run (the seed example otherwise).

@@ -21,6 +21,8 @@ from trainer.errors import CheckpointError
 
 PATTERN = re.compile(r"^ckpt-(\d{10})\.npz$")
 KEEP = 2
+# Temporary files, renamed into place once complete; one a killed process left is removed at the next save.
+TEMP_PREFIX, TEMP_SUFFIX = ".ckpt-", ".tmp"
 
 
 def _path(directory: Path, step: int) -> Path:
@@ -48,25 +50,30 @@ def list_steps(directory: Path) -> list[int]:
 
 
 def save(directory: str | os.PathLike, step: int, leaves: list[np.ndarray], fingerprint: dict,
-         names: list[str] | None = None) -> Path:
+         names: list[str] | None = None, before_rename=None) -> Path:
+    """Write one checkpoint atomically and keep the newest KEEP. `before_rename(step)`: a test hook,
+    run once the temporary file is written."""
     try:
-        return _save(Path(directory), step, leaves, fingerprint, names)
+        return _save(Path(directory), step, leaves, fingerprint, names, before_rename)
     except OSError as e:  # ENOSPC, EROFS, EACCES…: retrying the job cannot help
         raise CheckpointError(f"cannot write the checkpoint of step {step} to {directory}: "
                               f"{e.strerror or e}") from None
 
 
-def _save(directory: Path, step: int, leaves: list[np.ndarray], fingerprint: dict, names: list[str] | None) -> Path:
+def _save(directory: Path, step: int, leaves: list[np.ndarray], fingerprint: dict, names: list[str] | None,
+          before_rename) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     arrays = {f"leaf_{i:04d}": np.asarray(leaf) for i, leaf in enumerate(leaves)}
     meta = json.dumps({"step": step, "num_leaves": len(leaves), "names": names or [], "fingerprint": fingerprint},
                       sort_keys=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ckpt-", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, __meta__=np.frombuffer(meta.encode(), np.uint8), **arrays)
             f.flush()
             os.fsync(f.fileno())
+        if before_rename:
+            before_rename(step)
         final = _path(directory, step)
         os.replace(tmp, final)
         dir_fd = os.open(directory, os.O_RDONLY)
@@ -79,6 +86,8 @@ def _save(directory: Path, step: int, leaves: list[np.ndarray], fingerprint: dic
             os.unlink(tmp)
     for old in list_steps(directory)[:-KEEP]:
         _path(directory, old).unlink(missing_ok=True)
+    for stale in directory.glob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):  # left by a process killed mid-write
+        stale.unlink(missing_ok=True)
     return final
 
 

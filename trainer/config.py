@@ -92,8 +92,11 @@ class _TrainConfig:
                                                   "$JAX_COMPILATION_CACHE_DIR, else <checkpoint-dir>/xla-cache)",
                                             metavar="DIR", internal="kept in the job's outputs directory; "
                                                                     "JAX_COMPILATION_CACHE_DIR in env moves it")
-    fault_after_step: int = setting(0, "test hook: SIGKILL this process after that global step", hidden=True)
+    fault_after_step: int = setting(0, "test hook: SIGKILL this process after that global step (once the "
+                                       "checkpoint write in flight is on disk)", hidden=True)
     hang_after_step: int = setting(0, "test hook: stop making progress after that global step", hidden=True)
+    stall_save_at_step: int = setting(0, "test hook: the background write of that step's checkpoint stops for good "
+                                         "before its rename (the step loop goes on)", hidden=True)
 
     def model_settings(self) -> dict:
         """The selected model's settings, {name: value} (lists as tuples)."""

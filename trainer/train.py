@@ -12,6 +12,7 @@ import numpy as np
 
 from trainer import checkpoint, data, models, ownership, results
 from trainer.cluster import ClusterSpec
+from trainer.checkpoint_writer import CheckpointWriter
 from trainer.config import PRECISIONS, TrainConfig
 from trainer.errors import ConfigError
 from trainer.exit_codes import PREEMPTED
@@ -104,16 +105,28 @@ def _restore(cfg, spec, host_state, jax, log):
     return step, jax.tree.unflatten(treedef, leaves)
 
 
-def _save(cfg, spec, strategy, state, step, jax, log):
-    started = time.perf_counter()
-    host_state = strategy.get_state(state)  # collective for sharded arrays: every process calls it
-    if spec.process_id == 0 and cfg.checkpoint_dir:
-        paths_leaves = jax.tree_util.tree_flatten_with_path(host_state)[0]
-        path = checkpoint.save(run_dir(cfg) / CHECKPOINTS, step, [leaf for _, leaf in paths_leaves], cfg.fingerprint(),
-                               [jax.tree_util.keystr(p) for p, _ in paths_leaves])
-        # The time a stop signal's save needs: it must fit in the pod's termination grace period.
-        log(f"checkpoint saved at step {step}: {path} ({time.perf_counter() - started:.2f} s)")
+def _save(strategy, state, step, jax, writer: CheckpointWriter):
+    """The state on the host, handed to the writer (process 0) to be written in the background.
+    The copy stays on the step path: it is collective for sharded arrays (every process calls it)
+    and the next step overwrites the device state. On the CPU it is a view, which JAX keeps intact
+    (it does not reuse a donated buffer that NumPy still references)."""
+    started = writer.begin()  # at most one write in flight
+    host_state = strategy.get_state(state)
+    paths_leaves = jax.tree_util.tree_flatten_with_path(host_state)[0]
+    writer.submit(step, [leaf for _, leaf in paths_leaves], [jax.tree_util.keystr(p) for p, _ in paths_leaves],
+                  started)
     return host_state
+
+
+def _stall_save_hook(cfg: TrainConfig, log):
+    """--stall-save-at-step: the test hook that leaves a background write half done."""
+    def hook(step: int) -> None:
+        if step == cfg.stall_save_at_step:
+            log(f"fault injection: the checkpoint write of step {step} stops before its rename")
+            while True:
+                time.sleep(3600)
+
+    return hook if cfg.stall_save_at_step else None
 
 
 def _chunk_end(cfg: TrainConfig, s: int, spe: int, epoch_start: int, chunk: int) -> int:
@@ -163,7 +176,19 @@ def _hang_forever(log, step: int) -> None:
 
 
 def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
+    """Train; when the run fails, the checkpoint write in flight is finished first: it holds a
+    consistent state a restart resumes from."""
     log = Logger(spec.process_id)
+    writer = CheckpointWriter(run_dir(cfg) / CHECKPOINTS if spec.process_id == 0 and cfg.checkpoint_dir else None,
+                              cfg.fingerprint(), log, before_rename=_stall_save_hook(cfg, log))
+    try:
+        return _train(cfg, spec, writer, log)
+    except BaseException:
+        writer.abandon()
+        raise
+
+
+def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: Logger) -> int:
     check_config(cfg)
     outputs = run_dir(cfg)
     if spec.process_id == 0 and outputs:  # process 0 writes the job's outputs
@@ -208,7 +233,7 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
 
     rank0 = spec.process_id == 0
     metrics_path = cfg.metrics_file or (outputs / METRICS if outputs else None)
-    metrics = MetricsFile(metrics_path if rank0 else None)
+    metrics = writer.metrics = MetricsFile(metrics_path if rank0 else None)
     # The last epoch's figures, from an earlier attempt's records when this one resumes at the end.
     final = next((r for r in reversed(results.read_records(metrics_path if rank0 else None))
                   if r.get("event") == "epoch"), {})
@@ -241,6 +266,7 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
             step += end - s
             s = end
             watchdog.beat(step)
+            writer.poll()  # a finished background write: its log line, or its error
             if bar is not None:
                 bar.update(len(chunk_losses))
             if s % cfg.log_every == 0 or s == spe:
@@ -248,10 +274,11 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
                     log.progress(f"epoch {epoch + 1}/{cfg.epochs}, batch {s}/{spe}, loss={losses[-1]:.4f}")
                 metrics.write({"event": "step", "epoch": epoch + 1, "step": step, "loss": losses[-1]})
             if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < total:
-                _save(cfg, spec, strategy, state, step, jax, log)
+                _save(strategy, state, step, jax, writer)
                 saved_step = step
                 watchdog.beat(step)
             if cfg.fault_after_step and step == cfg.fault_after_step:
+                writer.wait()  # a kill mid-write is --stall-save-at-step's: this one's resume step is known
                 log(f"fault injection: killing this process after step {step}")
                 os.kill(os.getpid(), signal.SIGKILL)
             if cfg.hang_after_step and step == cfg.hang_after_step:
@@ -276,12 +303,14 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
                  "train_accuracy": train_acc, "test_accuracy": test_acc, "seconds": round(seconds, 3),
                  "batches": len(losses), "examples_per_second": len(losses) * cfg.batch_size / seconds}
         metrics.write(final)
+    writer.wait()  # an earlier save's line before the stop's
     if stopped:
         cause = f"received {stop.signal_name}" if stop.signal_name else "a peer received a stop signal"
         log(f"preempted ({cause}): every process stops after step {step}")
     host_state = None
     if saved_step != step:  # the same decision on every process (the save may be collective)
-        host_state = _save(cfg, spec, strategy, state, step, jax, log)
+        host_state = _save(strategy, state, step, jax, writer)
+    writer.close()  # a stop signal's save and the final one are on disk before the process ends
     metrics.write({"event": "preempted" if stopped else "end", "step": step})
     if stopped:
         log(f"stopped at step {step} of {total}; exiting with {PREEMPTED} (preempted: a rerun resumes here)")

@@ -20,6 +20,8 @@ FIGURES = {
     "scaling_2x1_over_1x1": ["trainer", "baseline", "vs_baseline"],
     "allreduce_bytes_per_step": ["trainer", "baseline", "vs_baseline", "seconds_2proc"],
     "jaxgen_render_wall": ["seconds"],
+    "checkpoint_stall": ["stall_over_interval", "blocked_seconds", "write_seconds", "interval_seconds",
+                         "write_over_interval"],
 }
 
 
@@ -89,3 +91,15 @@ def test_all_reduce_sizes_are_read_from_hlo():
   %dot = f32[128,1024]{1,0} dot(%x, %w)
 """
     assert allreduce.all_reduces(hlo) == [4 * 1024 + 4 * 784 * 1024 + 4, 4, 2 * 16]
+
+
+def test_checkpoint_stall_takes_the_periodic_saves_after_the_first():
+    from benchmarks.checkpoint_stall import _stalls
+
+    records = [{"event": "start", "total_steps": 30}]
+    for step, started, blocked in ((10, 100.0, 0.5), (20, 102.0, 0.01), (25, 102.5, 0.3), (30, 103.0, 0.2)):
+        records.append({"event": "checkpoint", "step": step, "started": started, "blocked_seconds": blocked,
+                        "write_seconds": 0.1})
+    # step 25 is not a multiple of 10 (not periodic), step 30 the final save of the run
+    assert _stalls(records, 10) == [{"step": 20, "interval_seconds": 2.0, "blocked_seconds": 0.01,
+                                     "write_seconds": 0.1}]
