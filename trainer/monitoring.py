@@ -1,4 +1,8 @@
-"""Process 0's Prometheus endpoint: the run's progress as a platform scrapes it (GET /metrics).
+"""The trainer's Prometheus endpoint: the run's progress as a platform scrapes it (GET /metrics).
+
+Every process serves one (each pod of a job declares the port, so every scraped pod answers); the
+training figures are the job's on every process, process 0 alone reads the run's restarts, and each
+process reports its own seconds since its last step (a stuck peer shows).
 
 The exporter follows the records the trainer writes to metrics.jsonl (start, log steps, epochs) and
 every completed chunk of steps; the seconds since the last completed step and the checkpoint's age
@@ -36,7 +40,7 @@ SERIES = {
                                "when none has completed); grows while training makes no progress",
     "last_checkpoint_step": "Global step of the newest checkpoint in the outputs directory (0 = none)",
     "last_checkpoint_age_seconds": "Seconds since the newest checkpoint was written (NaN = none)",
-    "restarts": "Earlier attempts of this run (start records in metrics.jsonl before this one)",
+    "restarts": "Earlier attempts of this run (start records in metrics.jsonl before this one; process 0, 0 elsewhere)",
     "resumed_from_step": "Step this attempt resumed from (0 = started from scratch)",
 }
 
@@ -62,7 +66,7 @@ class _Checkpoints:
 
 
 class Exporter:
-    """The series of one trainer process; serve() publishes them (process 0 only)."""
+    """The series of one trainer process; serve() publishes them."""
 
     def __init__(self, metrics_path: Path | None = None, checkpoints: Path | None = None, clock=time.monotonic):
         self.metrics_path, self.clock = metrics_path, clock

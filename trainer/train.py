@@ -172,9 +172,9 @@ def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
     log(f"cluster: {spec.describe()}")
     rank0 = spec.process_id == 0
     metrics_path = cfg.metrics_file or (outputs / METRICS if outputs else None)
+    # Every process serves its own endpoint (each pod's declared port answers), from the start.
     exporter = monitoring.Exporter(metrics_path if rank0 else None, outputs / CHECKPOINTS if outputs else None)
-    if rank0:  # served from the start: a scrape during the data load and the compilation sees the trainer
-        exporter.serve(cfg.metrics_port, log)
+    exporter.serve(cfg.metrics_port, log)
     # Read and decompress the data set (zlib and hashlib release the GIL) while jax is imported.
     with ThreadPoolExecutor(1) as pool:
         loading = pool.submit(data.load_mnist, cfg.data_dir, cfg.download, cfg.mirror, log)

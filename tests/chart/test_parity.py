@@ -79,8 +79,9 @@ def test_matrix(case, tmp_path):
     docs = assert_parity(path, values["name"])
     kinds = sorted(d["kind"] for d in docs)
     own_runtime = values.get("trainjob", {}).get("own_runtime")
-    claim = ["PersistentVolumeClaim"] if values.get("persistence", {}).get("enabled") else []
-    assert kinds == sorted(claim + {"indexed-job": ["Job", "Service"], "jaxjob": ["JAXJob"], "jobset": ["JobSet"],
+    extra = ["PersistentVolumeClaim"] if values.get("persistence", {}).get("enabled") else []
+    extra += ["PodMonitor"] if values.get("metrics", {}).get("pod_monitor") else []
+    assert kinds == sorted(extra + {"indexed-job": ["Job", "Service"], "jaxjob": ["JAXJob"], "jobset": ["JobSet"],
                                     "trainjob": ["TrainJob", "TrainingRuntime"] if own_runtime else ["TrainJob"]
                                     }[values["target"]])
 
