@@ -1,38 +1,27 @@
-"""Process 0's Prometheus endpoint (trainer/monitoring.py), scraped over HTTP and read with
+"""The trainer's Prometheus endpoint (trainer/monitoring.py), scraped over HTTP and read with
 prometheus_client's own text parser; the documented series come from trainer/README.md's table."""
 
 import json
 import math
 import os
-import re
 import signal
 import socket
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.paths import REPO_ROOT
+from tests.support import prometheus
+from tests.support.prometheus import documented_series
 from tests.trainer import procs
 from tests.trainer.procs import free_port
 from trainer import checkpoint, monitoring
 from trainer.metrics import MetricsFile
 
 
-def documented_series(readme=REPO_ROOT / "trainer" / "README.md") -> list[str]:
-    """The series names of the table under the README's "Metrics endpoint" heading."""
-    section = readme.read_text().split("## Metrics endpoint", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"^\| `(jax_training_\w+)` \|", section, re.M)
-
-
 def scrape(port: int) -> dict[str, float]:
-    """Every sample of http://127.0.0.1:PORT/metrics, by name."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
+    return prometheus.scrape(f"http://127.0.0.1:{port}/metrics")
 
 
 class FakeClock:
@@ -63,8 +52,7 @@ def test_the_documented_series_are_the_exporters():
 
 def test_every_documented_series_is_served_with_its_help(served):
     exporter, clock, port, _ = served
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        families = {f.name: f for f in text_string_to_metric_families(response.read().decode())}
+    families = prometheus.families(f"http://127.0.0.1:{port}/metrics")
     for name in documented_series():
         assert name in families, f"{name} not served"
         assert families[name].documentation, f"{name} has no HELP text"
@@ -183,3 +171,33 @@ def test_a_training_process_0_serves_its_progress_and_a_stopped_one_shows_it(tmp
         assert "hang injection" in proc.output and "warning: metrics endpoint" not in proc.output
     finally:
         procs.kill(proc)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_stopped_peer_stops_the_job_and_process_0_shows_it(tmp_path):
+    """Two processes; process 1 is stopped with SIGSTOP mid-run: process 0 waits for it in the
+    all-reduce, completes no step, and its endpoint, answering all along, shows the seconds since
+    the last step grow; after SIGCONT the run completes."""
+    port, coordinator = free_port(), free_port()
+    argv = procs.small_train_args(tmp_path, "--epochs", "30", "--local-device-count", "1")
+    env = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{coordinator}", "JAX_NUM_PROCESSES": "2"}
+    run = [procs.start(procs.trainer_argv(*argv, "--metrics-port", str(port) if rank == 0 else "0"),
+                       tmp_path / f"rank{rank}.log", {**env, "JAX_PROCESS_ID": str(rank)}) for rank in range(2)]
+    try:
+        scrape_when(port, lambda s: s["jax_training_step"] >= 16, run[0])
+        os.kill(run[1].popen.pid, signal.SIGSTOP)
+        try:
+            time.sleep(2)  # the chunk in flight ends; the next one waits for process 1
+            first = scrape(port)
+            time.sleep(4)
+            second = scrape(port)
+        finally:
+            os.kill(run[1].popen.pid, signal.SIGCONT)
+        assert second["jax_training_step"] == first["jax_training_step"] < 30 * 32
+        grown = second["jax_training_seconds_since_last_step"] - first["jax_training_seconds_since_last_step"]
+        assert 3.5 <= grown <= 10, (first, second)
+        assert procs.wait_all(run, 240) == [0, 0], run[0].output[-3000:] + run[1].output[-3000:]
+    finally:
+        for proc in run:
+            procs.kill(proc)
