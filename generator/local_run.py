@@ -447,7 +447,7 @@ def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, 
                        f"{values['local_device_count']} CPU devices, scratch {run_dir}"
                        + (f", results in {kept / values['name']}" if kept else ""))
             if job.metrics_port:
-                runner.say(f"metrics of process 0: http://127.0.0.1:{job.metrics_port}/metrics")
+                runner.say(f"metrics of process 0: http://127.0.0.1:{job.metrics_port}{contract.METRICS_PATH}")
             code = runner.run()
         except Stopped as stop:
             runner.say(f"{stop}: stopping every process (again to kill them at once)")

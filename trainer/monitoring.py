@@ -27,6 +27,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from trainer import results
 from trainer.checkpoint import PATTERN as CHECKPOINT_NAME
+from trainer.contract import METRICS_PATH
 
 PREFIX = "jax_training_"
 SERIES = {
@@ -113,5 +114,5 @@ class Exporter:
             log(f"warning: metrics endpoint not served: cannot listen on {addr}:{port} ({e.strerror or e}); "
                 f"training continues")
             return None
-        log(f"metrics: serving Prometheus metrics on http://{addr}:{port}/metrics")
+        log(f"metrics: serving Prometheus metrics on http://{addr}:{port}{METRICS_PATH}")
         return server
