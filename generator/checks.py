@@ -168,6 +168,7 @@ def semantic_errors(values: dict) -> list[str]:
             errors.append(f"$.{field}: give exactly one volume source, got {', '.join(sorted(volume))}")
         errors += _volume_source_errors(f"$.{field}", volume)
     errors += _persistence_errors(values)
+    errors += _metrics_errors(values)
     for i, entry in enumerate(values.get("env") or []):  # every target: the trainer's own contract
         if entry.get("name") in PROCESS_ENV:
             errors.append(f"$.env[{i}].name: {entry['name']} is set for each process by the job; "
@@ -178,6 +179,28 @@ def semantic_errors(values: dict) -> list[str]:
     if values["slurm"]["nodes"] > hosts:
         errors.append(f"$.slurm.nodes: {values['slurm']['nodes']} nodes for {hosts} tasks leaves nodes idle")
     errors += engines.errors(values)  # the rules of the target's engine
+    return errors
+
+
+def _metrics_errors(values: dict) -> list[str]:
+    """The metrics port: unprivileged, not the coordinator's; a PodMonitor needs it declared on the pods."""
+    errors, metrics, t = [], values["metrics"], target(values)
+    port = metrics["port"]
+    if 0 < port < 1024:
+        errors.append(f"$.metrics.port: {port} is a privileged port; use 1024-65535 (the pods run as non-root), "
+                      "or 0 for no endpoint")
+    coordinator = (workload(values).engine_port or values["coordinator_port"]) if t.kubernetes else None
+    if port and port == coordinator:
+        errors.append(f"$.metrics.port: {port} is the coordinator's port; choose another")
+    if metrics["pod_monitor"]:
+        if not t.kubernetes:
+            errors.append(f"$.metrics.pod_monitor: a PodMonitor is for Kubernetes targets, not {t.name}")
+        elif not port:
+            errors.append("$.metrics.pod_monitor: needs metrics.port (the PodMonitor scrapes it)")
+        elif t.name == "trainjob" and not values["trainjob"]["own_runtime"]:
+            errors.append("$.metrics.pod_monitor: a PodMonitor scrapes a declared container port, which a TrainJob's "
+                          "runtime patch cannot declare; set trainjob.own_runtime true (its runtime declares it), or "
+                          "scrape through the pods' prometheus.io annotations")
     return errors
 
 

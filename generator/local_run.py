@@ -3,7 +3,8 @@
 The target's pod spec is rendered exactly as for the cluster; its container's command, args and
 env are run as hosts_count processes on this machine: the coordinator becomes 127.0.0.1 and a
 free port, the completion index / process id is filled in per process, volumes become local
-directories, and a failure of any process restarts all of them, as the rendered failure policy
+directories, process 0 serves its metrics on a free port (the others none: they share this
+machine), and a failure of any process restarts all of them, as the rendered failure policy
 would (trainer/exit_codes.py): a permanent error fails the job at once, a stop signal's 143 and a
 lost peer's 141 restart it without using the restart budget, other failures use it. The exit code
 is the job's result.
@@ -33,6 +34,7 @@ from pathlib import Path
 import click
 
 from trainer import contract, exit_codes, outputs
+from trainer.config import fields_named, flag
 from trainer.contract import PROCESS_ENV
 
 from .errors import UserError
@@ -44,6 +46,7 @@ from .targets import LOCAL as LOCAL_TARGETS, Target, restart_budget, target as t
 CLUSTER_VARIABLES = (*PROCESS_ENV, "JAX_PLATFORMS", "XLA_FLAGS")
 CHECKPOINTS_VOLUME = "checkpoints"  # the volume at checkpoint.dir (engines/kubernetes's volume_mounts)
 DEFAULT_OUTPUTS = "jax-training-outputs"
+METRICS_FLAG = flag(*fields_named("metrics_port"))  # the built-in trainer's
 DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
 SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failure that caused it
 
@@ -85,6 +88,7 @@ class LocalJob:
     pod_dirs: list[Path] = field(default_factory=list)
     # SIGTERM, then SIGKILL after this long (the pod's terminationGracePeriodSeconds)
     grace_seconds: float = DEFAULT_GRACE_SECONDS
+    metrics_port: int = 0  # where process 0 serves its metrics on this machine (0: nowhere)
 
 
 def _volume_dir(volume: dict, rank: int, run_dir: Path, claims: Path) -> Path:
@@ -125,6 +129,7 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
         raise UserError(f"the pod spec has no container named {t.workload.container!r}")
     count = values["hosts_count"]
     port = free_port()
+    builtin = not values["program"]["command"]
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
     claims = claims_dir or run_dir / "pvc"
     grace = float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
@@ -146,12 +151,24 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
             mounts.append((mount["mountPath"], local))
         command = [sys.executable if c == "python" else c for c in container.get("command", [])]
         args = [_map_paths(a, mounts) for a in container.get("args", [])]
+        if builtin:
+            args = _metrics_args(args, rank, job)
         env = dict(base_env)
         for item in container.get("env", []):
             env[item["name"]] = _env_value(item, rank, hostname(values, rank), mounts)
         env.update(engine_env(t, rank, count, port))
         job.plans.append(ProcessPlan(rank, hostname(values, rank), command + args, env))
     return job
+
+
+def _metrics_args(args: list[str], rank: int, job: LocalJob) -> list[str]:
+    """The built-in trainer's --metrics-port on one machine: process 0 serves on a free port (the
+    rendered one may be taken here), the others, which share its host, serve nothing."""
+    if METRICS_FLAG not in args or args[len(args) - 1 - args[::-1].index(METRICS_FLAG) + 1] == "0":
+        return args  # off (the last flag wins in the trainer)
+    if rank == 0:
+        job.metrics_port = free_port()
+    return args + [METRICS_FLAG, str(job.metrics_port if rank == 0 else 0)]
 
 
 def engine_env(t: Target, rank: int, count: int, port: int) -> dict[str, str]:
@@ -429,6 +446,8 @@ def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, 
             runner.say(f"{values['target']} {values['name']}: {len(job.plans)} processes x "
                        f"{values['local_device_count']} CPU devices, scratch {run_dir}"
                        + (f", results in {kept / values['name']}" if kept else ""))
+            if job.metrics_port:
+                runner.say(f"metrics of process 0: http://127.0.0.1:{job.metrics_port}{contract.METRICS_PATH}")
             code = runner.run()
         except Stopped as stop:
             runner.say(f"{stop}: stopping every process (again to kill them at once)")

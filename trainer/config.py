@@ -77,6 +77,8 @@ class _TrainConfig:
     hang_timeout: float = setting(600, "seconds without a completed training step (compilation not counted) before "
                                        "the process dumps its threads' stacks and exits with the hang code (0 = off)",
                                   variable="hang_timeout_seconds", render="int")
+    metrics_port: int = setting(8000, "port of this process's Prometheus endpoint, http://0.0.0.0:PORT/metrics (0 = off)",
+                                variable="metrics.port", metavar="PORT")
     metrics_file: str | None = setting(None, "default: <checkpoint-dir>/metrics.jsonl",
                                        internal="the job's outputs directory owns the metrics' place")
     log_every: int = setting(100, "steps between progress log lines", variable="training.log_every")

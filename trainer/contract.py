@@ -33,6 +33,11 @@ SYSTEM_DIRS = ("/", "/dev/shm", "/dev", "/proc", "/sys", "/etc", "/tmp")
 # and the owner of a host directory the pods write to.
 RUN_AS_ID = 1000
 
+# The trainer's Prometheus endpoint (trainer/monitoring.py): the container port's name, which a
+# PodMonitor selects, and the path the scrape annotations name.
+METRICS_PORT_NAME = "metrics"
+METRICS_PATH = "/metrics"
+
 # The environment variables the trainer reads its place in the job from (trainer/cluster.py): the
 # renders or the engine set them per process, so a user env entry with one of these names is refused
 # on every target (one value for every process would break the ranks).
@@ -85,6 +90,8 @@ def chart_json() -> str:
         "processEnv": list(PROCESS_ENV),
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
         "jobSetFailureRules": list(JOBSET_FAILURE_RULES),
+        "metricsPortName": METRICS_PORT_NAME,
+        "metricsPath": METRICS_PATH,
     }
     return json.dumps(facts, indent=1) + "\n"
 

@@ -27,10 +27,12 @@ class Logger:
 
 
 class MetricsFile:
-    """Appends one JSON object per line; written by process 0 only (None path = disabled)."""
+    """Appends one JSON object per line; written by process 0 only (None path = disabled).
+    on_record(record), when given, sees every record after it is written, with or without a path."""
 
-    def __init__(self, path: str | os.PathLike | None):
+    def __init__(self, path: str | os.PathLike | None, on_record=None):
         self.path = Path(path) if path else None
+        self.on_record = on_record
         if self.path:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -38,9 +40,13 @@ class MetricsFile:
                 raise CheckpointError(f"cannot write the metrics to {self.path}: {e.strerror or e}") from None
 
     def write(self, record: dict) -> None:
-        if not self.path:
-            return
         record = {"time": round(time.time(), 3), **record}
+        if self.path:
+            self._append(record)
+        if self.on_record:
+            self.on_record(record)
+
+    def _append(self, record: dict) -> None:
         try:
             with open(self.path, "a") as f:
                 f.write(json.dumps(record, sort_keys=True) + "\n")

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from trainer import checkpoint, data, models, ownership, results
+from trainer import checkpoint, data, models, monitoring, ownership, results
 from trainer.cluster import ClusterSpec
 from trainer.checkpoint_writer import CheckpointWriter
 from trainer.config import PRECISIONS, TrainConfig
@@ -37,6 +37,7 @@ def check_config(cfg: TrainConfig) -> None:
         (cfg.init_timeout > 0, f"--init-timeout {cfg.init_timeout} must be > 0"),
         (cfg.heartbeat_timeout >= 1, f"--heartbeat-timeout {cfg.heartbeat_timeout} must be >= 1"),
         (cfg.hang_timeout >= 0, f"--hang-timeout {cfg.hang_timeout} must be >= 0 (0 = off)"),
+        (0 <= cfg.metrics_port <= 65535, f"--metrics-port {cfg.metrics_port} must be a TCP port, or 0 = off"),
         (cfg.model_parallelism >= 1, f"--model-parallelism {cfg.model_parallelism} must be >= 1"),
         (cfg.steps_per_dispatch >= 1, f"--steps-per-dispatch {cfg.steps_per_dispatch} must be >= 1"),
         (cfg.cpu_threads >= 0, f"--cpu-threads {cfg.cpu_threads} must be >= 0"),
@@ -197,6 +198,11 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     stop = StopRequest(log)
     stop.install()
     log(f"cluster: {spec.describe()}")
+    rank0 = spec.process_id == 0
+    metrics_path = cfg.metrics_file or (outputs / METRICS if outputs else None)
+    # Every process serves its own endpoint (each pod's declared port answers), from the start.
+    exporter = monitoring.Exporter(metrics_path if rank0 else None, outputs / CHECKPOINTS if outputs else None)
+    exporter.serve(cfg.metrics_port, log)
     # Read and decompress the data set (zlib and hashlib release the GIL) while jax is imported.
     with ThreadPoolExecutor(1) as pool:
         loading = pool.submit(data.load_mnist, cfg.data_dir, cfg.download, cfg.mirror, log)
@@ -231,9 +237,7 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     state = strategy.put_state(host_state)
     train_data = strategy.put_data(dataset.train_images, dataset.train_labels)
 
-    rank0 = spec.process_id == 0
-    metrics_path = cfg.metrics_file or (outputs / METRICS if outputs else None)
-    metrics = writer.metrics = MetricsFile(metrics_path if rank0 else None)
+    metrics = writer.metrics = MetricsFile(metrics_path if rank0 else None, exporter.observe)
     # The last epoch's figures, from an earlier attempt's records when this one resumes at the end.
     final = next((r for r in reversed(results.read_records(metrics_path if rank0 else None))
                   if r.get("event") == "epoch"), {})
@@ -267,6 +271,7 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
             s = end
             watchdog.beat(step)
             writer.poll()  # a finished background write: its log line, or its error
+            exporter.stepped(step)
             if bar is not None:
                 bar.update(len(chunk_losses))
             if s % cfg.log_every == 0 or s == spe:

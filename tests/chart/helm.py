@@ -68,9 +68,11 @@ def helm_template(release: str, *values_files: str | Path, chart: str | Path = C
     return helm(*args, *extra)
 
 
-def kubeconform(manifests: str, kubernetes_version: str) -> Run:
+def kubeconform(manifests: str, kubernetes_version: str, skip: tuple[str, ...] = ()) -> Run:
     args = [tool("kubeconform"), "-strict", "-summary", "-output", "json",
             "-kubernetes-version", kubernetes_version]
+    if skip:
+        args += ["-skip", ",".join(skip)]
     for location in SCHEMA_LOCATIONS:
         args += ["-schema-location", location]
     return run(*args, "-", stdin=manifests)

@@ -12,6 +12,8 @@ import pytest
 from generator.checks import EMPTYDIR_WARNING, OWN_PROGRAM_WARNING
 from generator.targets import KUBERNETES, target as target_of
 from tests.support.jaxgen import jaxgen
+from trainer.config import TrainConfig
+from trainer.contract import METRICS_PATH
 
 from .helm import CHART_DIR, helm, helm_template, write_values
 
@@ -40,6 +42,12 @@ def test_notes_follow_rank_zero(target, tmp_path):
     assert f"coordinator {coordinator}:{target_of(target).workload.engine_port or 1234}" in notes
     assert f"kubectl get {target_of(target).workload.resource} nt -n ml" in notes
     assert "helm test nt" in notes
+    pod = f"$(kubectl get pod -n ml {selector} -o name)"
+    port = TrainConfig().metrics_port
+    assert f"kubectl port-forward -n ml {pod} {port}\n  curl -s localhost:{port}{METRICS_PATH}" in notes
+    off = write_values(tmp_path, f"{target}-off", {"name": "nt", "target": target, "metrics": {"port": 0}})
+    result = helm("install", "nt", str(CHART_DIR), "-f", str(off), "--dry-run=client", "--namespace", "ml")
+    assert result.returncode == 0 and "port-forward" not in result.stdout.split("NOTES:", 1)[1]
 
 
 @pytest.mark.parametrize("target", KUBERNETES)

@@ -74,8 +74,9 @@ def test_matrix(case, tmp_path):
     docs = assert_parity(path, values["name"])
     kinds = sorted(d["kind"] for d in docs)
     own_runtime = ["trainjob.own_runtime=true"] if values.get("trainjob", {}).get("own_runtime") else []
-    claim = ["PersistentVolumeClaim"] if values.get("persistence", {}).get("enabled") else []
-    assert kinds == sorted(claim + list(default_kinds(values["target"], *own_runtime)))
+    extra = ["PersistentVolumeClaim"] if values.get("persistence", {}).get("enabled") else []
+    extra += ["PodMonitor"] if values.get("metrics", {}).get("pod_monitor") else []
+    assert kinds == sorted(extra + list(default_kinds(values["target"], *own_runtime)))
 
 
 def test_yaml_values_file(tmp_path):

@@ -25,7 +25,9 @@ def test_jaxjob_coordinator_port_is_the_one_the_operator_reads():
     result = jaxgen("render", "--target", "jaxjob", "--set", "coordinator_port=2345")
     assert result.exit_code == 0, result.stderr
     (container,) = containers(result.documents())
-    assert container["ports"] == [{"name": "jaxjob-port", "containerPort": 2345, "protocol": "TCP"}]
+    # the operator finds it by name (other ports, such as the metrics port, are left alone)
+    assert [p for p in container["ports"] if p["name"] == "jaxjob-port"] == [
+        {"name": "jaxjob-port", "containerPort": 2345, "protocol": "TCP"}]
     assert engine_sets("jaxjob") >= {"COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID"}
 
 

@@ -57,7 +57,7 @@ def test_free_text_reaches_kubernetes_unchanged(text, target):
     result = jaxgen("render", "-", stdin=json.dumps(values))
     assert result.exit_code == 0, result.stderr
     template = pod(result.documents())
-    assert template["metadata"]["annotations"] == {"example.com/note": text}
+    assert template["metadata"]["annotations"]["example.com/note"] == text
     assert {"name": "NOTE", "value": text} in template["spec"]["containers"][0]["env"]
 
 

@@ -5,7 +5,7 @@ uninterrupted run."""
 import numpy as np
 import pytest
 
-from tests.trainer.procs import (checkpoints_of, kill, latest_checkpoint, run_cluster, small_train_args, start,
+from tests.support.procs import (checkpoints_of, kill, latest_checkpoint, run_cluster, small_train_args, start,
                                  trainer_argv, wait_for_text)
 from trainer import checkpoint
 

@@ -1,11 +1,13 @@
 """The trainer image definition: pinned to what the tests run, non-root, both variants present."""
 
 import re
+from importlib.metadata import version
 
 import jax
 import numpy
 import optax
 import PIL
+import prometheus_client
 import safetensors
 
 from tests.support.paths import REPO_ROOT
@@ -26,6 +28,7 @@ def test_pins_match_the_tested_versions():
     assert arg("NUMPY_VERSION") == numpy.__version__
     assert arg("SAFETENSORS_VERSION") == safetensors.__version__
     assert arg("PILLOW_VERSION") == PIL.__version__
+    assert arg("PROMETHEUS_CLIENT_VERSION") == version("prometheus-client")
     assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+", arg("PYTHON_IMAGE"))  # jax 0.10 is the last for 3.11
 
 

@@ -15,6 +15,7 @@ from generator.local_run import local_values, plan_job, restart_budget
 from generator.engines.kubernetes import render_documents
 from generator.targets import LOCAL, TARGETS
 from generator.values import load_values
+from tests.support import prometheus
 from tests.support.paths import EXAMPLES_DIR, MNIST_DIR
 from tests.support.procs import kill, start, wait_all, wait_for_text
 from trainer import checkpoint, exit_codes
@@ -79,6 +80,39 @@ def test_plan_maps_the_pod_spec_to_local_processes(tmp_path, target):
         assert (spec.process_id, spec.num_processes) == (rank, 2)
         assert re.fullmatch(r"127\.0\.0\.1:\d+", spec.coordinator_address)
     assert [p.name for p in job.plans] == [row.workload.hosts.host("mnist-cpu", i) for i in range(2)]
+
+
+def test_process_0_alone_serves_metrics_on_a_free_port(tmp_path):
+    """The processes share this machine: process 0 gets a free port, the others none."""
+    values = load_values([CPU_LOCAL], ["metrics.port=1025"])
+    job = plan_job(values, render_documents(local_values(values)), tmp_path)
+    served = [plan.argv[len(plan.argv) - 1 - plan.argv[::-1].index("--metrics-port") + 1] for plan in job.plans]
+    assert served == [str(job.metrics_port), "0"] and job.metrics_port not in (0, 1025)
+    off = load_values([CPU_LOCAL], ["metrics.port=0"])
+    job = plan_job(off, render_documents(local_values(off)), tmp_path)
+    assert job.metrics_port == 0
+    assert all(plan.argv[plan.argv.index("--metrics-port") + 1] == "0" for plan in job.plans)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_run_prints_where_process_0_serves_its_metrics_and_it_answers(tmp_path):
+    proc = start(jaxgen_run(tmp_path, "--set", "training.epochs=1", "--set", "training.train_examples=4096",
+                            "--discard"), tmp_path / "run.log")
+    try:
+        wait_for_text(proc, "metrics of process 0: ", 60)
+        url = re.search(r"metrics of process 0: (http://127\.0\.0\.1:\d+/metrics)", proc.output).group(1)
+        deadline, samples = time.monotonic() + 120, {}
+        while not samples and time.monotonic() < deadline and proc.popen.poll() is None:
+            try:
+                samples = prometheus.scrape(url)
+            except OSError:  # process 0 not listening yet
+                time.sleep(0.1)
+        assert set(prometheus.documented_series()) <= set(samples), proc.output[-3000:]
+        assert wait_all([proc], 240) == [0]
+    finally:
+        kill(proc)
+    assert "warning: metrics endpoint" not in proc.output  # process 1 did not try the same port
 
 
 def test_restart_budget_follows_the_target():

@@ -12,10 +12,11 @@ image, command, args, env and resources). Every scalar goes through jax-training
 {{- $patch := .patch -}}
 {{- $resources := include "jax-training.containerResources" $root | fromJson -}}
 {{- $tolerations := include "jax-training.tolerations" $root | fromJsonArray -}}
+{{- $annotations := include "jax-training.podAnnotations" $root | fromJson }}
 metadata:
   labels: {{ include "jax-training.labels" (dict "root" $root "component" "worker") }}
-  {{- if $v.annotations }}
-  annotations: {{ include "jax-training.json" $v.annotations }}
+  {{- if $annotations }}
+  annotations: {{ include "jax-training.json" $annotations }}
   {{- end }}
 spec:
   {{- if not $patch }}
@@ -63,6 +64,9 @@ spec:
         - name: {{ include "jax-training.coordinatorPortName" $root | include "jax-training.json" }}
           containerPort: {{ int64 $v.coordinator_port }}
           protocol: TCP
+        {{- if $v.metrics.port }}
+        - {{ include "jax-training.metricsPort" $root }}
+        {{- end }}
       {{- if $resources }}
       resources: {{ include "jax-training.json" $resources }}
       {{- end }}
@@ -70,6 +74,22 @@ spec:
       securityContext: {{ include "jax-training.containerSecurityContext" $root }}
       volumeMounts: {{ include "jax-training.volumeMounts" $root }}
   volumes: {{ include "jax-training.volumes" $root }}
+{{- end -}}
+
+{{/* The trainer's metrics port (JSON), named for a PodMonitor (the twin of metrics_port()). */}}
+{{- define "jax-training.metricsPort" -}}
+{{- include "jax-training.json" (dict "name" (.Files.Get "files/contract.json" | fromJson).metricsPortName "containerPort" (int64 .Values.metrics.port) "protocol" "TCP") -}}
+{{- end -}}
+
+{{/* The pods' annotations (JSON): annotation-based scrape discovery's when the metrics port is on, then
+the annotations variable, which wins (the twin of pod_annotations()). */}}
+{{- define "jax-training.podAnnotations" -}}
+{{- $v := .Values -}}
+{{- $scrape := dict -}}
+{{- if $v.metrics.port -}}
+{{- $scrape = dict "prometheus.io/scrape" "true" "prometheus.io/port" (int64 $v.metrics.port | toString) "prometheus.io/path" (.Files.Get "files/contract.json" | fromJson).metricsPath -}}
+{{- end -}}
+{{- include "jax-training.json" (merge (deepCopy ($v.annotations | default dict)) $scrape) -}}
 {{- end -}}
 
 {{/* Object metadata (name, namespace, labels, annotations); call with (dict "root" $ "labels" DICT

@@ -105,6 +105,22 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $errors = append $errors (printf "$.persistence.access_mode: ReadWriteOncePod lets one pod mount the claim, but all %d pods mount it (use ReadWriteMany, or ReadWriteOnce with every pod on one node)" $hosts) -}}
 {{- end -}}
 {{- end -}}
+{{- $metricsPort := int $v.metrics.port -}}
+{{- if and (gt $metricsPort 0) (lt $metricsPort 1024) -}}
+{{- $errors = append $errors (printf "$.metrics.port: %d is a privileged port; use 1024-65535 (the pods run as non-root), or 0 for no endpoint" $metricsPort) -}}
+{{- end -}}
+{{- if and $kubernetes $metricsPort (eq $metricsPort (int ((include "jax-training.target" . | fromJson).enginePort | default $v.coordinator_port))) -}}
+{{- $errors = append $errors (printf "$.metrics.port: %d is the coordinator's port; choose another" $metricsPort) -}}
+{{- end -}}
+{{- if $v.metrics.pod_monitor -}}
+{{- if not $kubernetes -}}
+{{- $errors = append $errors (printf "$.metrics.pod_monitor: a PodMonitor is for Kubernetes targets, not %s" $v.target) -}}
+{{- else if not $metricsPort -}}
+{{- $errors = append $errors "$.metrics.pod_monitor: needs metrics.port (the PodMonitor scrapes it)" -}}
+{{- else if and (eq $v.target "trainjob") (not $v.trainjob.own_runtime) -}}
+{{- $errors = append $errors "$.metrics.pod_monitor: a PodMonitor scrapes a declared container port, which a TrainJob's runtime patch cannot declare; set trainjob.own_runtime true (its runtime declares it), or scrape through the pods' prometheus.io annotations" -}}
+{{- end -}}
+{{- end -}}
 {{- if $kubernetes -}}
 {{- range $i, $entry := $v.env | default list -}}
 {{- if has $entry.name $contract.processEnv -}}

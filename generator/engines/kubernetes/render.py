@@ -22,6 +22,7 @@ TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 MANAGED_BY = "jaxgen"
 GPU_RESOURCE = "nvidia.com/gpu"
 CLAIM_TEMPLATE = "persistentvolumeclaim.yaml.j2"
+POD_MONITOR_TEMPLATE = "podmonitor.yaml.j2"
 
 
 @lru_cache(maxsize=1)
@@ -186,6 +187,26 @@ class PodContext:
                              "annotations": annotations},
                 "spec": spec}
 
+    def metrics_port(self) -> dict | None:
+        """The trainer's metrics port (metrics.port; 0: none), named for a PodMonitor."""
+        port = self.v["metrics"]["port"]
+        return {"name": contract.METRICS_PORT_NAME, "containerPort": port, "protocol": "TCP"} if port else None
+
+    def pod_annotations(self) -> dict:
+        """The pods' annotations: annotation-based scrape discovery's (prometheus.io/*) when the metrics
+        port is on, then the annotations variable, which wins (a platform's own scrape settings)."""
+        port = self.v["metrics"]["port"]
+        scrape = {"prometheus.io/scrape": "true", "prometheus.io/port": str(port),
+                  "prometheus.io/path": contract.METRICS_PATH} if port else {}
+        return {**scrape, **self.v["annotations"]}
+
+    def pod_monitor(self) -> bool:
+        """Whether to render a PodMonitor (metrics.pod_monitor, with the port on)."""
+        return bool(self.v["metrics"]["pod_monitor"] and self.v["metrics"]["port"])
+
+    def pod_monitor_endpoints(self) -> list[dict]:
+        return [{"port": contract.METRICS_PORT_NAME, "path": contract.METRICS_PATH}]
+
     def image(self) -> str:
         return images.reference(self.v)
 
@@ -195,7 +216,8 @@ class PodContext:
             "selector_labels", "labels", "container_env", "container_resources",
             "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "jobset_failure_rules", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
-            "volumes", "target", "outputs_claim")}
+            "volumes", "target", "outputs_claim", "metrics_port", "pod_annotations",
+            "pod_monitor_endpoints")}
 
 
 def render_text(values: dict) -> str:
@@ -205,6 +227,8 @@ def render_text(values: dict) -> str:
         values=values, version=__version__, **context)
     if names.rendered_claim(values):
         text = _environment().get_template(CLAIM_TEMPLATE).render(**context) + text
+    if PodContext(values).pod_monitor():
+        text += "\n---\n" + _environment().get_template(POD_MONITOR_TEMPLATE).render(values=values, **context)
     return text
 
 
