@@ -14,8 +14,9 @@ image, command, args, env and resources). Every scalar goes through jax-training
 {{- $tolerations := include "jax-training.tolerations" $root | fromJsonArray -}}
 metadata:
   labels: {{ include "jax-training.labels" (dict "root" $root "component" "worker") }}
-  {{- if $v.annotations }}
-  annotations: {{ include "jax-training.json" $v.annotations }}
+  {{- $annotations := include "jax-training.podAnnotations" $root | fromJson }}
+  {{- if $annotations }}
+  annotations: {{ include "jax-training.json" $annotations }}
   {{- end }}
 spec:
   {{- if not $patch }}
