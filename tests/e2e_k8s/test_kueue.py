@@ -123,11 +123,16 @@ def test_a_gang_that_cannot_start_is_evicted_and_requeued(cluster, queue, tmp_pa
     apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
         "topologyKey": "kubernetes.io/hostname",
         "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "e2e-kq-gang"}}}]}}
-    job = _job(cluster, tmp_path / "gang", "indexed-job", "e2e-kq-gang",
+    job = _job(cluster, tmp_path / "gang", "indexed-job", "e2e-kq-gang", f'annotations={{"{RUNNING}": "300s"}}',
                'node_selector={"kubernetes.io/hostname": "kwok-cpu-0"}', f"affinity={json.dumps(apart)}")
+
+    def unschedulable(pod: dict) -> bool:
+        return any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+                   for c in pod["status"].get("conditions", []))
+
     wait_until("one pod running and one unschedulable", lambda: sorted(
-        p["status"].get("phase") for p in _pods(cluster, job)) == ["Pending", "Running"], timeout=60,
-        diagnose=lambda: _diagnose(cluster))
+        "unschedulable" if unschedulable(p) else p["status"].get("phase") for p in _pods(cluster, job)) ==
+        ["Running", "unschedulable"], timeout=60, diagnose=lambda: _diagnose(cluster))
 
     def evicted() -> dict | None:
         wl = _workload(cluster, job)
