@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from generator.targets import workload
-from tests.e2e_k8s.kube import Cluster, prepare, wait_until
+from tests.e2e_k8s.kube import SCRIPTS, Cluster, finish, prepare, start_run, wait_until
 
 QUEUE = "e2e-queue"
 # Each job: 2 pods of 1 CPU and 1 GiB; the ClusterQueue holds one job's worth.
@@ -59,6 +59,11 @@ def _job(cluster: Cluster, build, target: str, name: str, *sets: str) -> dict:
     prepare(cluster, build, name, f"hosts_count={HOSTS}", "local_device_count=1", "training.batch_size=64",
             RESOURCES, f"queue_name={QUEUE}", *sets, target=target)
     cluster.kubectl("apply", "--server-side", "-f", build)
+    return _facts(target, name)
+
+
+def _facts(target: str, name: str) -> dict:
+    """How to find the job of `target` named `name`, its pods, and the condition that it succeeded."""
     w = workload(target)
     return {"name": name, "resource": w.resource, "pods": w.pod_selector.format(name=name), "done": w.succeeded}
 
@@ -147,3 +152,26 @@ def test_a_gang_that_cannot_start_is_evicted_and_requeued(cluster, queue, tmp_pa
     wait_until("the Workload to be requeued", lambda: (_workload(cluster, job)["status"].get("requeueState") or
                                                      {}).get("count", 0) >= 1, timeout=30)
     cluster.kubectl("delete", job["resource"], job["name"], "--wait=true", timeout=60)
+
+
+def test_kueue_converts_its_objects_between_api_versions(cluster, queue):
+    """The conversion webhook up.sh registers for Kueue's two-version CRDs: the ClusterQueue created
+    as v1beta2 reads back as v1beta1 with the same quota."""
+    old = cluster.get("clusterqueues.v1beta1.kueue.x-k8s.io", "e2e-one-job")
+    assert old["apiVersion"] == "kueue.x-k8s.io/v1beta1"
+    (flavor,) = old["spec"]["resourceGroups"][0]["flavors"]
+    assert {r["name"]: r["nominalQuota"] for r in flavor["resources"]} == QUOTA
+
+
+@pytest.mark.timeout(180)
+def test_run_sh_waits_for_kueue_to_admit_a_queued_job(cluster, queue, build_dir):
+    """The lifecycle scripts drive a queued job as any other: run.sh applies it suspended, waits while
+    Kueue admits it, streams rank 0 and exits 0 when it completes; clean.sh removes it."""
+    prepare(cluster, build_dir, "e2e-kq-run", f"hosts_count={HOSTS}", "local_device_count=1",
+            "training.batch_size=64", RESOURCES, f"queue_name={QUEUE}")
+    run = start_run(cluster, build_dir)
+    code, output = finish(run)
+    assert code == 0, output
+    assert _true(_workload(cluster, _facts("indexed-job", "e2e-kq-run")), "Finished")  # Kueue ran it
+    cluster.run([SCRIPTS / "clean.sh", build_dir], timeout=120)
+    assert cluster.release_objects("e2e-kq-run") == []
