@@ -175,3 +175,22 @@ def test_run_sh_waits_for_kueue_to_admit_a_queued_job(cluster, queue, build_dir)
     assert _true(_workload(cluster, _facts("indexed-job", "e2e-kq-run")), "Finished")  # Kueue ran it
     cluster.run([SCRIPTS / "clean.sh", build_dir], timeout=120)
     assert cluster.release_objects("e2e-kq-run") == []
+
+
+@pytest.mark.parametrize("target", ["indexed-job", "jobset", "trainjob"])
+def test_kueue_reads_the_priority_class_and_topology_request(cluster, queue, target, tmp_path):
+    """kueue.priority_class and kueue.topology reach Kueue's Workload of each kind: its priority is the
+    WorkloadPriorityClass's value and its pod set carries the topology request."""
+    apply(cluster, [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                     "metadata": {"name": "e2e-high"}, "value": 1000}])
+    short = {"indexed-job": "ij", "jobset": "js", "trainjob": "tj"}[target]
+    job = _job(cluster, tmp_path / "p", target, f"e2e-kq-{short}-prio", "kueue.priority_class=e2e-high",
+               "kueue.topology=kubernetes.io/hostname", "kueue.topology_mode=preferred")
+    try:
+        wl = wait_until("its Workload", lambda: _workload(cluster, job), timeout=30)
+        assert wl["spec"]["priority"] == 1000 and wl["spec"]["priorityClassRef"]["name"] == "e2e-high", wl["spec"]
+        (pod_set,) = wl["spec"]["podSets"]
+        assert pod_set["count"] == HOSTS
+        assert pod_set["topologyRequest"]["preferred"] == "kubernetes.io/hostname", pod_set
+    finally:
+        cluster.kubectl("delete", job["resource"], job["name"], "--wait=true", timeout=60)
