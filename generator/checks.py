@@ -19,7 +19,7 @@ from trainer import models  # the model registry's facts (no jax import)
 from trainer.contract import (ANNOTATIONS_MAX_BYTES, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, MAX_GPUS_PER_HOST, PROCESS_ENV,
                               SYSTEM_DIRS)
 
-from . import engines
+from . import engines, kueue
 from .errors import EXCERPT, excerpt
 from .names import longest_hostname, outputs_claim, rendered_claim
 from .paths import SCHEMA_FILE
@@ -264,19 +264,23 @@ OWN_PROGRAM_WARNING = ("program.command: jax.distributed.initialize() with no ar
 
 def warnings(values: dict) -> list[str]:
     """What valid values still lose or will not do: the job's outputs on a volume that dies with its
-    pod; a program of the user's own that cannot bring up distributed JAX by itself on this engine."""
+    pod; a program of the user's own that cannot bring up distributed JAX by itself on this engine; a
+    queue that a stock Kueue ignores for this kind."""
     found = []
     volume = values["checkpoint"]["volume"]
     if target(values).kubernetes and not outputs_claim(values) and (not volume or "emptyDir" in volume):
         found.append(EMPTYDIR_WARNING)
     if values["program"]["command"] and target(values).own_program_init:
         found.append(OWN_PROGRAM_WARNING % target(values).own_program_init)
+    if target(values).kubernetes and kueue.unmanaged(values):
+        found.append(kueue.UNMANAGED_WARNING)
     return found
 
 
 def warnings_json() -> str:
     """The warnings' texts as the chart's NOTES.txt reads them (files/warnings.json, make generate)."""
-    return json.dumps({"emptydir": EMPTYDIR_WARNING, "own_program": OWN_PROGRAM_WARNING}, indent=1) + "\n"
+    return json.dumps({"emptydir": EMPTYDIR_WARNING, "own_program": OWN_PROGRAM_WARNING,
+                       "kueue_unmanaged": kueue.UNMANAGED_WARNING}, indent=1) + "\n"
 
 
 def validation_errors(values: dict) -> list[str]:

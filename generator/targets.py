@@ -78,6 +78,8 @@ class Workload:
     # Variables the engine sets in every pod beyond its launcher's (we leave them out of the render).
     engine_env: dict = field(default_factory=dict)
     runtime: Runtime | None = None
+    # A stock Kueue does not manage the kind: its integration is disabled by default (generator/kueue.py).
+    kueue_opt_in: bool = False
 
     @property
     def container(self) -> str:
@@ -169,7 +171,7 @@ TARGETS = {t.name: t for t in (
         "training.kubeflow.org/job-name={name}", "Succeeded",
         pod_spec_path=("spec", "jaxReplicaSpecs", "Worker", "template", "spec"),
         index_label="training.kubeflow.org/replica-index", port_name="jaxjob-port",
-        engine_env={"PYTHONUNBUFFERED": "1"})),
+        engine_env={"PYTHONUNBUFFERED": "1"}, kueue_opt_in=True)),
     Target("jobset", "kubernetes", "jobset.yaml.j2", JAX, (INDEXED_JOB,), Workload(
         "JobSet", "jobsets.jobset.x-k8s.io", Hosts.jobset("worker"), "jobset.sigs.k8s.io/jobset-name={name}",
         "Completed", pod_spec_path=_JOBSET_POD_SPEC, owner_label="jobset.sigs.k8s.io/jobset-uid",
@@ -233,7 +235,8 @@ def chart_rows() -> str:
                "ownProgramInit": t.own_program_init}
         runtime = w.runtime or NO_RUNTIME
         optional = {"podNameSuffix": w.hosts.pod_name_suffix, "enginePort": w.engine_port, "runtimeJob": runtime.job,
-                    "runtimeContainer": runtime.container, "patchManager": runtime.patch_manager}
+                    "runtimeContainer": runtime.container, "patchManager": runtime.patch_manager,
+                    "kueueOptIn": w.kueue_opt_in}
         rows[name] = {**row, **{k: v for k, v in optional.items() if v}, "container": w.container}
     return json.dumps(rows, indent=1) + "\n"
 

@@ -5,8 +5,8 @@
 #            the project's dependencies (the wheel test installs the built wheel from it, offline)
 #   tools    helm, kubeconform, kube-linter (built with go install)
 #   cluster  etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kwok, CoreDNS,
-#            the JobSet controller, the training-operator and the Kubeflow Trainer v2 controller,
-#            built from the Go module proxy
+#            the JobSet controller, the training-operator, the Kubeflow Trainer v2 controller and
+#            Kueue, built from the Go module proxy
 #   node     containerd, runc, CNI plugins, buildah, debootstrap from Debian's packages, and the
 #            trainer image built from trainer/Dockerfile (the real-node e2e tier)
 #   slurm    slurmctld, slurmd and munge from Debian's packages (e2e tier)

@@ -2,7 +2,8 @@
 # Builds (once, cached by version under $JAXT_CACHE/tools) every binary of the test control plane:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet, kwok, CoreDNS, the pod
 # sandbox (pause) binary, the JobSet controller, the Kubeflow training-operator (JAXJob) and the
-# Kubeflow Trainer v2 controller manager (TrainJob) with its TrainingRuntime CRD. Idempotent: a
+# Kubeflow Trainer v2 controller manager (TrainJob) with its TrainingRuntime CRD, and the Kueue
+# controller manager with its CRDs. Idempotent: a
 # second run only refreshes the links in $JAXT_BIN.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
@@ -16,7 +17,7 @@ Builds the binaries of the local test control plane from the Go module proxy int
 $JAXT_CACHE/tools/<name>-<version>/ and links them into $JAXT_BIN.
 
   --core   build only etcd, the Kubernetes control plane, the kubelet and kwok (skip CoreDNS,
-           pause, the JobSet controller, the Kubeflow training-operator and Trainer v2)
+           pause, the JobSet controller, the Kubeflow training-operator, Trainer v2 and Kueue)
 EOF
 }
 
@@ -105,6 +106,16 @@ if ! $core_only; then
     trainer_src="$(cd "$cluster_dir/trainer" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2)"
     cp "$trainer_src/manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml" "$trainer_crd.tmp"
     mv "$trainer_crd.tmp" "$trainer_crd"
+  fi
+  go_wrapper kueue "$cluster_dir/kueue" "$KUEUE_VERSION" \
+    "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION -X sigs.k8s.io/kueue/pkg/version.GitCommit=" \
+    kueue=sigs.k8s.io/kueue/cmd/kueue
+  # Kueue's CRDs, one file, from the release's own config/components/crd.
+  kueue_crds="$JAXT_CACHE/tools/kueue-$KUEUE_VERSION/kueue-crds.yaml"
+  if [ ! -f "$kueue_crds" ]; then
+    kueue_src="$(cd "$cluster_dir/kueue" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)"
+    for f in "$kueue_src"/config/components/crd/bases/*.yaml; do printf -- '---\n'; cat "$f"; done >"$kueue_crds.tmp"
+    mv "$kueue_crds.tmp" "$kueue_crds"
   fi
 fi
 log "binaries ready in $JAXT_BIN"

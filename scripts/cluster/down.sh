@@ -34,7 +34,7 @@ if [ -d "$state/node" ]; then
 fi
 
 # Reverse start order: controllers first, etcd last.
-order=(trainer-controller-manager training-operator jobset-controller kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
+order=(kueue trainer-controller-manager training-operator jobset-controller kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
 pids=()
 for name in "${order[@]}"; do
   f="$state/pids/$name.pid"
@@ -45,6 +45,7 @@ for name in "${order[@]}"; do
     kill -TERM "$pid" 2>/dev/null || true
     pids+=("$pid")
     [ "$name" != training-operator ] || stopped_training_operator=1
+    [ "$name" != kueue ] || stopped_kueue=1
   fi
   rm -f "$f"
 done
@@ -67,6 +68,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
 if [ -n "${stopped_training_operator:-}" ] && ! pgrep -f "^$JAXT_BIN/training-operator " >/dev/null; then
   rm -rf "$TRAINING_OPERATOR_CERT_DIR"
   rmdir "$(dirname "$TRAINING_OPERATOR_CERT_DIR")" 2>/dev/null || true
+fi
+
+# Kueue's fixed metrics cert directory, likewise.
+if [ -n "${stopped_kueue:-}" ] && ! pgrep -f "^$JAXT_BIN/kueue " >/dev/null; then
+  rm -rf "$KUEUE_METRICS_CERT_DIR"
+  rmdir "$(dirname "$KUEUE_METRICS_CERT_DIR")" "$(dirname "$(dirname "$KUEUE_METRICS_CERT_DIR")")" 2>/dev/null || true
 fi
 
 if $keep_logs; then

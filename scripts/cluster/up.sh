@@ -4,8 +4,8 @@
 # that drive pods through their lifecycle) or, with --real-node, one real node (node.sh:
 # containerd, runc, bridge CNI, CoreDNS and a kubelet running real containers), installs the CRDs of
 # ../shared/crds and, unless --no-controllers, the JobSet controller, the Kubeflow training-operator
-# (JAXJob) and the Kubeflow Trainer v2 controller (TrainJob, with the jax-distributed
-# ClusterTrainingRuntime of ../shared/crds). Prints the KUBECONFIG path on stdout. Stop it with scripts/cluster/down.sh STATE_DIR.
+# (JAXJob), the Kubeflow Trainer v2 controller (TrainJob, with the jax-distributed
+# ClusterTrainingRuntime of ../shared/crds) and Kueue (queueing of Jobs, JobSets and TrainJobs). Prints the KUBECONFIG path on stdout. Stop it with scripts/cluster/down.sh STATE_DIR.
 set -Eeuo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../lib/common.sh"
@@ -15,7 +15,7 @@ usage() {
   cat <<EOF
 Usage: scripts/cluster/up.sh [--state-dir DIR] [--namespace NS] [--no-controllers] [--real-node]
                              [--owner-pid PID] [--max-lifetime SECONDS] [--timeout SECONDS]
-                             [--api-qps QPS]
+                             [--api-qps QPS] [--pods-ready-timeout SECONDS]
 
 Builds the binaries if needed (scripts/cluster/build.sh), starts the control plane with its
 state, logs and certificates under DIR (default: a new ${TMPDIR:-/tmp}/jaxt-cluster.XXXXXX),
@@ -24,7 +24,7 @@ lines, stops what it started and exits non-zero.
 
   --state-dir DIR         where state, certificates, logs and pid files go (created)
   --namespace NS          namespace created with PodSecurity enforce=restricted (default: jax-e2e)
-  --no-controllers        do not start the JobSet controller, the training-operator and Trainer v2
+  --no-controllers        do not start the JobSet controller, the training-operator, Trainer v2 and Kueue
   --real-node             one real node (root; scripts/setup.sh node) instead of kwok's fake ones
   --owner-pid PID         stop the cluster as soon as process PID exits (e.g. the test runner)
   --max-lifetime SECONDS  stop the cluster after this long whatever happens (default: 3600)
@@ -32,10 +32,15 @@ lines, stops what it started and exits non-zero.
   --api-qps QPS           API request rate of the controller-manager and the scheduler (burst 2 x QPS;
                           default: their own, 20 and 50): what bounds pod creation and binding of
                           jobs with hundreds of pods (benchmarks/kwok_scale.py)
+  --pods-ready-timeout SECONDS
+                          Kueue's waitForPodsReady timeout: an admitted job whose pods are not all
+                          ready by then is evicted and requeued (default: 15 with kwok, 120 with
+                          --real-node)
 EOF
 }
 
 state="" namespace="jax-e2e" controllers=true real_node=false owner_pid="" max_lifetime=3600 timeout=120 api_qps=""
+pods_ready_timeout=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --state-dir) state="${2:?--state-dir needs a value}"; shift ;;
@@ -46,6 +51,7 @@ while [ $# -gt 0 ]; do
     --max-lifetime) max_lifetime="${2:?--max-lifetime needs a value}"; shift ;;
     --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
     --api-qps) api_qps="${2:?--api-qps needs a value}"; shift ;;
+    --pods-ready-timeout) pods_ready_timeout="${2:?--pods-ready-timeout needs a value}"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
@@ -57,6 +63,12 @@ if [ -n "$api_qps" ]; then
   [[ "$api_qps" =~ ^[1-9][0-9]{0,4}$ ]] || die "--api-qps must be an integer from 1 to 99999, not '$api_qps'"
   qps_flags=(--kube-api-qps "$api_qps" --kube-api-burst "$((2 * api_qps))")
 fi
+
+if [ -z "$pods_ready_timeout" ]; then
+  if $real_node; then pods_ready_timeout=120; else pods_ready_timeout=15; fi
+fi
+[[ "$pods_ready_timeout" =~ ^[1-9][0-9]{0,4}$ ]] ||
+  die "--pods-ready-timeout must be an integer from 1 to 99999, not '$pods_ready_timeout'"
 
 source "$here/node.sh"
 ! $real_node || node_check
@@ -85,9 +97,10 @@ trap on_error ERR
 
 # --- ports: ask the kernel for free ones, all at once so they are distinct.
 read -r etcd_port etcd_peer_port api_port kwok_port jobset_webhook_port jobset_health_port \
-  to_webhook_port to_health_port trainer_webhook_port trainer_health_port < <(python3 -c '
+  to_webhook_port to_health_port trainer_webhook_port trainer_health_port \
+  kueue_webhook_port kueue_health_port < <(python3 -c '
 import socket
-socks = [socket.socket() for _ in range(10)]
+socks = [socket.socket() for _ in range(12)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in socks])
 for s in socks: s.close()')
@@ -305,6 +318,68 @@ EOF
   # Its validating webhook admits runtimes, so they go in once it serves.
   wait_for "ClusterTrainingRuntime jax-distributed" \
     kubectl apply --server-side -f "$crds_dir/trainer_runtime_jax_distributed.yaml"
+
+  # Kueue, after the kinds it integrates with exist: only jobs labelled with a queue are managed;
+  # webhooks on 127.0.0.1 with our cert (no internal cert management), also as the conversion
+  # webhook of the CRDs that serve two versions (upstream's config/components/crd patches).
+  kubectl apply --server-side -f "$JAXT_CACHE/tools/kueue-$KUEUE_VERSION/kueue-crds.yaml" >/dev/null
+  kueue_url="https://127.0.0.1:$kueue_webhook_port"
+  conversion="{\"strategy\": \"Webhook\", \"webhook\": {\"conversionReviewVersions\": [\"v1\"],
+    \"clientConfig\": {\"url\": \"$kueue_url/convert\", \"caBundle\": \"$(base64 -w0 "$pki/ca.crt")\"}}}"
+  for crd in localqueues clusterqueues cohorts workloads multikueueclusters; do
+    kubectl patch crd "$crd.kueue.x-k8s.io" --type merge -p "{\"spec\": {\"conversion\": $conversion}}" >/dev/null
+  done
+  wait_for "CRDs" kubectl wait --for condition=Established crd --all --timeout 5s
+  kubectl create namespace kueue-system --dry-run=client -o yaml | kubectl apply --server-side -f - >&2
+  mkdir -p "$state/kueue-certs"
+  cp "$pki/webhook.crt" "$state/kueue-certs/tls.crt"
+  cp "$pki/webhook.key" "$state/kueue-certs/tls.key"
+  # waitForPodsReady: a job whose pods are not all ready in time is evicted and requeued after a
+  # short backoff (upstream: 5 min, and 60 s doubling). No visibility API server (it listens on
+  # port 8082 of every interface: one per machine).
+  cat >"$state/kueue-config.yaml" <<EOF
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+manageJobsWithoutQueueName: false
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+webhook:
+  host: 127.0.0.1
+  port: $kueue_webhook_port
+  certDir: $state/kueue-certs
+metrics:
+  bindAddress: "0"
+health:
+  healthProbeBindAddress: 127.0.0.1:$kueue_health_port
+waitForPodsReady:
+  timeout: ${pods_ready_timeout}s
+  requeuingStrategy:
+    timestamp: Eviction
+    backoffBaseSeconds: 2
+    backoffMaxSeconds: 30
+integrations:
+  frameworks:
+  - batch/job
+  - jobset.x-k8s.io/jobset
+  - trainer.kubeflow.org/trainjob
+featureGates:
+  VisibilityOnDemand: false
+EOF
+  # Without internal cert management it reads a metrics serving cert from a fixed path even with
+  # metrics off (nothing is served with it): any cert will do, shared by every cluster on this machine.
+  if [ ! -f "$KUEUE_METRICS_CERT_DIR/tls.crt" ]; then
+    mkdir -p "$KUEUE_METRICS_CERT_DIR" ||
+      die "cannot create $KUEUE_METRICS_CERT_DIR, where Kueue reads a certificate (run as root, or with --no-controllers)"
+    cp "$pki/webhook.key" "$KUEUE_METRICS_CERT_DIR/tls.key"
+    cp "$pki/webhook.crt" "$KUEUE_METRICS_CERT_DIR/tls.crt"
+  fi
+  start kueue "$JAXT_BIN/kueue" --config "$state/kueue-config.yaml" --zap-devel=false
+  wait_for "kueue" curl -fsS "http://127.0.0.1:$kueue_health_port/readyz"
+  sed -e "s#@URL@#$kueue_url#" -e "s#@CA_BUNDLE@#$(base64 -w0 "$pki/ca.crt")#" \
+    "$here/controllers/kueue-webhooks.yaml" | kubectl apply --server-side -f - >&2
 fi
 
 trap - ERR

@@ -10,5 +10,8 @@ COREDNS_VERSION=v1.15.0
 JOBSET_VERSION="$(_modversion "$_cluster_dir/jobset/go.mod" sigs.k8s.io/jobset)"
 TRAINING_OPERATOR_VERSION="$(_modversion "$_cluster_dir/training-operator/go.mod" github.com/kubeflow/training-operator)"
 TRAINER_VERSION="$(_modversion "$_cluster_dir/trainer/go.mod" github.com/kubeflow/trainer/v2)"
+KUEUE_VERSION="$(_modversion "$_cluster_dir/kueue/go.mod" sigs.k8s.io/kueue)"
 # Where the training-operator reads its webhook serving certs (hard-coded upstream).
 TRAINING_OPERATOR_CERT_DIR=/tmp/k8s-webhook-server/serving-certs
+# Where Kueue reads its metrics serving cert when it does not manage its certs (hard-coded upstream).
+KUEUE_METRICS_CERT_DIR=/etc/kueue/metrics/certs

@@ -110,6 +110,13 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
                                          "metrics": {"port": 0}},
     "every-training-variable": {"training": {"lr_schedule": "constant", "train_examples": 4096, "log_every": 10,
                                              "steps_per_dispatch": 5, "allreduce_dtype": "bfloat16"}},
+    **{f"kueue-{target}": {"target": target, "queue_name": "team-queue", "annotations": {"example.com/note": "kept"},
+                           "kueue": {"priority_class": "high.example", "topology": "cloud.example.com/rack",
+                                     "topology_mode": mode}}
+       for target, mode in zip(TARGETS, ("required", "preferred") * len(TARGETS))},
+    "kueue-jaxjob-integration": {"target": "jaxjob", "queue_name": "q",
+                                 "kueue": {"jaxjob_integration": True, "topology": "rack"}},
+    "kueue-settings-without-queue": {"kueue": {"priority_class": "low", "topology": "rack"}},
 }
 
 # The longest names each target allows with 10 hosts (pod hostnames stay within 63 characters; the
@@ -136,7 +143,7 @@ def _optional_cases() -> dict[str, dict]:
 
 def _everything_on() -> dict[str, dict]:
     merged: dict = {}
-    for key in ("labels-annotations", "queue-name", "env", "image", "node-selector", "node-affinity",
+    for key in ("kueue-jobset", "labels-annotations", "queue-name", "env", "image", "node-selector", "node-affinity",
                 "tolerations", "data-volume-no-download", "checkpoint-volume", "service-account",
                 "priority-class", "ttl-zero-deadline", "backoff", "ports-timeouts", "namespace-mirror"):
         merged.update(OPTIONAL_BLOCKS[key])

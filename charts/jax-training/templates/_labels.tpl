@@ -16,7 +16,7 @@
 {{/*
 Labels (JSON); call with (dict "root" $ "component" C ["queue" true] ["chart" true]).
 The user's labels come first so they can never override the ones selectors rely on.
-queue adds the Kueue queue label (top-level workload objects), chart adds helm.sh/chart.
+queue adds the Kueue queue and priority labels (top-level workload objects), chart adds helm.sh/chart.
 */}}
 {{- define "jax-training.labels" -}}
 {{- $v := .root.Values -}}
@@ -26,6 +26,9 @@ queue adds the Kueue queue label (top-level workload objects), chart adds helm.s
 {{- $_ = set $labels "app.kubernetes.io/managed-by" .root.Release.Service -}}
 {{- if and .queue $v.queue_name -}}
 {{- $_ = set $labels "kueue.x-k8s.io/queue-name" $v.queue_name -}}
+{{- if $v.kueue.priority_class -}}
+{{- $_ = set $labels "kueue.x-k8s.io/priority-class" $v.kueue.priority_class -}}
+{{- end -}}
 {{- end -}}
 {{- if .chart -}}
 {{- $_ = set $labels "helm.sh/chart" (include "jax-training.chart" .root) -}}

@@ -82,14 +82,16 @@ spec:
 {{- end -}}
 
 {{/* The pods' annotations (JSON): annotation-based scrape discovery's when the metrics port is on, then
-the annotations variable, which wins (the twin of pod_annotations()). */}}
+the annotations variable, which wins over them, then Kueue's topology request (the twin of
+pod_annotations()). */}}
 {{- define "jax-training.podAnnotations" -}}
 {{- $v := .Values -}}
 {{- $scrape := dict -}}
 {{- if $v.metrics.port -}}
 {{- $scrape = dict "prometheus.io/scrape" "true" "prometheus.io/port" (int64 $v.metrics.port | toString) "prometheus.io/path" (.Files.Get "files/contract.json" | fromJson).metricsPath -}}
 {{- end -}}
-{{- include "jax-training.json" (merge (deepCopy ($v.annotations | default dict)) $scrape) -}}
+{{- $annotations := merge (deepCopy ($v.annotations | default dict)) $scrape -}}
+{{- include "jax-training.json" (mergeOverwrite $annotations (include "jax-training.kueuePodAnnotations" . | fromJson)) -}}
 {{- end -}}
 
 {{/* Object metadata (name, namespace, labels, annotations); call with (dict "root" $ "labels" DICT

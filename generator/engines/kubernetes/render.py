@@ -12,7 +12,7 @@ import yaml
 
 from trainer import contract
 
-from ... import __version__, images, names, targets, yaml_text
+from ... import __version__, images, kueue, names, targets, yaml_text
 from ...errors import TemplateBug
 from ...output import dump_json, dump_json_list, dump_yaml, file_name
 from ...program import device_env, program_args
@@ -56,9 +56,13 @@ class PodContext:
         labels.update(self.selector_labels(component))
         labels["app.kubernetes.io/version"] = version_label(images.tag(self.v))
         labels["app.kubernetes.io/managed-by"] = MANAGED_BY
-        if queue and self.v["queue_name"]:
-            labels["kueue.x-k8s.io/queue-name"] = self.v["queue_name"]
+        if queue:
+            labels.update(kueue.labels(self.v))
         return labels
+
+    def suspended(self) -> bool:
+        """Created suspended for Kueue to admit (generator/kueue.py)."""
+        return kueue.suspended(self.v)
 
     def container_env(self) -> list[dict]:
         """The container's env: PYTHONUNBUFFERED where the engine does not set it, our JAX_* variables
@@ -194,11 +198,12 @@ class PodContext:
 
     def pod_annotations(self) -> dict:
         """The pods' annotations: annotation-based scrape discovery's (prometheus.io/*) when the metrics
-        port is on, then the annotations variable, which wins (a platform's own scrape settings)."""
+        port is on, then the annotations variable, which wins over them (a platform's own scrape
+        settings), then Kueue's topology request."""
         port = self.v["metrics"]["port"]
         scrape = {"prometheus.io/scrape": "true", "prometheus.io/port": str(port),
                   "prometheus.io/path": contract.METRICS_PATH} if port else {}
-        return {**scrape, **self.v["annotations"]}
+        return {**scrape, **self.v["annotations"], **kueue.pod_annotations(self.v)}
 
     def pod_monitor(self) -> bool:
         """Whether to render a PodMonitor (metrics.pod_monitor, with the port on)."""
@@ -212,7 +217,7 @@ class PodContext:
 
     def globals(self) -> dict:
         return {name: getattr(self, name) for name in (
-            "image",
+            "image", "suspended",
             "selector_labels", "labels", "container_env", "container_resources",
             "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "jobset_failure_rules", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
