@@ -37,11 +37,13 @@ def _property(schema: dict, dotted: str) -> dict:
 
 def complete_schema() -> dict:
     """variables/schema.json completed into one self-contained file (what Helm reads as
-    values.schema.json and jaxgen validates with): the models' part from the model registry
+    values.schema.json and jaxgen validates with): the target enum from the target table
+    (generator/targets.py), the models' part from the model registry
     (trainer/models), each trainer setting's default, and its choices as the enum, from
     trainer/config.py where the hand-written schema gives none, and the Kubernetes definitions its
     $refs name."""
     schema = json.loads(HAND_SCHEMA.read_text())
+    schema["properties"]["target"]["enum"] = list(targets.NAMES)  # the target table's rows
     training = schema["properties"]["training"]
     models_part = models.schema_fragment()  # training.model and each model's settings object
     training["properties"].update(models_part)

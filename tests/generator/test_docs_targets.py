@@ -7,6 +7,7 @@ allowed), the others by their id (`SLURM`); the texts that list ids (`trainjob`)
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import tomllib
@@ -43,6 +44,14 @@ def chart_description() -> str:
 
 def package_description() -> str:
     return tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["description"]
+
+
+def schema_target_description() -> str:
+    return json.loads((REPO_ROOT / "variables" / "schema.json").read_text())["properties"]["target"]["description"]
+
+
+def by_name(text: str, target: targets.Target) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(target.name)}(?![\w-])", text) is not None
 
 
 def script_help(script: str, start: str) -> Callable[[], str]:
@@ -98,6 +107,7 @@ PASSAGES = {
     "chart README targets": Passage(chart_readme, every_target, by_id),
     "Chart.yaml description": Passage(chart_description, kubernetes),
     "pyproject description": Passage(package_description, every_target),
+    "schema's target description": Passage(schema_target_description, every_target, by_name),
     "run.sh --help": Passage(script_help("run.sh", "waits until the job ("), kubernetes),
     "clean.sh --help": Passage(script_help("clean.sh", "every object of the release ("), kubernetes),
 }
