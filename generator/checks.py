@@ -197,7 +197,7 @@ def _metrics_errors(values: dict) -> list[str]:
             errors.append(f"$.metrics.pod_monitor: a PodMonitor is for Kubernetes targets, not {t.name}")
         elif not port:
             errors.append("$.metrics.pod_monitor: needs metrics.port (the PodMonitor scrapes it)")
-        elif t.name == "trainjob" and not values["trainjob"]["own_runtime"]:
+        elif t.workload.runtime and not values["trainjob"]["own_runtime"]:
             errors.append("$.metrics.pod_monitor: a PodMonitor scrapes a declared container port, which a TrainJob's "
                           "runtime patch cannot declare; set trainjob.own_runtime true (its runtime declares it), or "
                           "scrape through the pods' prometheus.io annotations")

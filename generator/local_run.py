@@ -161,10 +161,21 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
     return job
 
 
+def _last_flag_value(args: list[str], flag: str) -> str | None:
+    """The value of the last `flag VALUE` or `flag=VALUE` in args (argparse's spellings), or None."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1:]
+    return value
+
+
 def _metrics_args(args: list[str], rank: int, job: LocalJob) -> list[str]:
     """The built-in trainer's --metrics-port on one machine: process 0 serves on a free port (the
     rendered one may be taken here), the others, which share its host, serve nothing."""
-    if METRICS_FLAG not in args or args[len(args) - 1 - args[::-1].index(METRICS_FLAG) + 1] == "0":
+    if _last_flag_value(args, METRICS_FLAG) in (None, "0"):
         return args  # off (the last flag wins in the trainer)
     if rank == 0:
         job.metrics_port = free_port()

@@ -159,6 +159,8 @@ _TRAINER_RUNTIME = Runtime(job="node", container="node", port=29500, patch_manag
                            resources=("trainingruntimes.trainer.kubeflow.org",))
 _JOBSET_POD_SPEC = ("spec", "replicatedJobs", 0, "template", "spec", "template", "spec")
 
+# A target that runs on another's objects (a TrainJob on a JobSet, a JobSet on Jobs) comes after it:
+# clean.sh deletes the kinds in reverse order, owners first.
 TARGETS = {t.name: t for t in (
     # Our JAX_* variables; Kubernetes sets the completion index.
     Target("indexed-job", "kubernetes", "indexed-job.yaml.j2", JAX, (INDEXED_JOB,), Workload(
@@ -203,10 +205,17 @@ def workload(values_or_name) -> Workload:
     return t.workload
 
 
+# Kinds a render may create beside any target's job object (metrics.pod_monitor's PodMonitor).
+OPTIONAL_RESOURCES = ("podmonitors.monitoring.coreos.com",)
+
+
 def cleanup_resources() -> list[str]:
-    """What clean.sh deletes, owners first so their controllers do not recreate what it deletes."""
-    owners = [TARGETS[name].workload for name in ("trainjob", "jaxjob", "jobset", "indexed-job")]
-    return [r for w in owners for r in (w.resource, *(w.runtime.resources if w.runtime else ()))] + ["services", "pods"]
+    """What clean.sh deletes, owners first so their controllers do not recreate what it deletes: the
+    table in reverse, as a target that runs on another's objects (a TrainJob's JobSet, a JobSet's
+    Jobs) comes after it in the table."""
+    owners = [t.workload for t in reversed(TARGETS.values()) if t.workload]
+    return ([r for w in owners for r in (w.resource, *(w.runtime.resources if w.runtime else ()))]
+            + list(OPTIONAL_RESOURCES) + ["services", "pods"])
 
 
 def shell_facts() -> str:
@@ -247,6 +256,3 @@ def restart_budget(values: dict) -> int:
         node = node[key]
     return node
 
-
-if __name__ == "__main__":
-    print(shell_facts(), end="")

@@ -21,6 +21,10 @@ import numpy as np
 from trainer import checkpoint
 
 
+# How long a failing run waits for the write in flight before it exits anyway.
+ABANDON_TIMEOUT = 60.0
+
+
 @dataclass
 class _Write:
     step: int
@@ -102,10 +106,22 @@ class CheckpointWriter:
                 self._pool.shutdown(wait=True)
                 self._pool = None
 
-    def abandon(self) -> None:
+    def abandon(self, timeout: float = ABANDON_TIMEOUT) -> None:
         """On the way out of a failed run: let the write in flight finish (its checkpoint is a
         consistent state a restart resumes from), logging rather than raising its own error, which
-        would hide the one the run fails with."""
+        would hide the one the run fails with. A write still running after `timeout` seconds (a hung
+        filesystem) is left behind, so the run's own error is still reported and the process exits."""
+        pending = self._pending
+        if pending and not pending.future.done():
+            try:
+                pending.future.exception(timeout=timeout)
+            except TimeoutError:
+                self.log(f"the checkpoint write of step {pending.step} did not finish in {timeout:.0f} s; "
+                         "leaving it (the previous checkpoint is intact)")
+                self._pending = None
+                self._pool.shutdown(wait=False)
+                self._pool = None
+                return
         try:
             self.close()
         except Exception as e:  # noqa: BLE001  (a CheckpointError, or worse: the run's error comes first)

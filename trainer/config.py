@@ -1,8 +1,8 @@
 """The trainer's settings: one dataclass holds every default, help text and choice list.
 
 `python -m trainer train` builds its flags from these fields, and the renderers (jaxgen's
-generator/program.py, the Helm chart through files/trainer-flags.json, written by
-`python -m trainer.config`) turn the variables named by each field's `variable` into flags.
+generator/program.py, the Helm chart through files/trainer-flags.json, written from
+flags_json() by `make generate`) turn the variables named by each field's `variable` into flags.
 Standard library only: jaxgen reads this module.
 """
 
@@ -230,6 +230,3 @@ def flags_json() -> str:
 
     return json.dumps(rendered_flags(), indent=1) + "\n"
 
-
-if __name__ == "__main__":
-    print(flags_json(), end="")

@@ -66,6 +66,3 @@ def as_json() -> str:
     """The table as charts/jax-training/files/exit-codes.json holds it."""
     return json.dumps({"exit_codes": [asdict(entry) for entry in TABLE]}, indent=2) + "\n"
 
-
-if __name__ == "__main__":
-    print(as_json(), end="")

@@ -17,11 +17,6 @@ def engine_of(values_or_name) -> ModuleType:
     return ENGINES[targets.target(values_or_name).engine]
 
 
-def render_text(values: dict) -> str:
-    """The target's output as text: a multi-document YAML stream, or a script."""
-    return engine_of(values).render_text(values)
-
-
 def errors(values: dict) -> list[str]:
     """The rules of the target's engine, beyond the schema and generator/checks.py."""
     return engine_of(values).errors(values)

@@ -72,7 +72,7 @@ fi
 
 # Kueue's fixed metrics cert directory, likewise.
 if [ -n "${stopped_kueue:-}" ] && ! pgrep -f "^$JAXT_BIN/kueue " >/dev/null; then
-  rm -rf "$KUEUE_METRICS_CERT_DIR"
+  rm -rf "$KUEUE_METRICS_CERT_DIR" || echo "down.sh: could not remove $KUEUE_METRICS_CERT_DIR" >&2
   rmdir "$(dirname "$KUEUE_METRICS_CERT_DIR")" "$(dirname "$(dirname "$KUEUE_METRICS_CERT_DIR")")" 2>/dev/null || true
 fi
 

@@ -25,6 +25,7 @@ lines, stops what it started and exits non-zero.
   --state-dir DIR         where state, certificates, logs and pid files go (created)
   --namespace NS          namespace created with PodSecurity enforce=restricted (default: jax-e2e)
   --no-controllers        do not start the JobSet controller, the training-operator, Trainer v2 and Kueue
+                          (Kueue reads a certificate from /etc/kueue/metrics/certs: starting it needs root)
   --real-node             one real node (root; scripts/setup.sh node) instead of kwok's fake ones
   --owner-pid PID         stop the cluster as soon as process PID exits (e.g. the test runner)
   --max-lifetime SECONDS  stop the cluster after this long whatever happens (default: 3600)

@@ -1,3 +1,3 @@
 # Generated from generator/targets.py by `make generate`; do not edit.
 # shellcheck shell=bash disable=SC2034
-CLEANUP_RESOURCES=(trainjobs.trainer.kubeflow.org trainingruntimes.trainer.kubeflow.org jaxjobs.kubeflow.org jobsets.jobset.x-k8s.io jobs.batch services pods)
+CLEANUP_RESOURCES=(trainjobs.trainer.kubeflow.org trainingruntimes.trainer.kubeflow.org jobsets.jobset.x-k8s.io jaxjobs.kubeflow.org jobs.batch podmonitors.monitoring.coreos.com services pods)

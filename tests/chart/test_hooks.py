@@ -42,7 +42,8 @@ def test_notes_follow_rank_zero(target, tmp_path):
     assert f"coordinator {coordinator}:{target_of(target).workload.engine_port or 1234}" in notes
     assert f"kubectl get {target_of(target).workload.resource} nt -n ml" in notes
     assert "helm test nt" in notes
-    pod = f"$(kubectl get pod -n ml {selector} -o name)"
+    pod = (f"pod/$(kubectl get pod -n ml {selector} --field-selector=status.phase=Running "
+           "-o jsonpath='{.items[0].metadata.name}')")
     port = TrainConfig().metrics_port
     assert f"kubectl port-forward -n ml {pod} {port}\n  curl -s localhost:{port}{METRICS_PATH}" in notes
     off = write_values(tmp_path, f"{target}-off", {"name": "nt", "target": target, "metrics": {"port": 0}})

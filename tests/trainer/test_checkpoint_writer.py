@@ -135,6 +135,17 @@ def test_abandon_logs_the_error_of_the_write_in_flight_instead_of_raising_it(tmp
     assert len(out.lines) == 1 and out.lines[0].startswith("the checkpoint write in flight failed too: cannot write")
 
 
+def test_abandon_leaves_a_hung_write_behind_after_its_timeout(tmp_path):
+    gate = Gate(6)
+    writer, out = writer_for(tmp_path, gate)
+    save(writer, 6)
+    assert gate.entered.wait(30)
+    writer.abandon(timeout=0.2)
+    assert out.lines == ["the checkpoint write of step 6 did not finish in 0 s; leaving it (the previous "
+                         "checkpoint is intact)"]
+    gate.release.set()
+
+
 def test_without_a_directory_nothing_is_written(tmp_path):
     writer, out = writer_for(None)
     save(writer, 1)

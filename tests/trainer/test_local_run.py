@@ -92,6 +92,10 @@ def test_process_0_alone_serves_metrics_on_a_free_port(tmp_path):
     job = plan_job(off, render_documents(local_values(off)), tmp_path)
     assert job.metrics_port == 0
     assert all(plan.argv[plan.argv.index("--metrics-port") + 1] == "0" for plan in job.plans)
+    # program.args turning it off, in argparse's other spelling, is the last word too
+    off = load_values([CPU_LOCAL], ["metrics.port=1025", "program.args[0]=--metrics-port=0"])
+    job = plan_job(off, render_documents(local_values(off)), tmp_path)
+    assert job.metrics_port == 0 and all(plan.argv[-1] == "--metrics-port=0" for plan in job.plans)
 
 
 @pytest.mark.slow

@@ -3,8 +3,8 @@
 A model is a folder (mlp/ for instance): its __init__.py declares, with the standard library only,
 its settings, parameter and FLOP facts and sharding rules (a trainer.models.base.Model; jaxgen, the
 chart's generated files and the benchmarks read them), its network.py the jax implementation.
-Adding one: its folder and one line in MODELS below (the folder's name is the model's); `make generate` then writes its variables
-into variables/schema.json and the chart's files.
+Adding one: its folder and one line in MODELS below (the folder's name is the model's); `make generate`
+then writes its variables into the complete schema (the chart's values.schema.json) and the chart's files.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def schema_fragment() -> dict:
     }}
     for model in MODELS.values():
         fragment[model.name] = {
-                "type": "object",
+            "type": "object",
             "description": f"Settings of the {model.name} model (used when training.model is {model.name}).",
             "additionalProperties": False,
             "required": [s.name for s in model.settings],

@@ -82,8 +82,8 @@ class Model:
     description: str  # one sentence: the schema's training.model and the chart README say it
     settings: tuple[Setting, ...]
     # The list setting whose every size a model axis (strategy sharded) must divide, as those
-    # features are split over it; None: the model has no model axis (model_parallelism 1 only).
-    model_axis: str | None = None
+    # features are split over it. Every model names one (the trainer and both renderers' checks read it).
+    model_axis: str
     inputs, classes = INPUTS, CLASSES
     # What config.json's "format" names, how the parameters are laid out and a NumPy reader of them
     # that needs only numpy and safetensors (in the model card and tested without this project).

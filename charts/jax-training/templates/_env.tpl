@@ -1,4 +1,4 @@
-{{/* The container's environment (the twin of container_env() in generator/render.py). */}}
+{{/* The container's environment (the twin of container_env() in generator/engines/kubernetes/render.py). */}}
 
 {{/* The container's env (JSON list): PYTHONUNBUFFERED where the engine does not set it, our JAX_*
 variables where it does not set those, JAX_LOCAL_DEVICE_COUNT (every target), then the user's env. */}}

@@ -1,4 +1,4 @@
-{{/* Labels of every object (the twin of labels() in generator/render.py). */}}
+{{/* Labels of every object (the twin of labels() in generator/engines/kubernetes/render.py). */}}
 
 {{/* helm.sh/chart label value. */}}
 {{- define "jax-training.chart" -}}

@@ -23,9 +23,9 @@ for it on every render), naming the targets the chart renders. */}}
 {{- include "jax-training.json" $row -}}
 {{- end -}}
 
-{{/* The trainer's container: ours, or the one a runtime runs it in (the row's runtimeContainer). */}}
+{{/* The trainer's container: ours, or the one a runtime runs it in (the row's container). */}}
 {{- define "jax-training.containerName" -}}
-{{- (include "jax-training.target" . | fromJson).runtimeContainer | default "jax" -}}
+{{- (include "jax-training.target" . | fromJson).container -}}
 {{- end -}}
 
 {{/* The container port's name: the training-operator takes a JAXJob's coordinator port from the

@@ -117,7 +117,7 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $errors = append $errors (printf "$.metrics.pod_monitor: a PodMonitor is for Kubernetes targets, not %s" $v.target) -}}
 {{- else if not $metricsPort -}}
 {{- $errors = append $errors "$.metrics.pod_monitor: needs metrics.port (the PodMonitor scrapes it)" -}}
-{{- else if and (eq $v.target "trainjob") (not $v.trainjob.own_runtime) -}}
+{{- else if and (include "jax-training.target" . | fromJson).runtimeJob (not $v.trainjob.own_runtime) -}}
 {{- $errors = append $errors "$.metrics.pod_monitor: a PodMonitor scrapes a declared container port, which a TrainJob's runtime patch cannot declare; set trainjob.own_runtime true (its runtime declares it), or scrape through the pods' prometheus.io annotations" -}}
 {{- end -}}
 {{- end -}}
