@@ -10,7 +10,7 @@ import click
 from trainer import outputs
 
 from .errors import UserError
-from .plot import draw, read_records
+from .plot import curves, draw, read_records
 
 NOT_FINISHED = 1  # the directory holds no summary: the run did not finish (or is still running)
 
@@ -30,9 +30,13 @@ def find_run(path: Path) -> Path:
 
 
 def draw_curves(directory: Path) -> Path | None:
-    """curves.png from the run's metrics; None (and why, on stderr) when it cannot be drawn."""
+    """curves.png from the run's metrics; None when there is nothing to draw (no metrics, or a run
+    stopped before its first logged step), or why not on stderr when it cannot be drawn."""
     metrics = directory / outputs.METRICS
     if not metrics.exists():
+        return None
+    records = read_records(metrics)
+    if not any(curves(records)):
         return None
     try:
         import matplotlib  # noqa: F401
@@ -40,7 +44,7 @@ def draw_curves(directory: Path) -> Path | None:
         click.echo("note: no curves.png: matplotlib is not installed (pip install 'jax-training[plot]')", err=True)
         return None
     target = directory / outputs.CURVES
-    draw(read_records(metrics), target, directory.name)
+    draw(records, target, directory.name)
     return target
 
 

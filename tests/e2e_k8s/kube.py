@@ -90,12 +90,13 @@ def prepare(cluster: Cluster, build_dir: Path, name: str, *sets: str,
 
 
 def set_option(assignment: str) -> str:
-    """--set-json for a JSON object, list or quoted string; --set for the rest (names, numbers, booleans)."""
+    """--set-json for a JSON object, list, quoted string or non-integer number (Helm's --set types only
+    base-10 integers: 0.1 would stay a string); --set for the rest (names, integers, booleans)."""
     try:
         value = json.loads(assignment.partition("=")[2])
     except ValueError:
         return "--set"
-    return "--set-json" if isinstance(value, (dict, list, str)) else "--set"
+    return "--set-json" if isinstance(value, (dict, list, str, float)) else "--set"
 
 
 def assert_complete(job: dict) -> None:

@@ -208,6 +208,17 @@ def test_results_of_a_run_that_did_not_finish_or_of_no_run(tmp_path):
     assert two.exit_code == 2 and "2 job outputs directories" in two.stderr and "name one of them" in two.stderr
 
 
+def test_results_of_a_run_stopped_before_its_first_step(tmp_path):
+    """Nothing to plot is not an error: a run stopped at once is reported as not finished."""
+    run = tmp_path / "job"
+    run.mkdir()
+    (run / "run.json").write_text("{}")
+    (run / "metrics.jsonl").write_text('{"event": "start", "step": 0, "time": 1}\n')
+    result = jaxgen("results", str(run))
+    assert result.exit_code == 1 and result.stderr == "" and not (run / "curves.png").exists()
+    assert result.stdout == f"{run}: the run did not finish (summary.json is missing; it recorded no step)\n"
+
+
 HUGE = {
     "long-string": {"node_selector": {"k": "v" * 100_000}},
     "long-list": {"program": {"command": ["x"] * 100_000}},
