@@ -25,7 +25,8 @@ KEEP = 2
 TEMP_PREFIX, TEMP_SUFFIX = ".ckpt-", ".tmp"
 
 
-def _path(directory: Path, step: int) -> Path:
+def path_of(directory: Path, step: int) -> Path:
+    """The file of the checkpoint of `step` in `directory`."""
     return directory / f"ckpt-{step:010d}.npz"
 
 
@@ -74,7 +75,7 @@ def _save(directory: Path, step: int, leaves: list[np.ndarray], fingerprint: dic
             os.fsync(f.fileno())
         if before_rename:
             before_rename(step)
-        final = _path(directory, step)
+        final = path_of(directory, step)
         os.replace(tmp, final)
         dir_fd = os.open(directory, os.O_RDONLY)
         try:
@@ -85,7 +86,7 @@ def _save(directory: Path, step: int, leaves: list[np.ndarray], fingerprint: dic
         if os.path.exists(tmp):
             os.unlink(tmp)
     for old in list_steps(directory)[:-KEEP]:
-        _path(directory, old).unlink(missing_ok=True)
+        path_of(directory, old).unlink(missing_ok=True)
     for stale in directory.glob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):  # left by a process killed mid-write
         stale.unlink(missing_ok=True)
     return final
@@ -100,7 +101,7 @@ def load_latest(directory: str | os.PathLike, fingerprint: dict):
     """
     directory = Path(directory)
     for step in reversed(list_steps(directory)):
-        path = _path(directory, step)
+        path = path_of(directory, step)
         meta, leaves = _read_state(path)
         if meta["fingerprint"] != fingerprint:
             diffs = [

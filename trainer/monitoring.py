@@ -25,8 +25,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
-from trainer import results
-from trainer.checkpoint import PATTERN as CHECKPOINT_NAME
+from trainer import checkpoint, results
 from trainer.contract import METRICS_PATH
 
 PREFIX = "jax_training_"
@@ -55,12 +54,11 @@ class _Checkpoints:
     def collect(self):
         step, age = 0, math.nan
         try:
-            names = [n for n in os.listdir(self.directory) if CHECKPOINT_NAME.match(n)] if self.directory else []
-            if names:
-                newest = max(names)  # zero-padded steps: the name order is the step order
-                step = int(CHECKPOINT_NAME.match(newest).group(1))
-                age = max(self.now() - os.stat(self.directory / newest).st_mtime, 0.0)
-        except OSError:  # not created yet, or rotated away between the listing and the stat
+            steps = checkpoint.list_steps(self.directory) if self.directory else []
+            if steps:
+                step = steps[-1]
+                age = max(self.now() - os.stat(checkpoint.path_of(self.directory, step)).st_mtime, 0.0)
+        except OSError:  # rotated away between the listing and the stat
             pass
         for name, value in (("last_checkpoint_step", step), ("last_checkpoint_age_seconds", age)):
             yield GaugeMetricFamily(PREFIX + name, SERIES[name], value=value)

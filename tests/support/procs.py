@@ -38,7 +38,7 @@ def checkpoints_of(checkpoint_dir) -> Path:
 def latest_checkpoint(checkpoint_dir) -> Path:
     """The newest checkpoint file of a job with the default --run-name under `checkpoint_dir`."""
     directory = checkpoints_of(checkpoint_dir)
-    return checkpoint._path(directory, checkpoint.list_steps(directory)[-1])
+    return checkpoint.path_of(directory, checkpoint.list_steps(directory)[-1])
 
 
 def small_train_args(checkpoint_dir, *extra: str) -> list[str]:

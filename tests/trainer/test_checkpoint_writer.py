@@ -76,7 +76,7 @@ def test_a_save_waits_for_the_write_in_flight_and_each_is_reported_once(tmp_path
     assert [r["step"] for r in out.records] == [1, 2] and all(r["event"] == "checkpoint" for r in out.records)
     assert out.records[1]["waited_seconds"] > 0 and out.records[1]["blocked_seconds"] >= out.records[1]["waited_seconds"]
     for step, line in zip((1, 2), out.lines, strict=True):
-        path = checkpoint._path(tmp_path, step)
+        path = checkpoint.path_of(tmp_path, step)
         assert re.fullmatch(rf"checkpoint saved at step {step}: {re.escape(str(path))} \(\d+\.\d\d s\); the step "
                             r"loop was blocked \d+\.\d{3} s, the write took \d+\.\d\d s", line), line
     step, leaves = checkpoint.load_latest(tmp_path, FINGERPRINT)
