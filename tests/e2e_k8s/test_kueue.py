@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from generator.targets import workload
 from tests.e2e_k8s.kube import SCRIPTS, Cluster, finish, prepare, start_run, wait_until
+from tests.e2e_k8s.kueue import (apply, create_queue, delete_queue, diagnose as _diagnose, priority_class,
+                                 true_condition as _true, workload_of)
 
 QUEUE = "e2e-queue"
+CLUSTER_QUEUE = "e2e-one-job"
 # Each job: 2 pods of 1 CPU and 1 GiB; the ClusterQueue holds one job's worth.
 HOSTS = 2
 RESOURCES = 'resources={"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}'
@@ -20,38 +22,12 @@ QUOTA = {"cpu": "2", "memory": "2Gi"}
 RUNNING = "pod-complete.stage.kwok.x-k8s.io/delay"  # how long kwok keeps a ready pod running
 
 
-def apply(cluster: Cluster, documents: list[dict]) -> None:
-    cluster.run(["kubectl", "apply", "--server-side", "-f", "-"], input=yaml.safe_dump_all(documents))
-
-
 @pytest.fixture(scope="module")
 def queue(cluster):
     """A ResourceFlavor, a ClusterQueue with quota for one job and a LocalQueue in the namespace."""
-    objects = [
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "e2e-flavor"}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "e2e-one-job"},
-         "spec": {"namespaceSelector": {}, "resourceGroups": [{
-             "coveredResources": sorted(QUOTA),
-             "flavors": [{"name": "e2e-flavor", "resources": [
-                 {"name": name, "nominalQuota": quota} for name, quota in sorted(QUOTA.items())]}]}]}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-         "metadata": {"name": QUEUE, "namespace": cluster.namespace}, "spec": {"clusterQueue": "e2e-one-job"}},
-    ]
-    apply(cluster, objects)
-    wait_until("the ClusterQueue to be active", lambda: _true(cluster.get("clusterqueue", "e2e-one-job"), "Active"),
-               timeout=30)
+    create_queue(cluster, CLUSTER_QUEUE, QUEUE, QUOTA)
     yield QUEUE
-    cluster.kubectl("delete", "localqueue", QUEUE, "--wait=false", check=False)
-    cluster.kubectl("delete", "clusterqueue", "e2e-one-job", "resourceflavor", "e2e-flavor", "--wait=false",
-                    check=False)
-
-
-def _true(obj: dict, condition: str) -> dict | None:
-    """The object's condition of that type when it is True."""
-    for c in obj.get("status", {}).get("conditions", []):
-        if c["type"] == condition and c["status"] == "True":
-            return c
-    return None
+    delete_queue(cluster, CLUSTER_QUEUE, QUEUE)
 
 
 def _job(cluster: Cluster, build, target: str, name: str, *sets: str) -> dict:
@@ -77,14 +53,7 @@ def _pods(cluster: Cluster, job: dict) -> list[dict]:
 
 
 def _workload(cluster: Cluster, job: dict) -> dict | None:
-    """Kueue's Workload of the job (labelled with the job's uid)."""
-    uid = _get(cluster, job)["metadata"]["uid"]
-    found = cluster.items("workloads.kueue.x-k8s.io", f"kueue.x-k8s.io/job-uid={uid}")
-    return found[0] if found else None
-
-
-def _diagnose(cluster: Cluster) -> str:
-    return cluster.kubectl("get", "workloads.kueue.x-k8s.io,pods", "-o", "wide", check=False).stdout
+    return workload_of(cluster, job["resource"], job["name"])
 
 
 @pytest.mark.timeout(240)
@@ -144,8 +113,8 @@ def test_a_gang_that_cannot_start_is_evicted_and_requeued(cluster, queue, tmp_pa
         return wl if wl and any(c["type"] == "Evicted" and c["reason"] == "PodsReadyTimeout"
                                 for c in wl["status"].get("conditions", [])) else None
 
-    wl = wait_until("Kueue to evict the job (PodsReadyTimeout)", evicted, timeout=60, interval=0.3,
-                    diagnose=lambda: _diagnose(cluster))
+    wait_until("Kueue to evict the job (PodsReadyTimeout)", evicted, timeout=60, interval=0.3,
+               diagnose=lambda: _diagnose(cluster))
     # suspended: the running pod is stopped with the unschedulable one (before the requeue backoff ends)
     wait_until("the gang to be stopped", lambda: _get(cluster, job)["spec"]["suspend"] is True and
                not _pods(cluster, job), timeout=30, interval=0.2, diagnose=lambda: _diagnose(cluster))
@@ -157,7 +126,7 @@ def test_a_gang_that_cannot_start_is_evicted_and_requeued(cluster, queue, tmp_pa
 def test_kueue_converts_its_objects_between_api_versions(cluster, queue):
     """The conversion webhook up.sh registers for Kueue's two-version CRDs: the ClusterQueue created
     as v1beta2 reads back as v1beta1 with the same quota."""
-    old = cluster.get("clusterqueues.v1beta1.kueue.x-k8s.io", "e2e-one-job")
+    old = cluster.get("clusterqueues.v1beta1.kueue.x-k8s.io", CLUSTER_QUEUE)
     assert old["apiVersion"] == "kueue.x-k8s.io/v1beta1"
     (flavor,) = old["spec"]["resourceGroups"][0]["flavors"]
     assert {r["name"]: r["nominalQuota"] for r in flavor["resources"]} == QUOTA
@@ -177,12 +146,32 @@ def test_run_sh_waits_for_kueue_to_admit_a_queued_job(cluster, queue, build_dir)
     assert cluster.release_objects("e2e-kq-run") == []
 
 
+@pytest.mark.timeout(180)
+def test_run_sh_again_follows_an_admitted_job_without_suspending_it(cluster, queue, build_dir):
+    """The build sets suspend: true; applying it again to a job Kueue admitted would stop its pods.
+    A second run.sh follows the running job instead, and both see it complete with its first pods."""
+    name = "e2e-kq-again"
+    prepare(cluster, build_dir, name, f"hosts_count={HOSTS}", "local_device_count=1", "training.batch_size=64",
+            RESOURCES, f"queue_name={QUEUE}", f'annotations={{"{RUNNING}": "10s"}}')
+    job = _facts("indexed-job", name)
+    first = start_run(cluster, build_dir)
+    pods = wait_until("the job admitted with its pods", lambda: not _get(cluster, job)["spec"].get("suspend") and
+                      len(_pods(cluster, job)) == HOSTS and _pods(cluster, job), timeout=60,
+                      diagnose=lambda: _diagnose(cluster))
+    code, output = finish(start_run(cluster, build_dir))
+    assert code == 0 and "already admitted: following it" in output, output
+    code, output = finish(first)
+    assert code == 0, output
+    assert {p["metadata"]["uid"] for p in _pods(cluster, job)} == {p["metadata"]["uid"] for p in pods}
+    assert not _workload(cluster, job)["status"].get("schedulingStats", {}).get("evictions"), "it was stopped"
+    cluster.run([SCRIPTS / "clean.sh", build_dir], timeout=120)
+
+
 @pytest.mark.parametrize("target", ["indexed-job", "jobset", "trainjob"])
 def test_kueue_reads_the_priority_class_and_topology_request(cluster, queue, target, tmp_path):
     """kueue.priority_class and kueue.topology reach Kueue's Workload of each kind: its priority is the
     WorkloadPriorityClass's value and its pod set carries the topology request."""
-    apply(cluster, [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
-                     "metadata": {"name": "e2e-high"}, "value": 1000}])
+    apply(cluster, [priority_class("e2e-high", 1000)])
     short = {"indexed-job": "ij", "jobset": "js", "trainjob": "tj"}[target]
     job = _job(cluster, tmp_path / "p", target, f"e2e-kq-{short}-prio", "kueue.priority_class=e2e-high",
                "kueue.topology=kubernetes.io/hostname", "kueue.topology_mode=preferred")
