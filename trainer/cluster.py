@@ -28,6 +28,8 @@ from typing import Mapping
 from trainer.errors import ConfigError
 
 DEFAULT_PORT = 1234
+# A SLURM step's coordinator port, unless one is given: SLURM_JOB_ID % len(SLURM_PORTS) + SLURM_PORTS.start.
+SLURM_PORTS = range(61440, 65536)
 
 
 @dataclass(frozen=True)
@@ -251,7 +253,7 @@ def resolve_cluster(
         if given_port is not None:
             port = given_port
         elif env.get("SLURM_JOB_ID"):
-            port = _int(env["SLURM_JOB_ID"], "SLURM_JOB_ID", 0) % 4096 + 61440
+            port = SLURM_PORTS[_int(env["SLURM_JOB_ID"], "SLURM_JOB_ID", 0) % len(SLURM_PORTS)]
         else:
             raise ConfigError("SLURM_JOB_ID is not set: pass --coordinator-port")
         coord, sources["coordinator_address"] = f"{host}:{port}", nodelist_name

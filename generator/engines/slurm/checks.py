@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from trainer.cluster import SLURM_PORTS
 from trainer.contract import MAX_GPUS_PER_HOST, SLURM_TASK_ENV
 
 from ...errors import excerpt
@@ -34,6 +35,12 @@ def slurm_errors(values: dict) -> list[str]:
         if per_node > MAX_GPUS_PER_HOST:
             errors.append(f"$.slurm.nodes: {tasks // nodes} tasks x {values['local_device_count']} GPUs = "
                           f"{per_node} GPUs per node (max {MAX_GPUS_PER_HOST}); use more nodes")
+
+    metrics_port = values["metrics"]["port"]
+    if metrics_port in SLURM_PORTS:  # the coordinator's port is taken from this range by job id
+        errors.append(f"$.metrics.port: {metrics_port} is in {SLURM_PORTS.start}-{SLURM_PORTS.stop - 1}, where a "
+                      "SLURM job's coordinator port is (SLURM_JOB_ID % 4096 + 61440); choose a port below "
+                      f"{SLURM_PORTS.start}")
 
     for key in ("partition", "account", "time", "output"):
         value = slurm[key]

@@ -23,6 +23,7 @@ BAD = {
     "env not a shell name": (["env[0].name=my.var,env[0].value=x"], "$.env[0].name"),
     "env overrides the rank": (["env[0].name=JAX_PROCESS_ID,env[0].value=x"], "$.env[0].name"),
     "env overrides SLURM": (["env[0].name=OK,env[0].value=x,env[1].name=SLURM_PROCID,env[1].value=x"], "$.env[1].name"),
+    "metrics port among the coordinator's": (["metrics.port=61440"], "$.metrics.port"),
     "env from the Kubernetes API": (["env[0].name=POD,env[0].valueFrom.fieldRef.fieldPath=metadata.name"],
                                     "$.env[0].valueFrom"),
 }
