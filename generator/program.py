@@ -4,6 +4,7 @@ program and its arguments, and the device count every target sets. Shared by the
 
 from __future__ import annotations
 
+from trainer.cluster import LOCAL_DEVICE_COUNT_ENV
 from trainer.config import rendered_flags
 
 
@@ -31,7 +32,7 @@ def trainer_flags(values: dict) -> list[str]:
 def device_env(values: dict) -> tuple[str, str]:
     """JAX_LOCAL_DEVICE_COUNT, set on every target: the devices each process expects (and creates on
     CPU), which trainer.distributed reads for a program of your own as for ours."""
-    return "JAX_LOCAL_DEVICE_COUNT", str(int(values["local_device_count"]))
+    return LOCAL_DEVICE_COUNT_ENV, str(int(values["local_device_count"]))
 
 
 def program_args(values: dict) -> list[str]:

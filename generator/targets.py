@@ -221,7 +221,7 @@ def cleanup_resources() -> list[str]:
 def shell_facts() -> str:
     """scripts/lib/targets.sh (written by `make generate`): what clean.sh needs without a build
     folder or a Python environment."""
-    return ("# Generated from generator/targets.py by `make generate`; do not edit.\n"
+    return ("# Generated from generator/targets.py and generator/kueue.py by `make generate`; do not edit.\n"
             "# shellcheck shell=bash disable=SC2034\n"
             f"CLEANUP_RESOURCES=({' '.join(cleanup_resources())})\n")
 
@@ -238,7 +238,7 @@ def chart_rows() -> str:
         t = TARGETS[name]
         w = t.workload
         row = {"hostname": w.hosts.host(GO_NAME, GO_INDEX), "coordinator": w.hosts.coordinator(GO_NAME),
-               "portName": w.port_name, "processEnv": t.process_env,
+               "portName": w.port_name, "processEnv": _launcher_names(t.launcher) if t.process_env else False,
                "unbuffered": "PYTHONUNBUFFERED" not in w.engine_env,
                "resource": w.resource, "rank0": f"-l '{w.rank0_selector(GO_NAME)}'",
                "ownProgramInit": t.own_program_init}
@@ -248,6 +248,12 @@ def chart_rows() -> str:
                     "kueueOptIn": w.kueue_opt_in}
         rows[name] = {**row, **{k: v for k, v in optional.items() if v}, "container": w.container}
     return json.dumps(rows, indent=1) + "\n"
+
+
+def _launcher_names(launcher: Launcher) -> dict:
+    """The variables the chart renders for the launcher (coordinator as HOST:PORT)."""
+    return {"coordinator": launcher.coordinator, "numProcesses": launcher.num_processes,
+            "processId": launcher.process_id}
 
 
 def restart_budget(values: dict) -> int:

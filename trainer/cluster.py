@@ -61,6 +61,15 @@ JAX = Launcher("jax", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES", "JAX_COORDINATOR_AD
 KUBEFLOW_V1 = Launcher("kubeflow-v1", "PROCESS_ID", "NUM_PROCESSES", "COORDINATOR_ADDRESS", "COORDINATOR_PORT")
 INDEXED_JOB = Launcher("indexed-job", "JOB_COMPLETION_INDEX")  # the coordinator: from the pod's FQDN
 SLURM = Launcher("slurm", "SLURM_PROCID", "SLURM_NTASKS")  # the coordinator: from SLURM_STEP_NODELIST
+# Read on any launcher: the coordinator's port where an address has none, and the devices per process.
+COORDINATOR_PORT_ENV = "JAX_COORDINATOR_PORT"
+LOCAL_DEVICE_COUNT_ENV = "JAX_LOCAL_DEVICE_COUNT"
+
+
+def launcher_env_names(*launchers: Launcher) -> tuple[str, ...]:
+    """Every variable the launchers set, then the two read on any launcher."""
+    names = [n for la in launchers for n in (la.coordinator, la.coordinator_port, la.num_processes, la.process_id) if n]
+    return tuple(names) + (COORDINATOR_PORT_ENV, LOCAL_DEVICE_COUNT_ENV)
 
 
 @dataclass(frozen=True)
@@ -198,8 +207,8 @@ def resolve_cluster(
     sources: dict[str, str] = {}
     # A port given here is checked under its own name, before any address built from it is.
     given_port = None if coordinator_port is None else _port(coordinator_port, "--coordinator-port")
-    if given_port is None and env.get("JAX_COORDINATOR_PORT"):
-        given_port = _port(env["JAX_COORDINATOR_PORT"], "JAX_COORDINATOR_PORT")
+    if given_port is None and env.get(COORDINATOR_PORT_ENV):
+        given_port = _port(env[COORDINATOR_PORT_ENV], COORDINATOR_PORT_ENV)
     in_slurm_step = SLURM.process_id in env
 
     # -- process id
@@ -289,8 +298,8 @@ def resolve_cluster(
     if local_device_count is not None:
         local_device_count = _int(local_device_count, "--local-device-count", 1)
         sources["local_device_count"] = "--local-device-count"
-    elif env.get("JAX_LOCAL_DEVICE_COUNT", "") != "":
-        local_device_count = _int(env["JAX_LOCAL_DEVICE_COUNT"], "JAX_LOCAL_DEVICE_COUNT", 1)
-        sources["local_device_count"] = "JAX_LOCAL_DEVICE_COUNT"
+    elif env.get(LOCAL_DEVICE_COUNT_ENV, "") != "":
+        local_device_count = _int(env[LOCAL_DEVICE_COUNT_ENV], LOCAL_DEVICE_COUNT_ENV, 1)
+        sources["local_device_count"] = LOCAL_DEVICE_COUNT_ENV
     return ClusterSpec(coord, nproc, pid, local_device_count, sources)
 

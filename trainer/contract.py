@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from trainer import exit_codes
+from trainer import cluster, exit_codes
 
 # The pod annotation an Indexed Job (and a JobSet's child Job) numbers its pods with; the renders
 # pass it to the trainer as JAX_PROCESS_ID through the downward API.
@@ -41,9 +41,7 @@ METRICS_PATH = "/metrics"
 # The environment variables the trainer reads its place in the job from (trainer/cluster.py): the
 # renders or the engine set them per process, so a user env entry with one of these names is refused
 # on every target (one value for every process would break the ranks).
-PROCESS_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_COORDINATOR_PORT", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",
-               "COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID", "JOB_COMPLETION_INDEX",
-               "JAX_LOCAL_DEVICE_COUNT")
+PROCESS_ENV = cluster.launcher_env_names(cluster.JAX, cluster.KUBEFLOW_V1, cluster.INDEXED_JOB)
 # What SLURM itself sets for each task (a regular expression matching a whole name): refused on target slurm too.
 SLURM_TASK_ENV = r"SLURM_\w*|CUDA_VISIBLE_DEVICES"
 
@@ -88,6 +86,7 @@ def chart_json() -> str:
         "systemDirs": list(SYSTEM_DIRS),
         "runAsId": RUN_AS_ID,
         "processEnv": list(PROCESS_ENV),
+        "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
         "jobSetFailureRules": list(JOBSET_FAILURE_RULES),
         "metricsPortName": METRICS_PORT_NAME,

@@ -8,23 +8,25 @@ variables where it does not set those, JAX_LOCAL_DEVICE_COUNT (every target), th
 {{- $env = append $env (dict "name" "PYTHONUNBUFFERED" "value" "1") -}}
 {{- end -}}
 {{- $env = concat $env (include "jax-training.processEnv" . | fromJsonArray) -}}
-{{- $env = append $env (dict "name" "JAX_LOCAL_DEVICE_COUNT" "value" (int64 .Values.local_device_count | toString)) -}}
+{{- $deviceCount := (.Files.Get "files/contract.json" | fromJson).localDeviceCountEnv -}}
+{{- $env = append $env (dict "name" $deviceCount "value" (int64 .Values.local_device_count | toString)) -}}
 {{- include "jax-training.json" (concat $env (.Values.env | default list)) -}}
 {{- end -}}
 
 {{/*
-JAX_* variables of the targets whose row says processEnv (JSON list); the process id is the Job's
-completion index. The JAXJob operator and a TrainJob's runtime inject their own variables instead.
+The launcher's variables (JAX_*, named by the row's processEnv) on the targets that render them
+(JSON list); the process id is the Job's completion index. The JAXJob operator and a TrainJob's runtime inject their own variables instead.
 */}}
 {{- define "jax-training.processEnv" -}}
-{{- if not (include "jax-training.target" . | fromJson).processEnv -}}
+{{- $names := (include "jax-training.target" . | fromJson).processEnv -}}
+{{- if not $names -}}
 []
 {{- else -}}
 {{- include "jax-training.json" (list
-  (dict "name" "JAX_COORDINATOR_ADDRESS"
+  (dict "name" $names.coordinator
         "value" (printf "%s:%d" (include "jax-training.coordinatorHost" .) (int64 .Values.coordinator_port)))
-  (dict "name" "JAX_NUM_PROCESSES" "value" (int64 .Values.hosts_count | toString))
-  (dict "name" "JAX_PROCESS_ID"
+  (dict "name" $names.numProcesses "value" (int64 .Values.hosts_count | toString))
+  (dict "name" $names.processId
         "valueFrom" (dict "fieldRef" (dict "fieldPath" (.Files.Get "files/contract.json" | fromJson).completionIndexField)))) -}}
 {{- end -}}
 {{- end -}}
