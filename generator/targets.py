@@ -32,11 +32,12 @@ class Hosts:
     # What a pod's name adds to its hostname, where the engine refuses names over 63 characters (the
     # JobSet webhook counts <hostname>-<5 random characters>; a Job's pods are truncated instead).
     pod_name_suffix: str = ""
+    replicated_job: str = ""  # the JobSet's replicated Job that runs the pods ("" for other kinds)
 
     @classmethod
     def jobset(cls, job: str) -> Hosts:
         """The pods of a JobSet's replicated Job `job` (one replica: Job index 0)."""
-        return cls(replica=(job, "0"), pod_name_suffix="-abcde")
+        return cls(replica=(job, "0"), pod_name_suffix="-abcde", replicated_job=job)
 
     def host(self, name: str, index) -> str:
         return "-".join((name, *self.replica, str(index)))
@@ -243,7 +244,8 @@ def chart_rows() -> str:
                "resource": w.resource, "rank0": f"-l '{w.rank0_selector(GO_NAME)}'",
                "ownProgramInit": t.own_program_init}
         runtime = w.runtime or NO_RUNTIME
-        optional = {"podNameSuffix": w.hosts.pod_name_suffix, "enginePort": w.engine_port, "runtimeJob": runtime.job,
+        optional = {"podNameSuffix": w.hosts.pod_name_suffix, "replicatedJob": w.hosts.replicated_job,
+                    "enginePort": w.engine_port, "runtimeJob": runtime.job,
                     "runtimeContainer": runtime.container, "patchManager": runtime.patch_manager,
                     "kueueOptIn": w.kueue_opt_in}
         rows[name] = {**row, **{k: v for k, v in optional.items() if v}, "container": w.container}

@@ -89,12 +89,13 @@ class PodContext:
                 for name, value in env.items()]
 
     def target(self) -> SimpleNamespace:
-        """The row's facts the templates read, by the names they use: the container port's name, and
-        the Job, container and patch manager of the runtime that owns the pods ("" without one)."""
+        """The row's facts the templates read, by the names they use: the container port's name, a
+        JobSet's replicated Job, and the Job, container and patch manager of the runtime that owns the
+        pods ("" without one)."""
         w = targets.workload(self.v)
         runtime = w.runtime or targets.NO_RUNTIME
-        return SimpleNamespace(port_name=w.port_name, runtime_job=runtime.job, runtime_container=runtime.container,
-                               patch_manager=runtime.patch_manager)
+        return SimpleNamespace(port_name=w.port_name, replicated_job=w.hosts.replicated_job, runtime_job=runtime.job,
+                               runtime_container=runtime.container, patch_manager=runtime.patch_manager)
 
     def container_command(self) -> list[str]:
         """The user's program (program.command), or the built-in trainer."""
