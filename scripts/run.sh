@@ -17,7 +17,8 @@ metrics, model; not the checkpoints) from its outputs claim (persistence) into
 BUILD_DIR/results/NAME through a short-lived pod, and prints their summary (jaxgen results);
 without a claim it prints rank 0's termination message, the one-line result. It follows the object it applied (by uid): if that
 object is deleted or replaced while it waits, it says so and exits 1. A job that already finished
-is not re-applied: run.sh refuses (exit 2) unless --replace deletes the previous run first.
+is not re-applied: run.sh refuses (exit 2) unless --replace deletes the previous run first. A queued
+job that Kueue already admitted is followed as it runs, not re-applied (that would suspend it).
 --local runs the same variables (BUILD_DIR/release/values.json) on this machine with
 \`jaxgen run --local\` (ARGS are passed on) instead of on Kubernetes.
 
@@ -83,11 +84,17 @@ elif finished="$(conditions 2>/dev/null)" && [[ " $finished " =~ \ (Failed|$ok)\
 fi
 
 # --- apply
-log "applying $build ($TARGET, $HOSTS_COUNT hosts) to namespace $NAMESPACE"
 apply_err="$(mktemp)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$apply_err" "$tmp"' EXIT
-if ! kube apply --server-side --force-conflicts --field-manager jax-training -f "$build" 2>"$apply_err"; then
+# A queued job that Kueue admitted runs with suspend: false; applying the build again would set the
+# build's suspend: true and stop its pods. It is followed as it is.
+source "$JAXT_ROOT/scripts/lib/targets.sh"  # QUEUE_LABEL
+admitted="{{with .metadata.labels}}{{with index . \"$QUEUE_LABEL\"}}queued{{end}}{{end}} {{.spec.suspend}}"
+if ! $replace && [ "$(kube get "$kind" "$NAME" --ignore-not-found -o go-template="$admitted" 2>/dev/null)" = "queued false" ]; then
+  log "$what is queued and already admitted: following it (applying the build again would suspend it)"
+elif log "applying $build ($TARGET, $HOSTS_COUNT hosts) to namespace $NAMESPACE" &&
+  ! kube apply --server-side --force-conflicts --field-manager jax-training -f "$build" 2>"$apply_err"; then
   cat "$apply_err" >&2
   if grep -q "field is immutable" "$apply_err"; then
     die "$what already exists with a different spec; delete it first (scripts/clean.sh $build, or run.sh --replace)"
