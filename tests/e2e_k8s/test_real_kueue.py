@@ -1,8 +1,8 @@
 """Kueue preempts a training job on the real node and it loses nothing.
 
-A low-priority Indexed Job trains with its outputs on a claim; a high-priority job queued to the same
+A low-priority Indexed Job (or JobSet) trains with its outputs on a claim; a high-priority job queued to the same
 ClusterQueue (quota for one job, preemption of lower priorities) makes Kueue evict it. Kueue suspends
-the Job, the Job controller deletes its pods, every process saves the same step on SIGTERM and exits
+the job, its controller deletes the pods, every process saves the same step on SIGTERM and exits
 143 (not 0: a completed index would leave the re-admitted gang short). When the high-priority job has
 finished, Kueue admits the low one again and it resumes from the saved step, to the accuracy of an
 uninterrupted run.
@@ -17,6 +17,7 @@ import threading
 
 import pytest
 
+from generator.targets import workload
 from tests.e2e_k8s.kube import SCRIPTS, Cluster, finish, prepare, release_selector, start_run, wait_until
 from tests.e2e_k8s.kueue import (apply, create_queue, delete_queue, diagnose, priority_class, true_condition,
                                  workload_of)
@@ -81,15 +82,17 @@ def preempting_queue(real):
 
 
 @pytest.mark.timeout(1200)
-def test_preempted_by_kueue_saves_and_resumes_from_that_step(real, preempting_queue, tmp_path):
+@pytest.mark.parametrize("target", ["indexed-job", "jobset"])
+def test_preempted_by_kueue_saves_and_resumes_from_that_step(real, preempting_queue, target, tmp_path):
     cluster, sets = real
-    low, high = "real-kq-low", "real-kq-high"
+    low, high = f"real-kq-{target}-low", f"real-kq-{target}-high"
+    resource = workload(target).resource
     outputs = outputs_volume(cluster, low) / low
     # No periodic checkpoint: the only one before the end is the one written on SIGTERM.
     prepare(cluster, tmp_path / low, low, *sets, "checkpoint.every_steps=0", *PERSISTENCE,
-            f"queue_name={preempting_queue}", "kueue.priority_class=real-low", base="cpu-local.json")
+            f"queue_name={preempting_queue}", "kueue.priority_class=real-low", base="cpu-local.json", target=target)
     prepare(cluster, tmp_path / high, high, *sets, "training.train_examples=6400",
-            f"queue_name={preempting_queue}", "kueue.priority_class=real-high", base="cpu-local.json")
+            f"queue_name={preempting_queue}", "kueue.priority_class=real-high", base="cpu-local.json", target=target)
     watch = PodWatch(cluster, release_selector(low))
     run = start_run(cluster, tmp_path / low, timeout=900)
     try:
@@ -97,7 +100,7 @@ def test_preempted_by_kueue_saves_and_resumes_from_that_step(real, preempting_qu
         wait_until("the low-priority job training past step 150", lambda: metrics.exists() and re.search(
             r'"step": (1[5-9]\d|[2-9]\d\d)', metrics.read_text()), timeout=300, interval=0.5)
         high_output = train(cluster, tmp_path / high, 400)  # admitted by preempting the low one
-        evictions = workload_of(cluster, "job", low)["status"].get("schedulingStats", {}).get("evictions", [])
+        evictions = workload_of(cluster, resource, low)["status"].get("schedulingStats", {}).get("evictions", [])
         assert [e for e in evictions if e["reason"] == "Preempted"], evictions  # Kueue preempted it
         code, output = finish(run, timeout=960)
     finally:
@@ -112,7 +115,7 @@ def test_preempted_by_kueue_saves_and_resumes_from_that_step(real, preempting_qu
     saved = re.findall(r"every process stops after step (\d+)\n.*checkpoint saved at step \1:", output)
     resumed = re.findall(r"resuming from the checkpoint of step (\d+)", output)
     assert saved and resumed and resumed[0] == saved[0], (saved, resumed, output[-6000:])
-    assert true_condition(workload_of(cluster, "job", low), "Finished")
+    assert true_condition(workload_of(cluster, resource, low), "Finished")
     accuracy = final_accuracy(output)
     assert abs(accuracy - uninterrupted_accuracy()) <= 0.003, (accuracy, uninterrupted_accuracy())
     summary = assert_results_fetched(tmp_path / low, low, output)
