@@ -20,7 +20,7 @@ from tests.e2e_k8s.real import (MIN_ACCURACY, PERSISTENCE, assert_results_fetche
 from generator.checks import EMPTYDIR_WARNING
 from generator.targets import KUBERNETES
 from tests.support.examples import target_of
-from tests.support.paths import EXAMPLES_DIR
+from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
 from tests.e2e_k8s.test_helm import CHART, helm_cmd
 from trainer import __version__, models
 
@@ -60,12 +60,10 @@ def test_indexed_job_prepare_run_clean_twice(real, tmp_path):
         assert cluster.release_objects(name) == []
 
 
-# The columns of TrainJob progress (README.md shows the same command): Trainer v2.3's own columns
-# are its state and age.
-PROGRESS_COLUMNS = ("NAME:.metadata.name,STATE:.status.conditions[-1:].type,"
-                    "PROGRESS:.status.trainerStatus.progressPercentage,"
-                    "ETA-SECONDS:.status.trainerStatus.estimatedRemainingSeconds,"
-                    "METRICS:.status.trainerStatus.metrics[*].name,VALUES:.status.trainerStatus.metrics[*].value")
+# The columns that show a TrainJob's progress, as README.md documents them (Trainer v2.3's own
+# columns are its state and age).
+PROGRESS_COLUMNS = re.search(r"kubectl get trainjob NAME -o custom-columns='([^']+)'",
+                             (REPO_ROOT / "README.md").read_text())[1]
 
 
 def progress_shown(cluster, name: str, run) -> str | None:
