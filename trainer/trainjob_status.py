@@ -15,6 +15,7 @@ figures (progress 100 at the end) are sent at once by close().
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import os
@@ -134,11 +135,12 @@ class Reporter:
         while True:
             self._wake.wait(self.interval)  # only close() wakes it early
             self._wake.clear()
+            closing = self._closed  # read first: a close() during the report gets one more round
             with self._lock:
                 version = self._version
             if version != self._sent_version and self._post(self.status()):
                 self._sent_version = version
-            if self._closed:
+            if closing:
                 return
 
     def _post(self, body: dict) -> bool:
@@ -154,7 +156,7 @@ class Reporter:
                                                       "Content-Type": "application/json"})
             with opener.open(request, timeout=self.timeout) as response:
                 response.read()
-        except (OSError, ValueError, ssl.SSLError) as e:  # URLError, HTTPError, timeouts are OSErrors
+        except (OSError, ValueError, http.client.HTTPException) as e:  # URLError, HTTPError, TLS, timeouts: OSError
             if not self._warned:
                 self.log(f"warning: TrainJob status not reported to {self.url} ({_reason(e)}); "
                          f"training continues, later reports are tried without further warnings")

@@ -109,9 +109,8 @@ def token(tmp_path) -> Path:
 
 
 def reporter_to(url: str, ca: Path, token: Path, lines: list, **kw) -> trainjob_status.Reporter:
-    reporter = trainjob_status.Reporter(url, str(ca), str(token), lines.append, **kw)
-    reporter.start()
-    return reporter
+    """A reporter, not started yet (its first report comes one interval after start())."""
+    return trainjob_status.Reporter(url, str(ca), str(token), lines.append, **kw)
 
 
 def wait_for(what, probe, timeout=10.0):
@@ -123,10 +122,22 @@ def wait_for(what, probe, timeout=10.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def a_run(reporter, steps=range(10, 60, 10)):
+class Clock:
+    """The reporter's clock: a_run advances it by one second per step."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def a_run(reporter, steps=range(10, 60, 10), clock: Clock | None = None):
     """The records and steps a run's first part gives the reporter (100 steps in all)."""
     reporter.observe({"event": "start", "step": 0, "total_steps": 100})
     for step in steps:
+        if clock:
+            clock.now = 1000.0 + step
         reporter.stepped(step)
         reporter.observe({"event": "step", "epoch": 1, "step": step, "loss": 2.0 / step})
         time.sleep(0.01)
@@ -137,9 +148,10 @@ def a_run(reporter, steps=range(10, 60, 10)):
 def test_progress_remaining_time_and_metrics_reach_the_server(server, certs, token):
     (ca, _, _), _ = certs
     lines = []
-    interval = 0.4
-    reporter = reporter_to(server.url, ca, token, lines, interval=interval)
-    a_run(reporter)
+    interval, clock = 0.4, Clock()
+    reporter = reporter_to(server.url, ca, token, lines, interval=interval, clock=clock)
+    a_run(reporter, clock=clock)
+    reporter.start()
     wait_for("a report", lambda: server.requests)
     token.write_text("token-2\n")  # the projected token rotates: the next report reads the new one
     reporter.stepped(60)
@@ -160,7 +172,7 @@ def test_progress_remaining_time_and_metrics_reach_the_server(server, certs, tok
         datetime.strptime(body["trainerStatus"]["lastUpdatedTime"], "%Y-%m-%dT%H:%M:%SZ")
     first = server.requests[0][3]["trainerStatus"]
     assert first["progressPercentage"] == 50
-    assert 0 < first["estimatedRemainingSeconds"] < 60
+    assert first["estimatedRemainingSeconds"] == 50  # 40 steps in 40 s since the first chunk, 50 to go
     assert {m["name"]: m["value"] for m in first["metrics"]} == {
         "epoch": "1", "loss": "0.5000", "test_accuracy": "0.9123", "examples_per_second": "1234"}
     last = server.requests[-1][3]["trainerStatus"]
@@ -172,6 +184,7 @@ def test_nothing_is_sent_while_nothing_changes(server, certs, token):
     (ca, _, _), _ = certs
     reporter = reporter_to(server.url, ca, token, [], interval=0.1)
     a_run(reporter)
+    reporter.start()
     wait_for("a report", lambda: server.requests)
     time.sleep(0.5)
     assert len(server.requests) == 1
@@ -197,6 +210,7 @@ def test_a_refusing_server_is_one_warning_and_training_goes_on(server, certs, to
     lines = []
     reporter = reporter_to(server.url, ca, token, lines, interval=0.1)
     a_run(reporter)
+    reporter.start()
     wait_for("three refused reports", lambda: len(server.requests) >= 3)
     reporter.stepped(70)
     reporter.observe({"event": "end", "step": 100})
@@ -210,12 +224,14 @@ def test_a_hung_server_never_stalls_the_step_loop(server, certs, token):
     (ca, _, _), _ = certs
     lines = []
     reporter = reporter_to(server.url, ca, token, lines, interval=0.1, timeout=0.5)
-    started = time.monotonic()
-    a_run(reporter, steps=range(1, 51))
+    a_run(reporter)
+    reporter.start()
     wait_for("a report in flight", lambda: server.requests)
+    started = time.monotonic()
     for step in range(51, 100):
         reporter.stepped(step)
-    assert time.monotonic() - started < 2  # 50 records while a report hangs: no waiting
+        reporter.observe({"event": "step", "epoch": 1, "step": step, "loss": 0.1})
+    assert time.monotonic() - started < 0.5  # 49 steps while a report hangs: no waiting
     wait_for("the timeout's warning", lambda: lines, timeout=5)
     reporter.observe({"event": "end", "step": 100})
     started = time.monotonic()
@@ -232,6 +248,7 @@ def test_an_unreachable_or_untrusted_server_is_one_warning(server, certs, token)
         lines = []
         reporter = reporter_to(url, ca, token, lines, interval=0.1)
         a_run(reporter)
+        reporter.start()
         wait_for("the warning", lambda: lines)
         time.sleep(0.3)  # more failed reports, no more lines
         reporter.close()
