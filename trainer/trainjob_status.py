@@ -31,12 +31,13 @@ ENV_CA_CERT = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
 ENV_TOKEN = "KUBEFLOW_TRAINER_SERVER_TOKEN"
 INTERVAL = 5.0  # seconds between reports: "at most once every 5 seconds" (Trainer's TrainJob progress guide)
 TIMEOUT = 5.0  # seconds one report may take
-# The metrics reported, by name: the metrics.jsonl record field each comes from, and its format.
+# The metrics reported, by name: the metrics.jsonl records and field each comes from (as the
+# Prometheus series of the same figures, trainer/monitoring.py), and its format.
 METRICS = {
-    "epoch": ("epoch", "{:.0f}"),
-    "loss": ("loss", "{:.4f}"),
-    "test_accuracy": ("test_accuracy", "{:.4f}"),
-    "examples_per_second": ("examples_per_second", "{:.0f}"),
+    "epoch": (("step", "epoch"), "epoch", "{:.0f}"),
+    "loss": (("step",), "loss", "{:.4f}"),  # of the last logged step
+    "test_accuracy": (("epoch",), "test_accuracy", "{:.4f}"),
+    "examples_per_second": (("epoch",), "examples_per_second", "{:.0f}"),
 }
 
 
@@ -85,8 +86,8 @@ class Reporter:
             elif event in ("end", "preempted"):
                 self._step = record["step"]
                 self._finished = event == "end"
-            for name, (key, fmt) in METRICS.items():
-                value = record.get(key) if event in ("step", "epoch") else None
+            for name, (events, key, fmt) in METRICS.items():
+                value = record.get(key) if event in events else None
                 if isinstance(value, (int, float)) and math.isfinite(value):
                     self._metrics[name] = fmt.format(value)
             self._version += 1

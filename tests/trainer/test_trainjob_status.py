@@ -173,8 +173,8 @@ def test_progress_remaining_time_and_metrics_reach_the_server(server, certs, tok
     first = server.requests[0][3]["trainerStatus"]
     assert first["progressPercentage"] == 50
     assert first["estimatedRemainingSeconds"] == 50  # 40 steps in 40 s since the first chunk, 50 to go
-    assert {m["name"]: m["value"] for m in first["metrics"]} == {
-        "epoch": "1", "loss": "0.5000", "test_accuracy": "0.9123", "examples_per_second": "1234"}
+    assert {m["name"]: m["value"] for m in first["metrics"]} == {  # the loss: the last logged step's
+        "epoch": "1", "loss": "0.0400", "test_accuracy": "0.9123", "examples_per_second": "1234"}
     last = server.requests[-1][3]["trainerStatus"]
     assert (last["progressPercentage"], last["estimatedRemainingSeconds"]) == (100, 0)
     assert lines == []
