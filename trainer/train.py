@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from trainer import checkpoint, data, models, monitoring, ownership, results
+from trainer import checkpoint, data, models, monitoring, ownership, results, trainjob_status
 from trainer.cluster import ClusterSpec
 from trainer.checkpoint_writer import CheckpointWriter
 from trainer.config import PRECISIONS, TrainConfig
@@ -203,6 +203,9 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     # Every process serves its own endpoint (each pod's declared port answers), from the start.
     exporter = monitoring.Exporter(metrics_path if rank0 else None, outputs / CHECKPOINTS if outputs else None)
     exporter.serve(cfg.metrics_port, log)
+    # Process 0 also reports to Kubeflow Trainer's status server when the runtime provides one.
+    reporter = trainjob_status.from_env(log) if rank0 else None
+    followers = [exporter, *([reporter] if reporter else [])]  # each sees every record and step
     # Read and decompress the data set (zlib and hashlib release the GIL) while jax is imported.
     with ThreadPoolExecutor(1) as pool:
         loading = pool.submit(data.load_mnist, cfg.data_dir, cfg.download, cfg.mirror, log)
@@ -237,7 +240,8 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     state = strategy.put_state(host_state)
     train_data = strategy.put_data(dataset.train_images, dataset.train_labels)
 
-    metrics = writer.metrics = MetricsFile(metrics_path if rank0 else None, exporter.observe)
+    metrics = writer.metrics = MetricsFile(metrics_path if rank0 else None,
+                                           lambda record: [f.observe(record) for f in followers])
     # The last epoch's figures, from an earlier attempt's records when this one resumes at the end.
     final = next((r for r in reversed(results.read_records(metrics_path if rank0 else None))
                   if r.get("event") == "epoch"), {})
@@ -271,7 +275,8 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
             s = end
             watchdog.beat(step)
             writer.poll()  # a finished background write: its log line, or its error
-            exporter.stepped(step)
+            for follower in followers:
+                follower.stepped(step)
             if bar is not None:
                 bar.update(len(chunk_losses))
             if s % cfg.log_every == 0 or s == spe:
@@ -317,6 +322,8 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
         host_state = _save(strategy, state, step, jax, writer)
     writer.close()  # a stop signal's save and the final one are on disk before the process ends
     metrics.write({"event": "preempted" if stopped else "end", "step": step})
+    if reporter:
+        reporter.close()
     if stopped:
         log(f"stopped at step {step} of {total}; exiting with {PREEMPTED} (preempted: a rerun resumes here)")
     else:

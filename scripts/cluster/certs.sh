@@ -2,10 +2,11 @@
 # Generates the PKI of the test control plane into DIR (idempotent: existing files are kept):
 # a CA, the API server's serving cert, client certs (admin, controller-manager, scheduler,
 # kubelet client, a real node's kubelet, CoreDNS), the service-account signing key pair and a webhook serving cert for the
-# controllers that run outside the cluster on 127.0.0.1.
+# controllers that run outside the cluster on 127.0.0.1 (Kubeflow Trainer's also names its Service).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/node.env"
+source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
 
 [ $# -eq 1 ] && [ "$1" != "-h" ] && [ "$1" != "--help" ] || {
   echo "Usage: scripts/cluster/certs.sh DIR"; [ $# -eq 1 ]; exit $?; }
@@ -45,6 +46,8 @@ cert scheduler "/CN=system:kube-scheduler" clientAuth
 cert kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 cert webhook "/CN=127.0.0.1" serverAuth "IP:127.0.0.1,DNS:localhost"
 cert kwok "/CN=kwok" serverAuth "IP:127.0.0.1,DNS:localhost"
+# Kubeflow Trainer: its webhooks on 127.0.0.1, its status server under its Service's name.
+cert trainer "/CN=$TRAINER_SERVICE" serverAuth "IP:127.0.0.1,DNS:localhost,DNS:$TRAINER_SERVICE.$TRAINER_NAMESPACE.svc"
 # The real node (node.sh): the kubelet's identity, and CoreDNS's (bound to a read-only role).
 cert node "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
 cert coredns "/CN=jax-training-coredns" clientAuth

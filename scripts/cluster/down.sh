@@ -46,6 +46,7 @@ for name in "${order[@]}"; do
     pids+=("$pid")
     [ "$name" != training-operator ] || stopped_training_operator=1
     [ "$name" != kueue ] || stopped_kueue=1
+    [ "$name" != trainer-controller-manager ] || stopped_trainer=1
   fi
   rm -f "$f"
 done
@@ -74,6 +75,13 @@ fi
 if [ -n "${stopped_kueue:-}" ] && ! pgrep -f "^$JAXT_BIN/kueue " >/dev/null; then
   rm -rf "$KUEUE_METRICS_CERT_DIR" || echo "down.sh: could not remove $KUEUE_METRICS_CERT_DIR" >&2
   rmdir "$(dirname "$KUEUE_METRICS_CERT_DIR")" "$(dirname "$(dirname "$KUEUE_METRICS_CERT_DIR")")" 2>/dev/null || true
+fi
+
+# The mount point of the Trainer's service-account files (up.sh), once no Trainer of ours runs: the
+# empty directories only (a host that has such files keeps them).
+if [ -n "${stopped_trainer:-}" ] && ! pgrep -f "^$JAXT_BIN/trainer-controller-manager " >/dev/null; then
+  rmdir "$SERVICE_ACCOUNT_DIR" "$(dirname "$SERVICE_ACCOUNT_DIR")" "$(dirname "$(dirname "$SERVICE_ACCOUNT_DIR")")" \
+    2>/dev/null || true
 fi
 
 if $keep_logs; then

@@ -98,10 +98,10 @@ trap on_error ERR
 
 # --- ports: ask the kernel for free ones, all at once so they are distinct.
 read -r etcd_port etcd_peer_port api_port kwok_port jobset_webhook_port jobset_health_port \
-  to_webhook_port to_health_port trainer_webhook_port trainer_health_port \
+  to_webhook_port to_health_port trainer_webhook_port trainer_health_port trainer_status_port \
   kueue_webhook_port kueue_health_port < <(python3 -c '
 import socket
-socks = [socket.socket() for _ in range(12)]
+socks = [socket.socket() for _ in range(13)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in socks])
 for s in socks: s.close()')
@@ -171,7 +171,9 @@ start etcd "$JAXT_BIN/etcd" --name jaxt-e2e --data-dir "$state/etcd" \
   --unsafe-no-fsync --log-level warn
 wait_for etcd curl -fsS "http://127.0.0.1:$etcd_port/health"
 
-# --- kube-apiserver (a real kubelet is authorized as a node and reached by its InternalIP)
+# --- kube-apiserver (a real kubelet is authorized as a node and reached by its InternalIP). The
+# service-account token issuer is its own URL: a controller on this machine that verifies tokens
+# (Kubeflow Trainer's status server) finds the issuer's OIDC discovery there.
 authorization=RBAC
 admission=PodSecurity,NamespaceLifecycle,ServiceAccount,LimitRanger,ResourceQuota,DefaultTolerationSeconds
 apiserver_node_flags=()
@@ -184,7 +186,7 @@ start kube-apiserver "$JAXT_BIN/kube-apiserver" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
   --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
   --client-ca-file "$pki/ca.crt" \
-  --service-account-issuer https://kubernetes.default.svc.cluster.local \
+  --service-account-issuer "https://127.0.0.1:$api_port" \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 \
   --authorization-mode "$authorization" --enable-admission-plugins "$admission" \
@@ -289,13 +291,48 @@ EOF
   # Kubeflow Trainer v2 (TrainJob, run as a JobSet). No cert rotation: it serves our webhook cert
   # from <TMPDIR>/k8s-webhook-server/serving-certs (controller-runtime's default), so a TMPDIR of
   # its own keeps clusters apart. It also watches TrainingRuntimes (CRD from build.sh).
+  # With its TrainJobStatus feature gate, its status server takes the pods' progress reports
+  # (trainer/trainjob_status.py) at https://$TRAINER_SERVICE.$TRAINER_NAMESPACE.svc:<port>, verified
+  # by the pods with the ca.crt of the Secret its runtime copies, and checks their tokens with the
+  # issuer an in-cluster token file names. It reads that file and its serving cert from fixed paths
+  # (the training-operator's cert dir is the same): it runs in a mount namespace of its own where
+  # both are this cluster's files. The real node's pods reach it through a headless Service whose
+  # endpoint is the node's address (it listens on every interface).
   kubectl apply --server-side \
     -f "$JAXT_CACHE/tools/trainer-$TRAINER_VERSION/trainer.kubeflow.org_trainingruntimes.yaml" >/dev/null
   wait_for "CRDs" kubectl wait --for condition=Established crd --all --timeout 5s
   trainer_certs="$state/trainer-tmp/k8s-webhook-server/serving-certs"
-  mkdir -p "$trainer_certs"
-  cp "$pki/webhook.crt" "$trainer_certs/tls.crt"
-  cp "$pki/webhook.key" "$trainer_certs/tls.key"
+  mkdir -p "$trainer_certs" "$state/trainer-sa" "$SERVICE_ACCOUNT_DIR"
+  cp "$pki/trainer.crt" "$trainer_certs/tls.crt"
+  cp "$pki/trainer.key" "$trainer_certs/tls.key"
+  kubectl create namespace "$TRAINER_NAMESPACE" --dry-run=client -o yaml | kubectl apply --server-side -f - >&2
+  kubectl -n "$TRAINER_NAMESPACE" create serviceaccount "$TRAINER_SERVICE" --dry-run=client -o yaml |
+    kubectl apply --server-side -f - >&2
+  kubectl -n "$TRAINER_NAMESPACE" create token "$TRAINER_SERVICE" --duration 1h >"$state/trainer-sa/token"
+  echo "$TRAINER_NAMESPACE" >"$state/trainer-sa/namespace"
+  kubectl -n "$TRAINER_NAMESPACE" create secret generic kubeflow-trainer-webhook-cert \
+    --from-file "ca.crt=$pki/ca.crt" --dry-run=client -o yaml | kubectl apply --server-side -f - >&2
+  if $real_node; then
+    node_address="$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')"
+    kubectl apply --server-side -f - >&2 <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: $TRAINER_SERVICE, namespace: $TRAINER_NAMESPACE}
+spec:
+  clusterIP: None
+  ports: [{name: status, port: $trainer_status_port, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: $TRAINER_SERVICE-host
+  namespace: $TRAINER_NAMESPACE
+  labels: {kubernetes.io/service-name: $TRAINER_SERVICE, endpointslice.kubernetes.io/managed-by: jax-training-up.sh}
+addressType: IPv4
+ports: [{name: status, port: $trainer_status_port, protocol: TCP}]
+endpoints: [{addresses: ["$node_address"], conditions: {ready: true}}]
+EOF
+  fi
   cat >"$state/trainer-config.yaml" <<EOF
 apiVersion: config.trainer.kubeflow.org/v1alpha1
 kind: Configuration
@@ -303,6 +340,8 @@ leaderElection:
   leaderElect: false
 certManagement:
   enable: false
+  webhookServiceName: $TRAINER_SERVICE
+  webhookSecretName: kubeflow-trainer-webhook-cert
 webhook:
   host: 127.0.0.1
   port: $trainer_webhook_port
@@ -310,12 +349,22 @@ metrics:
   bindAddress: "0"
 health:
   healthProbeBindAddress: 127.0.0.1:$trainer_health_port
+statusServer:
+  port: $trainer_status_port
+featureGates:
+  TrainJobStatus: true
 EOF
-  TMPDIR="$state/trainer-tmp" start trainer-controller-manager "$JAXT_BIN/trainer-controller-manager" \
-    --config "$state/trainer-config.yaml" --zap-devel=false
+  # shellcheck disable=SC2016
+  TMPDIR="$state/trainer-tmp" start trainer-controller-manager \
+    unshare --mount --propagation private sh -c 'mount --bind "$1" "$2" && mount --bind "$3" "$4" && shift 4 &&
+      exec "$@"' own-mounts "$trainer_certs" "$TRAINING_OPERATOR_CERT_DIR" "$state/trainer-sa" "$SERVICE_ACCOUNT_DIR" \
+    "$JAXT_BIN/trainer-controller-manager" --config "$state/trainer-config.yaml" --zap-devel=false
   sed -e "s#@URL@#https://127.0.0.1:$trainer_webhook_port#" -e "s#@CA_BUNDLE@#$(base64 -w0 "$pki/ca.crt")#" \
     "$here/controllers/trainer-webhooks.yaml" | kubectl apply --server-side -f - >&2
   wait_for "trainer-controller-manager" curl -fsS "http://127.0.0.1:$trainer_health_port/readyz"
+  # The status server listens once it has read the token issuer's discovery document.
+  wait_for "the Trainer status server" curl -sS -o /dev/null --cacert "$pki/ca.crt" \
+    "https://127.0.0.1:$trainer_status_port/"
   # Its validating webhook admits runtimes, so they go in once it serves.
   wait_for "ClusterTrainingRuntime jax-distributed" \
     kubectl apply --server-side -f "$crds_dir/trainer_runtime_jax_distributed.yaml"

@@ -11,7 +11,15 @@ JOBSET_VERSION="$(_modversion "$_cluster_dir/jobset/go.mod" sigs.k8s.io/jobset)"
 TRAINING_OPERATOR_VERSION="$(_modversion "$_cluster_dir/training-operator/go.mod" github.com/kubeflow/training-operator)"
 TRAINER_VERSION="$(_modversion "$_cluster_dir/trainer/go.mod" github.com/kubeflow/trainer/v2)"
 KUEUE_VERSION="$(_modversion "$_cluster_dir/kueue/go.mod" sigs.k8s.io/kueue)"
-# Where the training-operator reads its webhook serving certs (hard-coded upstream).
+# Where the training-operator reads its webhook serving certs (hard-coded upstream; Kubeflow
+# Trainer's status server reads the same path, given files of its own by up.sh).
 TRAINING_OPERATOR_CERT_DIR=/tmp/k8s-webhook-server/serving-certs
+# Where a controller reads its pod's service-account token and namespace (hard-coded upstream).
+SERVICE_ACCOUNT_DIR=/var/run/secrets/kubernetes.io/serviceaccount
+# Kubeflow Trainer's status server, as its runtime points the pods at it:
+# https://<service>.<namespace>.svc:<port> (its certManagement.webhookServiceName, and the namespace
+# it runs in).
+TRAINER_SERVICE=kubeflow-trainer-controller-manager
+TRAINER_NAMESPACE=kubeflow-system
 # Where Kueue reads its metrics serving cert when it does not manage its certs (hard-coded upstream).
 KUEUE_METRICS_CERT_DIR=/etc/kueue/metrics/certs

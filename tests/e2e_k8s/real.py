@@ -70,7 +70,12 @@ def final_accuracy(output: str) -> float:
 
 def train(cluster, build: Path, timeout: int = 400, *extra) -> str:
     """scripts/run.sh of a prepared build: exit 0, rank 0's real log streamed; returns the output."""
-    code, output = finish(start_run(cluster, build, *extra, timeout=timeout), timeout=timeout + 60)
+    return trained(start_run(cluster, build, *extra, timeout=timeout), timeout)
+
+
+def trained(run, timeout: int = 400) -> str:
+    """The end of train()'s run.sh, started with start_run(..., timeout=timeout); the output."""
+    code, output = finish(run, timeout=timeout + 60)
     assert code == 0, output[-6000:]
     assert "training completed." in output, output[-3000:]
     # both processes joined rank 0's coordinator, found through the cluster's DNS

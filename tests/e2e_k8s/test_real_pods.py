@@ -16,11 +16,11 @@ import pytest
 from tests.e2e_k8s.kube import (SCRIPTS, assert_complete, finish, prepare, release_selector, start_run,
                                 wait_until)
 from tests.e2e_k8s.real import (MIN_ACCURACY, PERSISTENCE, assert_results_fetched, containerd_cli, containerd_task,
-                                 final_accuracy, outputs_volume, train)
+                                 final_accuracy, outputs_volume, train, trained)
 from generator.checks import EMPTYDIR_WARNING
 from generator.targets import KUBERNETES
 from tests.support.examples import target_of
-from tests.support.paths import EXAMPLES_DIR
+from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
 from tests.e2e_k8s.test_helm import CHART, helm_cmd
 from trainer import __version__, models
 
@@ -60,16 +60,51 @@ def test_indexed_job_prepare_run_clean_twice(real, tmp_path):
         assert cluster.release_objects(name) == []
 
 
+# The columns that show a TrainJob's progress, as README.md documents them (Trainer v2.3's own
+# columns are its state and age).
+PROGRESS_COLUMNS = re.search(r"kubectl get trainjob NAME -o custom-columns='([^']+)'",
+                             (REPO_ROOT / "README.md").read_text())[1]
+
+
+def progress_shown(cluster, name: str, run) -> str | None:
+    """`kubectl get trainjob` with the progress columns, once it shows a run under way (between 1
+    and 99 %, a remaining time, the loss); None before."""
+    if run.poll() is not None:
+        code, output = finish(run)
+        pytest.fail(f"run.sh ended ({code}) before any progress showed:\n{output[-3000:]}")
+    table = cluster.kubectl("get", "trainjob", name, "-o", f"custom-columns={PROGRESS_COLUMNS}").stdout
+    row = dict(zip(*(line.split() for line in table.splitlines())))
+    if not row.get("PROGRESS", "<none>").isdigit() or not 1 <= int(row["PROGRESS"]) <= 99:
+        return None
+    return table if row["ETA-SECONDS"].isdigit() and "loss" in row["METRICS"].split(",") else None
+
+
 @pytest.mark.timeout(900)
 # Every Kubernetes target beside the one test_indexed_job_prepare_run_clean_twice trains (cpu-local.json's).
 @pytest.mark.parametrize("target", [name for name in KUBERNETES if name != target_of(EXAMPLES_DIR / "cpu-local.json")])
 def test_operator_targets_train(real, tmp_path, target):
+    """Each target trains; a TrainJob's progress shows in `kubectl get trainjob` while it trains
+    (the Trainer's status server, which the test cluster turns on), and is complete once it is done."""
     cluster, sets = real
     name = f"real-{target}"
     build = tmp_path / "build"
     prepare(cluster, build, name, *sets, base="cpu-local.json", target=target)
-    output = train(cluster, build)
+    run = start_run(cluster, build, timeout=400)
+    try:
+        if target == "trainjob":
+            print(wait_until("progress in `kubectl get trainjob`", lambda: progress_shown(cluster, name, run),
+                             timeout=300, interval=1,
+                             diagnose=lambda: cluster.kubectl("get", "trainjob", name, "-o", "yaml").stdout))
+        output = trained(run)
+    finally:
+        if run.poll() is None:
+            run.kill()
     assert final_accuracy(output) >= MIN_ACCURACY, output[-3000:]
+    if target == "trainjob":
+        status = cluster.get("trainjob", name)["status"]["trainerStatus"]
+        assert (status["progressPercentage"], status["estimatedRemainingSeconds"]) == (100, 0), status
+        metrics = {m["name"]: m["value"] for m in status["metrics"]}
+        assert metrics["test_accuracy"] == f"{final_accuracy(output):.4f}", status
     cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
     assert cluster.release_objects(name) == []
 

@@ -7,12 +7,13 @@ runtime does with a minimal TrainJob (the contract the `trainjob` target relies 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
 
 from generator.targets import TARGETS
-from trainer import __version__
+from trainer import __version__, trainjob_status
 from trainer.contract import COMPLETION_INDEX_FIELD as COMPLETION_INDEX, DNS_LABEL_MAX, RUN_AS_ID
 from tests.e2e_k8s.kube import (READY_DELAY, SCRIPTS, check_pods_while_not_ready, finish, prepare, start_run,
                                 wait_until)
@@ -24,6 +25,23 @@ JAX_PORT = TARGETS["trainjob"].workload.engine_port
 # The JobSet webhook refuses a JobSet whose longest pod name, <name>-node-0-<nodes-1>-abcde, passes
 # 63 characters; the TrainJob itself is admitted and then never runs. With 2 nodes: 48.
 MAX_NAME_2_NODES = DNS_LABEL_MAX - len("-node-0-1-abcde")
+
+
+STATUS_ENV = (trainjob_status.ENV_URL, trainjob_status.ENV_CA_CERT, trainjob_status.ENV_TOKEN)
+
+
+def check_status_server_env(pod: dict, env: dict, namespace: str, name: str) -> None:
+    """The status plugin's variables: this TrainJob's status URL, and the CA and token files of a
+    projected volume whose token is for this TrainJob's status only (its audience)."""
+    path = f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status"
+    assert re.fullmatch(rf"https://[a-z0-9.-]+\.svc:[0-9]+{re.escape(path)}", env[trainjob_status.ENV_URL]["value"])
+    [container] = pod["spec"]["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    ca_dir, token_dir = (env[v]["value"].rsplit("/", 1)[0] for v in STATUS_ENV[1:])
+    assert ca_dir == token_dir and ca_dir in mounts, (env, mounts)
+    [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == mounts[ca_dir]]
+    [token] = [s["serviceAccountToken"] for s in volume["projected"]["sources"] if "serviceAccountToken" in s]
+    assert token["audience"] == "trainer.kubeflow.org" + path.removeprefix("/apis/trainer.kubeflow.org")
 
 
 def trainjob(name: str, namespace: str, nodes: int, runtime: str = RUNTIME) -> dict:
@@ -110,9 +128,11 @@ def test_trainjob_runs_as_a_jobset_with_the_jax_env(cluster):
             assert container["name"] == "node"
             env = {e["name"]: e for e in container["env"]}
             assert len(env) == len(container["env"]), f"a variable set twice: {container['env']}"
-            # the JAX plugin's three, and the Job controller's index (Indexed Job)
+            # the JAX plugin's three, the Job controller's index (Indexed Job), and the status plugin's
+            # three (the test cluster turns the TrainJobStatus gate on; trainer/trainjob_status.py reads them)
             assert set(env) == {"JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS",
-                                "JOB_COMPLETION_INDEX"}
+                                "JOB_COMPLETION_INDEX", *STATUS_ENV}
+            check_status_server_env(pod, env, cluster.namespace, name)
             assert env["JAX_NUM_PROCESSES"]["value"] == str(nodes)
             assert env["JAX_PROCESS_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == COMPLETION_INDEX
             assert env["JAX_COORDINATOR_ADDRESS"]["value"] == f"{name}-node-0-0.{name}:{JAX_PORT}"
