@@ -55,13 +55,18 @@ def _one_buffer(grads):
     leaves, treedef = jax.tree.flatten(grads)
     if len({leaf.dtype for leaf in leaves}) != 1:
         return grads, lambda tree: tree
-    ends = np.cumsum([leaf.size for leaf in leaves])[:-1].tolist()
+    starts = np.cumsum([0] + [leaf.size for leaf in leaves]).tolist()
+    # Written in place slice by slice: XLA's CPU concatenate of these sizes on more than one
+    # thread took 50-70 ms here, the in-place writes under 1 ms.
+    flat = jnp.zeros((starts[-1],), leaves[0].dtype)
+    for leaf, start in zip(leaves, starts):
+        flat = jax.lax.dynamic_update_slice(flat, leaf.ravel(), (start,))
 
     def unflatten(buffer):
-        parts = jnp.split(buffer, ends)
-        return jax.tree.unflatten(treedef, [part.reshape(leaf.shape) for part, leaf in zip(parts, leaves)])
+        return jax.tree.unflatten(treedef, [buffer[start:end].reshape(leaf.shape)
+                                            for leaf, start, end in zip(leaves, starts, starts[1:])])
 
-    return jnp.concatenate([leaf.ravel() for leaf in leaves]), unflatten
+    return flat, unflatten
 
 
 def _batch(images, labels, idx):
