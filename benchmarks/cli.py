@@ -124,6 +124,8 @@ def build_report(mode: figures.Mode, log, kwok_scale: bool = False) -> dict:
                                          allreduce["baseline"]["bytes_per_step"]),
             "gradient_bytes_analytic": 4 * flopcount.param_count(),
             "seconds_2proc": allreduce["timing_2proc"]["gradients"]["seconds"],
+            "seconds_2proc_as_arrays": allreduce["timing_2proc"]["gradient_arrays"]["seconds"],
+            "arrays_over_one_buffer_2proc": allreduce["timing_2proc"]["arrays_over_one_buffer"],
             "detail": allreduce},
         "jaxgen_render_wall": jaxgen,
         "checkpoint_stall": stall,

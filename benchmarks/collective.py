@@ -2,9 +2,11 @@
 
     python -m benchmarks.collective [--repeats N]        (starts the 2 processes itself)
 
-Times a psum of the gradient-sized buffer (every fp32 parameter of the MLP) and of one float, each
-waited for, as the training step does once per step. This is what bounds the 2-process epoch.
-Prints one JSON object (rank 0's medians).
+Times, interleaved and each waited for, a psum of: the gradient-sized buffer (every fp32 parameter
+of the MLP in one array, as the trainer's step all-reduces it once per step); the same bytes as
+the MLP's 6 parameter arrays in one all-reduce (XLA's CPU runtime makes one gloo call per array:
+what the step did before its gradients were flattened); one float. Prints one JSON object (rank
+0's medians, and the median over repeats of arrays ÷ one buffer).
 """
 
 from __future__ import annotations
@@ -31,17 +33,26 @@ def _rank(rank: int, port: int, repeats: int) -> int:
     jax.config.update("jax_num_cpu_devices", 1)
     jax.distributed.initialize(f"127.0.0.1:{port}", 2, rank, cluster_detection_method="deactivate",
                                initialization_timeout=60)
+    from trainer import models
+
     psum = jax.pmap(lambda x: jax.lax.psum(x, "i"), axis_name="i")
-    result = {}
-    for name, n in (("gradients", flopcount.param_count()), ("scalar", 1)):
-        x = np.ones((1, n), np.float32)
+    params = models.get(models.DEFAULT).network().init_params(0)
+    cases = {"gradients": np.ones((1, flopcount.param_count()), np.float32),
+             "gradient_arrays": {k: np.ones((1, *v.shape), np.float32) for k, v in params.items()},
+             "scalar": np.ones((1, 1), np.float32)}
+    samples = {name: [] for name in cases}
+    for x in cases.values():
         jax.block_until_ready(psum(x))
-        samples = []
-        for _ in range(repeats):
+    for _ in range(repeats):
+        for name, x in cases.items():
             started = time.perf_counter()
             jax.block_until_ready(psum(x))
-            samples.append(time.perf_counter() - started)
-        result[name] = {"bytes": 4 * n, "seconds": statistics.median(samples), "min_seconds": min(samples)}
+            samples[name].append(time.perf_counter() - started)
+    result = {name: {"bytes": sum(4 * a.size for a in jax.tree.leaves(x)), "arrays": len(jax.tree.leaves(x)),
+                     "seconds": statistics.median(samples[name]), "min_seconds": min(samples[name])}
+              for name, x in cases.items()}
+    result["arrays_over_one_buffer"] = statistics.median(
+        a / b for a, b in zip(samples["gradient_arrays"], samples["gradients"]))
     jax.distributed.shutdown()
     if rank == 0:
         print(json.dumps(result), flush=True)

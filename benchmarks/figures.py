@@ -217,8 +217,10 @@ def allreduce_bytes(mode: Mode, log) -> dict:
     out = procs.run_json("benchmarks.allreduce", [], mode.timeout)
     out["timing_2proc"] = procs.run_json("benchmarks.collective", ["--repeats", str(10 * mode.repeats)],
                                          mode.timeout)
+    timing = out["timing_2proc"]
     log(f"all-reduce bytes per step: {out['trainer_pmap']['bytes_per_step']}, "
-        f"{out['timing_2proc']['gradients']['seconds'] * 1e3:.1f} ms between 2 processes")
+        f"{timing['gradients']['seconds'] * 1e3:.1f} ms between 2 processes as one buffer, "
+        f"{timing['gradient_arrays']['seconds'] * 1e3:.1f} ms as {timing['gradient_arrays']['arrays']} arrays")
     return out
 
 

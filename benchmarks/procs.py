@@ -78,10 +78,12 @@ def _pump(stream, sink: list, keep: bool) -> None:
     stream.close()
 
 
-def run(program: str, args: list[str], processes: int = 1, timeout: float = 600, env: dict | None = None) -> Run:
-    """Start `processes` local processes of `program` (trainer|baseline|baseline_synced); wait for all."""
+def run(program: str, args: list[str], processes: int = 1, timeout: float = 600, env: dict | None = None,
+        root: Path = REPO_ROOT) -> Run:
+    """Start `processes` local processes of `program` (trainer|baseline|baseline_synced); wait for all.
+    `root`: the source tree whose program runs (another checkout, for an A/B of two revisions)."""
     port = free_port()
-    full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env = {**os.environ, "PYTHONPATH": str(root), "PYTHONUNBUFFERED": "1", **(env or {})}
     with tempfile.TemporaryDirectory(prefix="jaxt-bench-") as tmp:
         metrics = Path(tmp) / "metrics.jsonl"
         outputs: list[list] = [[] for _ in range(processes)]
@@ -89,7 +91,7 @@ def run(program: str, args: list[str], processes: int = 1, timeout: float = 600,
         result = Run(program, processes, time.time())
         try:
             for rank in range(processes):
-                p = subprocess.Popen(argv_for(program, args, processes, rank, port, metrics), cwd=REPO_ROOT,
+                p = subprocess.Popen(argv_for(program, args, processes, rank, port, metrics), cwd=root,
                                      env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      start_new_session=True)
                 popens.append(p)

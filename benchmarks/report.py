@@ -93,6 +93,9 @@ def rows(result: dict) -> list[tuple[str, str, str, str]]:
            _fmt(sc["epoch_seconds"][f"baseline_{layout}"], " s"), "") for layout in ("1x1", "2x1")],
         ("bytes all-reduced per step", f"{ar['trainer']:,}", f"{ar['baseline']:,}", _fmt(ar["vs_baseline"])),
         ("  one such all-reduce, 2 processes", _fmt(ar["seconds_2proc"] * 1e3, " ms"), "", ""),
+        *([("  same bytes as the 6 parameter arrays (one gloo call each)",
+            _fmt(ar["seconds_2proc_as_arrays"] * 1e3, " ms"), "", _fmt(ar["arrays_over_one_buffer_2proc"]))]
+          if "seconds_2proc_as_arrays" in ar else []),  # reports from before the figure existed lack it
         *checkpoint_rows(r.get("checkpoint_stall")),
         ("jaxgen render wall", _fmt(r["jaxgen_render_wall"]["seconds"], " s"), "", ""),
         *[(f"  {r['jaxgen_render_wall']['large_hosts']} hosts, {target}", _fmt(seconds, " s"), "", "")
