@@ -1,0 +1,139 @@
+"""Goodput on real pods: a longer job with one worker pod deleted every N seconds.
+
+    python -m benchmarks.goodput [--target indexed-job] [--epochs 4] [--every 120] [--output FILE]
+
+Needs root and `scripts/setup.sh cluster node`; takes the host's cluster lock as
+benchmarks.recovery does and runs the same 2-host CPU job (its variables, with `--epochs` epochs).
+From the first training step on, every `--every` seconds one worker pod is deleted
+(`kubectl delete pod`, alternately rank 1 and rank 0) until the job ends. From the job's own metrics
+records (one every 10 steps, with their `time`):
+
+- step seconds: the median of (time between consecutive step records ÷ steps between them) within
+  one attempt, leaving out each attempt's first record (compile) and records across an epoch's end
+  (evaluation);
+- goodput = total steps × step seconds ÷ wall seconds, the wall taken from the first attempt's
+  first step record to the `end` record (`goodput`), and from `kubectl apply` (`goodput_from_apply`,
+  which adds the first start-up);
+- steps redone: per restart, the last step recorded before it minus the step it resumed from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.recovery import LOG_EVERY, SCRIPTS, TARGETS, Session, cluster_lock, log, rank_of, records, run
+
+
+def attempts(recs: list[dict]) -> list[list[dict]]:
+    """The metrics records split at each `start` record (one list per attempt, the start first)."""
+    out: list[list[dict]] = []
+    for r in recs:
+        if r.get("event") == "start":
+            out.append([])
+        if out:
+            out[-1].append(r)
+    return out
+
+
+def goodput_figures(recs: list[dict], applied: float, faults: list[float]) -> dict:
+    runs = attempts(recs)
+    rates = []
+    for attempt in runs:
+        steps = [r for r in attempt if r.get("event") == "step"]
+        for a, b in zip(steps[1:], steps[2:]):  # not the first: it holds the compile
+            if a["epoch"] == b["epoch"] and b["step"] > a["step"]:
+                rates.append((b["time"] - a["time"]) / (b["step"] - a["step"]))
+    step_seconds = statistics.median(rates)
+    end = next(r for r in recs if r.get("event") == "end")
+    first_step = next(r for r in recs if r.get("event") == "step")
+    total = runs[0][0]["total_steps"]
+    redone = []
+    for before, after in zip(runs, runs[1:]):
+        logged = [r["step"] for r in before if r.get("event") == "step"]
+        redone.append(max(logged, default=after[0]["step"]) - after[0]["step"])
+    wall = end["time"] - first_step["time"]
+    return {"total_steps": total, "step_seconds": round(step_seconds, 5),
+            "productive_seconds": round(total * step_seconds, 1),
+            "wall_seconds": round(wall, 1), "wall_from_apply_seconds": round(end["time"] - applied, 1),
+            "goodput": round(total * step_seconds / wall, 3),
+            "goodput_from_apply": round(total * step_seconds / (end["time"] - applied), 3),
+            "faults": len(faults), "restarts": len(runs) - 1, "steps_redone": redone,
+            "resumed_from": [a[0]["step"] for a in runs[1:]]}
+
+
+def goodput_run(session: Session, target: str, epochs: int, every: float, tmp: Path) -> dict:
+    name = f"goodput-{target}"
+    build = tmp / name
+    outputs = session.prepare(name, target, build, (f"training.epochs={epochs}",))
+    metrics_path = outputs / "metrics.jsonl"
+    applied = time.time()
+    job = session.start(build)
+    faults: list[float] = []
+    try:
+        while not any(r.get("event") == "step" for r in records(metrics_path)):
+            if job.poll() is not None:
+                raise RuntimeError(f"run.sh exited {job.returncode} before the first step")
+            time.sleep(0.5)
+        next_fault = time.time() + every
+        while job.poll() is None:
+            if any(r.get("event") == "end" for r in records(metrics_path)):
+                break
+            if time.time() >= next_fault:
+                rank = 1 - len(faults) % 2
+                victim = next((p for p in session.pods(name) if rank_of(p) == rank
+                               and not p["metadata"].get("deletionTimestamp")), None)
+                if victim:
+                    session.kubectl("delete", "pod", victim["metadata"]["name"], "--wait=false")
+                    faults.append(time.time() - applied)
+                    log(f"{name}: deleted {victim['metadata']['name']} at {faults[-1]:.0f} s")
+                next_fault += every
+            time.sleep(0.5)
+        code = job.wait(timeout=600)
+        if code != 0:
+            raise RuntimeError(f"run.sh exited {code}")
+        figures = goodput_figures(records(metrics_path), applied, faults)
+        figures["fault_times_seconds"] = [round(f, 1) for f in faults]
+    finally:
+        session.clean(build, job)
+    log(f"{name}: {figures}")
+    return figures
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.goodput", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", default="indexed-job", choices=TARGETS)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--every", type=float, default=120.0, help="seconds between pod deletions")
+    parser.add_argument("--output", help="also write the JSON report to this file")
+    args = parser.parse_args(argv)
+    if args.epochs < 1 or args.every <= 0:
+        parser.error("--epochs must be >= 1 and --every > 0")
+    if os.geteuid() != 0:
+        parser.error("the real-node tier needs root")
+    load_before = os.getloadavg()
+    report: dict = {"target": args.target, "epochs": args.epochs, "every_seconds": args.every,
+                    "log_every": LOG_EVERY, "cpus": os.cpu_count()}
+    with cluster_lock(), tempfile.TemporaryDirectory(prefix="jaxt-bench-goodput.") as tmp:
+        state = Path(tmp) / "cluster"
+        try:
+            session = Session(state)
+            report.update(goodput_run(session, args.target, args.epochs, args.every, Path(tmp)))
+        finally:
+            run([SCRIPTS / "cluster" / "down.sh", state], os.environ, 300, check=False)
+    report["load_average_before_after"] = [list(load_before), list(os.getloadavg())]
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
