@@ -1,6 +1,6 @@
 """Goodput on real pods: a longer job with one worker pod deleted every N seconds.
 
-    python -m benchmarks.goodput [--target indexed-job] [--epochs 4] [--every 120] [--output FILE]
+    python -m benchmarks.goodput [--target jobset] [--epochs 8] [--every 120] [--output FILE]
 
 Needs root and `scripts/setup.sh cluster node`; takes the host's cluster lock as
 benchmarks.recovery does and runs the same 2-host CPU job (its variables, with `--epochs` epochs).
@@ -87,7 +87,7 @@ def goodput_run(session: Session, target: str, epochs: int, every: float, tmp: P
                 break
             if time.time() >= next_fault:
                 rank = 1 - len(faults) % 2
-                victim = next((p for p in session.pods(name) if rank_of(p) == rank
+                victim = next((p for p in session.pods(name, target) if rank_of(p, target) == rank
                                and not p["metadata"].get("deletionTimestamp")), None)
                 if victim:
                     session.kubectl("delete", "pod", victim["metadata"]["name"], "--wait=false")
@@ -108,8 +108,8 @@ def goodput_run(session: Session, target: str, epochs: int, every: float, tmp: P
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.goodput", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--target", default="indexed-job", choices=TARGETS)
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--target", default="jobset", choices=TARGETS)
+    parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--every", type=float, default=120.0, help="seconds between pod deletions")
     parser.add_argument("--output", help="also write the JSON report to this file")
     args = parser.parse_args(argv)

@@ -48,21 +48,25 @@ from datetime import datetime
 from pathlib import Path
 
 from benchmarks.procs import MNIST_DIR, REPO_ROOT
+from generator.targets import KUBERNETES as TARGETS, workload
 
 SCRIPTS = REPO_ROOT / "scripts"
 NAMESPACE = "jax-bench"
 LOCK = "/tmp/jaxt-cluster.lock"
-TARGETS = ("indexed-job", "jobset", "jaxjob", "trainjob")
 FAULTS = ("pod-deleted", "container-killed")
 FAULT_AFTER_STEP = 150
 LOG_EVERY = 10
 # The variables every run here uses (as tests/e2e_k8s's real tier): 2 hosts × 1 CPU device, one
 # epoch, MNIST on the node volume `mnist`, the outputs on a claim backed by the node's disk.
-SETS = ["training.epochs=1", f"training.log_every={LOG_EVERY}", "data.download=false",
+# backoff_limit 1: a SIGKILLed process counts against it.
+SETS = ["training.epochs=1", f"training.log_every={LOG_EVERY}", "data.download=false", "backoff_limit=1",
         "checkpoint.every_steps=100", "persistence.enabled=true", "image.pull_policy=Never"]
 SET_JSON = ['data.volume={"persistentVolumeClaim": {"claimName": "mnist", "readOnly": true}}',
             'persistence.storage_class="-"',
             'resources={"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "3Gi"}}']
+# A TrainJob runs on its own TrainingRuntime: the project's failure policy (the default runtime's
+# is the Trainer's).
+TARGET_SETS = {"trainjob": ["trainjob.own_runtime=true"]}
 # Rank 0's log lines that mark the trainer's start-up, in order (trainer/train.py, trainer/runtime.py).
 TRAINER_MARKS = {
     "process_first_log": "cluster: ",
@@ -111,22 +115,17 @@ def run(args: list, env: dict, timeout: float = 120, check: bool = True) -> str:
     return proc.stdout
 
 
-def selector(name: str) -> str:
-    return f"app.kubernetes.io/name=jax-training,app.kubernetes.io/instance={name}"
-
-
-def rank_of(pod: dict) -> int | None:
-    labels = pod["metadata"].get("labels", {})
-    index = labels.get("batch.kubernetes.io/job-completion-index", labels.get("training.kubeflow.org/replica-index"))
+def rank_of(pod: dict, target: str) -> int | None:
+    index = pod["metadata"].get("labels", {}).get(workload(target).index_label)
     return int(index) if index is not None else None
 
 
 class PodWatch:
     """`kubectl get pods --watch -o json` in a thread: the arrival time of every version of every pod."""
 
-    def __init__(self, env: dict, name: str):
+    def __init__(self, env: dict, selector: str):
         self.events: list[tuple[float, dict]] = []
-        self.proc = subprocess.Popen(["kubectl", "-n", NAMESPACE, "get", "pods", "-l", selector(name), "--watch",
+        self.proc = subprocess.Popen(["kubectl", "-n", NAMESPACE, "get", "pods", "-l", selector, "--watch",
                                       "-o", "json"], env=env, stdout=subprocess.PIPE, text=True)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -185,9 +184,12 @@ def records(path: Path) -> list[dict]:
         return []
 
 
-def wait_for(what: str, probe, timeout: float, interval: float = 0.2):
+def wait_for(what: str, probe, timeout: float, job: subprocess.Popen, interval: float = 0.2):
+    """Poll `probe` until it returns a truthy value; fail when run.sh has exited or after `timeout`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if job.poll() is not None:
+            raise RuntimeError(f"scripts/run.sh exited {job.returncode} while waiting for {what}")
         result = probe()
         if result:
             return result
@@ -211,8 +213,9 @@ class Session:
     def kubectl(self, *args, check: bool = True) -> str:
         return run(["kubectl", "-n", NAMESPACE, *args], self.env, 60, check)
 
-    def pods(self, name: str) -> list[dict]:
-        return json.loads(self.kubectl("get", "pods", "-l", selector(name), "-o", "json"))["items"]
+    def pods(self, name: str, target: str) -> list[dict]:
+        selector = workload(target).pod_selector.format(name=name)
+        return json.loads(self.kubectl("get", "pods", "-l", selector, "-o", "json"))["items"]
 
     def prepare(self, name: str, target: str, build: Path, extra_sets: tuple = ()) -> Path:
         """The build folder of `name`; returns the outputs directory on the node's disk."""
@@ -222,7 +225,7 @@ class Session:
         args = [SCRIPTS / "prepare.sh", REPO_ROOT / "variables" / "examples" / "cpu-local.json", "-o", build,
                 "--target", target, "--set", f"name={name}", "--set", f"namespace={NAMESPACE}",
                 "--set", f"image.repository={repository}"]
-        for s in [*SETS, *extra_sets]:
+        for s in [*SETS, *TARGET_SETS.get(target, []), *extra_sets]:
             args += ["--set", s]
         for s in SET_JSON:
             args += ["--set-json", s]
@@ -248,8 +251,8 @@ class Session:
         else:
             raise ValueError(kind)
 
-    def rank0_log(self, pod: str) -> list[tuple[float, str]]:
-        out = self.kubectl("logs", pod, "--timestamps", check=False)
+    def rank0_log(self, pod: str, target: str) -> list[tuple[float, str]]:
+        out = self.kubectl("logs", pod, "-c", workload(target).container, "--timestamps", check=False)
         lines = []
         for line in out.splitlines():
             when, _, text = line.partition(" ")
@@ -282,10 +285,10 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
     job = session.start(build)
     try:
         wait_for(f"{name}: training past step {FAULT_AFTER_STEP}", lambda: any(
-            r.get("event") == "step" and r["step"] >= FAULT_AFTER_STEP for r in records(metrics_path)), 300)
-        pods = session.pods(name)
-        victim = next(p for p in pods if rank_of(p) == 1)
-        watch = PodWatch(session.env, name)
+            r.get("event") == "step" and r["step"] >= FAULT_AFTER_STEP for r in records(metrics_path)), 300, job)
+        pods = session.pods(name, target)
+        victim = next(p for p in pods if rank_of(p, target) == 1)
+        watch = PodWatch(session.env, workload(target).pod_selector.format(name=name))
         time.sleep(1.0)  # the watch has listed the pods as they are
         fault_time = time.time()
         session.fault(fault, victim)
@@ -295,13 +298,15 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
             after = [r for r in records(metrics_path) if r["time"] > fault_time]
             start = next((r for r in after if r.get("event") == "start"), None)
             return start and next((r for r in after if r.get("event") == "step" and r["time"] > start["time"]), None)
-        first = wait_for(f"{name}: a training step after the resume", resumed_step, 300)
-        watch.stop()
+        try:
+            first = wait_for(f"{name}: a training step after the resume", resumed_step, 240, job)
+        finally:
+            watch.stop()
         after = [r for r in records(metrics_path) if r["time"] > fault_time]
         start = next(r for r in after if r.get("event") == "start")
-        rank0 = next(p for p in session.pods(name) if rank_of(p) == 0
+        rank0 = next(p for p in session.pods(name, target) if rank_of(p, target) == 0
                      and p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in pods})
-        lines = session.rank0_log(rank0["metadata"]["name"])
+        lines = session.rank0_log(rank0["metadata"]["name"], target)
         marks = {"fault": 0.0, **watch.marks(fault_time, {p["metadata"]["uid"] for p in pods})}
         for key, marker in TRAINER_MARKS.items():
             marks[key] = next((t - fault_time for t, text in lines if marker in text), None)
@@ -309,8 +314,9 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
         marks["first_step"] = first["time"] - fault_time
         before = [r["step"] for r in records(metrics_path) if r.get("event") == "step" and r["time"] <= fault_time]
         figures = {key: round(value, 2) if isinstance(value, float) else value for key, value in marks.items()}
+        # The steps done after the last record before the fault are unknown (up to LOG_EVERY - 1).
         figures.update({"resumed_step": start["step"], "last_step_logged_before": max(before),
-                        "steps_redone": max(before) - start["step"], "first_step_record_step": first["step"]})
+                        "steps_redone": max(0, max(before) - start["step"]), "first_step_record_step": first["step"]})
         figures["phases"] = phases(marks)
     finally:
         session.clean(build, job)
@@ -363,8 +369,15 @@ def main(argv=None) -> int:
             report["node_tier_up_seconds"] = session.up_seconds
             for target in targets:
                 for fault in faults:
-                    runs = [recovery_run(session, target, fault, i, Path(tmp)) for i in range(args.repeats)]
-                    report["results"][f"{target} × {fault}"] = {"runs": runs, "median": summarize(runs)}
+                    runs, errors = [], []
+                    for i in range(args.repeats):
+                        try:
+                            runs.append(recovery_run(session, target, fault, i, Path(tmp)))
+                        except RuntimeError as e:  # one cell's failure: the others still run
+                            log(f"{target} × {fault}: {e}")
+                            errors.append(str(e)[:2000])
+                    report["results"][f"{target} × {fault}"] = {
+                        "runs": runs, "median": summarize(runs) if runs else None, "errors": errors}
         finally:
             subprocess.run([str(SCRIPTS / "cluster" / "down.sh"), str(state)], capture_output=True, timeout=300)
     report["load_average_before_after"] = [list(load_before), list(os.getloadavg())]
