@@ -1,6 +1,7 @@
 """Goodput on real pods: a longer job with one worker pod deleted every N seconds.
 
     python -m benchmarks.goodput [--target jobset] [--epochs 8] [--every 120] [--output FILE]
+    python -m benchmarks.goodput --markdown FILE   (the figures of a saved report)
 
 Needs root and `scripts/setup.sh cluster node`; takes the host's cluster lock as
 benchmarks.recovery does and runs the same 2-host CPU job (its variables, with `--epochs` epochs).
@@ -26,8 +27,10 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
+from benchmarks.cli import revision
 from benchmarks.recovery import LOG_EVERY, SCRIPTS, TARGETS, Session, cluster_lock, log, rank_of, records, run
 
 
@@ -106,19 +109,38 @@ def goodput_run(session: Session, target: str, epochs: int, every: float, tmp: P
     return figures
 
 
+def markdown(report: dict) -> str:
+    rev = report.get("revision") or {}
+    load = report["load_average_before_after"]
+    return "\n".join([
+        "| target | epochs (steps) | pod deleted every | restarts | goodput | from apply | step time | wall | steps redone |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {report['target']} | {report['epochs']} ({report['total_steps']}) | {report['every_seconds']:g} s | "
+        f"{report['restarts']} | {report['goodput']:.3f} | {report['goodput_from_apply']:.3f} | "
+        f"{report['step_seconds'] * 1e3:.1f} ms | {report['wall_seconds']:.0f} s | "
+        f"{', '.join(map(str, report['steps_redone'])) or '-'} |",
+        "", f"Commit {rev.get('commit')}, {report.get('date')}, {report['cpus']} CPUs; load average "
+            f"{load[0][0]:.2f} before, {load[1][0]:.2f} after."])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.goodput", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", default="jobset", choices=TARGETS)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--every", type=float, default=120.0, help="seconds between pod deletions")
     parser.add_argument("--output", help="also write the JSON report to this file")
+    parser.add_argument("--markdown", metavar="FILE", help="print the figures of a saved report and exit")
     args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
     if args.epochs < 1 or args.every <= 0:
         parser.error("--epochs must be >= 1 and --every > 0")
     if os.geteuid() != 0:
         parser.error("the real-node tier needs root")
     load_before = os.getloadavg()
-    report: dict = {"target": args.target, "epochs": args.epochs, "every_seconds": args.every,
+    report: dict = {"revision": revision(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    "target": args.target, "epochs": args.epochs, "every_seconds": args.every,
                     "log_every": LOG_EVERY, "cpus": os.cpu_count()}
     with cluster_lock(), tempfile.TemporaryDirectory(prefix="jaxt-bench-goodput.") as tmp:
         state = Path(tmp) / "cluster"

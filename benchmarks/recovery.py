@@ -2,6 +2,7 @@
 
     python -m benchmarks.recovery [--targets indexed-job,jobset] [--faults pod-deleted,container-killed]
                                   [--repeats N] [--output FILE]
+    python -m benchmarks.recovery --markdown FILE   (the table of a saved report)
 
 Needs root and `scripts/setup.sh cluster node`. Takes the host's cluster lock
 (/tmp/jaxt-cluster.lock, as `flock` does) for the whole run, starts one control plane with one real
@@ -44,9 +45,10 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
+from benchmarks.cli import revision
 from benchmarks.procs import MNIST_DIR, REPO_ROOT
 from generator.targets import KUBERNETES as TARGETS, workload
 
@@ -343,13 +345,44 @@ def summarize(runs: list[dict]) -> dict:
     return summary
 
 
+MARK_COLUMNS = ("old_containers_finished", "new_pods_created", "new_containers_running", "process_first_log",
+                "distributed_initialised", "restored", "first_step")
+
+
+def markdown(report: dict) -> str:
+    """The recovery table of a saved report: per target × fault, the marks (seconds after the fault)
+    and the phases between them."""
+    def cell(value):
+        return "" if value is None else f"{value:.2f}"
+    lines = ["| target × fault | " + " | ".join(MARK_COLUMNS) + " | resumed at step (redone) |",
+             "|---|" + "---|" * (len(MARK_COLUMNS) + 1)]
+    phase_lines = ["| target × fault | " + " | ".join(PHASES) + " |", "|---|" + "---|" * len(PHASES)]
+    for key, result in report["results"].items():
+        m = result["median"]
+        if not m:
+            lines.append(f"| {key} | failed: {result['errors'][0][:120]} |")
+            continue
+        lines.append(f"| {key} | " + " | ".join(cell(m.get(c)) for c in MARK_COLUMNS)
+                     + f" | {m['resumed_step']} ({m['steps_redone']}) |")
+        phase_lines.append(f"| {key} | " + " | ".join(cell(m["phases"].get(p)) for p in PHASES) + " |")
+    rev = report.get("revision") or {}
+    load = report["load_average_before_after"]
+    return "\n".join([*lines, "", *phase_lines, "",
+                      f"Commit {rev.get('commit')}, {report.get('date')}, {report['cpus']} CPUs, median of "
+                      f"{report['repeats']}; load average {load[0][0]:.2f} before, {load[1][0]:.2f} after."])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.recovery", description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", default="indexed-job,jobset", help=f"comma-separated, of {', '.join(TARGETS)}")
     parser.add_argument("--faults", default="pod-deleted", help=f"comma-separated, of {', '.join(FAULTS)}")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--output", help="also write the JSON report to this file")
+    parser.add_argument("--markdown", metavar="FILE", help="print the tables of a saved report and exit")
     args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
     targets, faults = args.targets.split(","), args.faults.split(",")
     for value, known, option in ((targets, TARGETS, "--targets"), (faults, FAULTS, "--faults")):
         if not set(value) <= set(known):
@@ -359,7 +392,8 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         parser.error("the real-node tier needs root")
     load_before = os.getloadavg()
-    report: dict = {"repeats": args.repeats, "fault_after_step": FAULT_AFTER_STEP, "log_every": LOG_EVERY,
+    report: dict = {"revision": revision(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    "repeats": args.repeats, "fault_after_step": FAULT_AFTER_STEP, "log_every": LOG_EVERY,
                     "phases": {p: {"from": b, "to": e, "bounded_by": why} for p, (b, e, why) in PHASES.items()},
                     "cpus": os.cpu_count(), "results": {}}
     with cluster_lock(), tempfile.TemporaryDirectory(prefix="jaxt-bench-recovery.") as tmp:
