@@ -1,6 +1,6 @@
 """Goodput on real pods: a longer job with one worker pod deleted every N seconds.
 
-    python -m benchmarks.goodput [--target jobset] [--epochs 8] [--every 120] [--output FILE]
+    python -m benchmarks.goodput [--target jobset] [--epochs 20] [--every 120] [--output FILE]
     python -m benchmarks.goodput --markdown FILE   (the figures of a saved report)
 
 Needs root and `scripts/setup.sh cluster node`; takes the host's cluster lock as
@@ -126,7 +126,7 @@ def markdown(report: dict) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.goodput", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", default="jobset", choices=TARGETS)
-    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--every", type=float, default=120.0, help="seconds between pod deletions")
     parser.add_argument("--output", help="also write the JSON report to this file")
     parser.add_argument("--markdown", metavar="FILE", help="print the figures of a saved report and exit")

@@ -21,7 +21,8 @@ Marks (seconds after the fault), each the slowest pod's where there are several:
 - pod side, from a `kubectl get pods --watch` stream (arrival times: the API's own timestamps have
   1 s resolution): every old container terminated, every replacement pod created, scheduled,
   its container running;
-- trainer side, from the new rank 0's log (`kubectl logs --timestamps`: the runtime stamps each line
+- trainer side, rank 0's `preempted` metrics record (the stop's checkpoint written); then from the
+  new rank 0's log (`kubectl logs --timestamps`: the runtime stamps each line
   as it is written) and the metrics records on the outputs volume (their own `time`): the first
   log line (Python and the trainer imported), the compilation cache line (jax imported, MNIST read),
   the device line (jax.distributed joined by every process, backend up), the restore line, the
@@ -78,8 +79,11 @@ TRAINER_MARKS = {
 }
 # What bounds each phase (README's recovery table repeats it).
 PHASES = {
+    "stop_and_save": ("fault", "stop_saved", "the signal's delivery, the current chunk of steps (up to "
+                      f"{LOG_EVERY} here), the agreement, the checkpoint write (pod-deleted only)"),
     "terminate": ("fault", "old_containers_finished",
-                  "SIGTERM save and exit (pod-deleted); peer-lost detection by the survivor (SIGKILL)"),
+                  "the stop and save, the process exit, the kubelet's report (its PLEG relists every "
+                  "second); for SIGKILL the survivor's peer-lost exit"),
     "replace": ("old_containers_finished", "new_pods_created",
                 "the job controller: podReplacementPolicy Failed waits for the pod's terminal phase"),
     "schedule": ("new_pods_created", "new_pods_scheduled", "kube-scheduler"),
@@ -312,6 +316,9 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
         marks = {"fault": 0.0, **watch.marks(fault_time, {p["metadata"]["uid"] for p in pods})}
         for key, marker in TRAINER_MARKS.items():
             marks[key] = next((t - fault_time for t, text in lines if marker in text), None)
+        stopped = next((r for r in records(metrics_path) if r.get("event") == "preempted" and r["time"] > fault_time),
+                       None)  # rank 0's record after the stop's save (pod-deleted only)
+        marks["stop_saved"] = stopped["time"] - fault_time if stopped else None
         marks["start_record"] = start["time"] - fault_time
         marks["first_step"] = first["time"] - fault_time
         before = [r["step"] for r in records(metrics_path) if r.get("event") == "step" and r["time"] <= fault_time]
