@@ -9,9 +9,9 @@ From the first training step on, every `--every` seconds one worker pod is delet
 (`kubectl delete pod`, alternately rank 1 and rank 0) until the job ends. From the job's own metrics
 records (one every 10 steps, with their `time`):
 
-- step seconds: the median of (time between consecutive step records ÷ steps between them) within
-  one attempt, leaving out each attempt's first record (compile) and records across an epoch's end
-  (evaluation);
+- step seconds: the time between consecutive step records ÷ the steps between them, summed over
+  the pairs within one attempt, leaving out each attempt's first record (compile) and pairs across
+  an epoch's end (evaluation), i.e. the mean time of a step while training runs;
 - goodput = total steps × step seconds ÷ wall seconds, the wall taken from the first attempt's
   first step record to the `end` record (`goodput`), and from `kubectl apply` (`goodput_from_apply`,
   which adds the first start-up);
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -47,13 +46,14 @@ def attempts(recs: list[dict]) -> list[list[dict]]:
 
 def goodput_figures(recs: list[dict], applied: float, faults: list[float]) -> dict:
     runs = attempts(recs)
-    rates = []
+    seconds = steps_timed = 0.0
     for attempt in runs:
         steps = [r for r in attempt if r.get("event") == "step"]
         for a, b in zip(steps[1:], steps[2:]):  # not the first: it holds the compile
             if a["epoch"] == b["epoch"] and b["step"] > a["step"]:
-                rates.append((b["time"] - a["time"]) / (b["step"] - a["step"]))
-    step_seconds = statistics.median(rates)
+                seconds += b["time"] - a["time"]
+                steps_timed += b["step"] - a["step"]
+    step_seconds = seconds / steps_timed
     end = next(r for r in recs if r.get("event") == "end")
     first_step = next(r for r in recs if r.get("event") == "step")
     total = runs[0][0]["total_steps"]
@@ -103,9 +103,10 @@ def goodput_run(session: Session, target: str, epochs: int, every: float, tmp: P
             raise RuntimeError(f"run.sh exited {code}")
         figures = goodput_figures(records(metrics_path), applied, faults)
         figures["fault_times_seconds"] = [round(f, 1) for f in faults]
+        figures["metrics_records"] = records(metrics_path)  # the job's own, to check the figures against
     finally:
         session.clean(build, job)
-    log(f"{name}: {figures}")
+    log(f"{name}: { {k: v for k, v in figures.items() if k != 'metrics_records'} }")
     return figures
 
 
