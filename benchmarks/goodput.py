@@ -110,6 +110,17 @@ def goodput_run(session: Session, target: str, epochs: int, every: float, tmp: P
     return figures
 
 
+def report_text(report: dict) -> str:
+    """The report as JSON, the job's metrics records one to a line (last)."""
+    figures = {k: v for k, v in report.items() if k != "metrics_records"}
+    text = json.dumps(figures, indent=2)
+    recs = report.get("metrics_records")
+    if recs is None:
+        return text
+    lines = ",\n".join(f"    {json.dumps(r, sort_keys=True)}" for r in recs)
+    return f'{text[:-2]},\n  "metrics_records": [\n{lines}\n  ]\n}}'
+
+
 def markdown(report: dict) -> str:
     rev = report.get("revision") or {}
     load = report["load_average_before_after"]
@@ -151,7 +162,7 @@ def main(argv=None) -> int:
         finally:
             run([SCRIPTS / "cluster" / "down.sh", state], os.environ, 300, check=False)
     report["load_average_before_after"] = [list(load_before), list(os.getloadavg())]
-    text = json.dumps(report, indent=2)
+    text = report_text(report)
     print(text)
     if args.output:
         Path(args.output).write_text(text + "\n")
