@@ -283,7 +283,7 @@ def container_id(pod: dict) -> str:
     raise RuntimeError(f"{pod['metadata']['name']} has no running container")
 
 
-def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Path) -> dict:
+def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Path, victim_rank: int = 1) -> dict:
     name = f"rec-{target}-{fault.split('-')[0]}-{repeat}"[:40]
     build = tmp / name
     outputs = session.prepare(name, target, build)
@@ -293,7 +293,7 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
         wait_for(f"{name}: training past step {FAULT_AFTER_STEP}", lambda: any(
             r.get("event") == "step" and r["step"] >= FAULT_AFTER_STEP for r in records(metrics_path)), 300, job)
         pods = session.pods(name, target)
-        victim = next(p for p in pods if rank_of(p, target) == 1)
+        victim = next(p for p in pods if rank_of(p, target) == victim_rank)
         watch = PodWatch(session.env, workload(target).pod_selector.format(name=name))
         time.sleep(1.0)  # the watch has listed the pods as they are
         fault_time = time.time()
@@ -384,6 +384,8 @@ def main(argv=None) -> int:
     parser.add_argument("--targets", default="indexed-job,jobset", help=f"comma-separated, of {', '.join(TARGETS)}")
     parser.add_argument("--faults", default="pod-deleted", help=f"comma-separated, of {', '.join(FAULTS)}")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--victim-rank", type=int, choices=(0, 1), default=1,
+                        help="the rank whose pod is deleted or container killed (0: the coordinator's)")
     parser.add_argument("--output", help="also write the JSON report to this file")
     parser.add_argument("--markdown", metavar="FILE", help="print the tables of a saved report and exit")
     args = parser.parse_args(argv)
@@ -399,7 +401,7 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         parser.error("the real-node tier needs root")
     load_before = os.getloadavg()
-    report: dict = {"revision": revision(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    report: dict = {"victim_rank": args.victim_rank, "revision": revision(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     "repeats": args.repeats, "fault_after_step": FAULT_AFTER_STEP, "log_every": LOG_EVERY,
                     "phases": {p: {"from": b, "to": e, "bounded_by": why} for p, (b, e, why) in PHASES.items()},
                     "cpus": os.cpu_count(), "results": {}}
@@ -413,7 +415,7 @@ def main(argv=None) -> int:
                     runs, errors = [], []
                     for i in range(args.repeats):
                         try:
-                            runs.append(recovery_run(session, target, fault, i, Path(tmp)))
+                            runs.append(recovery_run(session, target, fault, i, Path(tmp), args.victim_rank))
                         except RuntimeError as e:  # one cell's failure: the others still run
                             log(f"{target} × {fault}: {e}")
                             errors.append(str(e)[:2000])

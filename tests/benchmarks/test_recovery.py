@@ -70,3 +70,12 @@ def test_the_committed_recovery_reports_make_their_tables(name):
         row = next(line for line in text.splitlines() if line.startswith(f"| {key} | "))
         assert f"| {result['median']['first_step']:.2f} |" in row
     assert set(report["phases"]) <= set(recovery.PHASES)  # (a report may predate a phase)
+
+
+def test_the_committed_goodput_report_follows_from_its_records():
+    report = json.loads((RESULTS / "goodput.json").read_text())
+    figures = goodput.goodput_figures(report["metrics_records"], 0.0, report["fault_times_seconds"])
+    for key in ("total_steps", "step_seconds", "productive_seconds", "wall_seconds", "goodput", "restarts",
+                "steps_redone", "resumed_from"):
+        assert figures[key] == report[key], key
+    assert f"| {report['goodput']:.3f} |" in goodput.markdown(report)
