@@ -15,7 +15,9 @@ records (one every 10 steps, with their `time`):
 - goodput = total steps × step seconds ÷ wall seconds, the wall taken from the first attempt's
   first step record to the `end` record (`goodput`), and from `kubectl apply` (`goodput_from_apply`,
   which adds the first start-up);
-- steps redone: per restart, the last step recorded before it minus the step it resumed from.
+- steps redone: per restart, the last step recorded before it minus the step it resumed from;
+- seconds lost per restart: from the last step record before it to the first after it, less the
+  steps between them at the step time; evaluation: the same across each epoch's end.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import os
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -57,10 +60,15 @@ def goodput_figures(recs: list[dict], applied: float, faults: list[float]) -> di
     end = next(r for r in recs if r.get("event") == "end")
     first_step = next(r for r in recs if r.get("event") == "step")
     total = runs[0][0]["total_steps"]
-    redone = []
+    redone, lost = [], []
     for before, after in zip(runs, runs[1:]):
-        logged = [r["step"] for r in before if r.get("event") == "step"]
-        redone.append(max(logged, default=after[0]["step"]) - after[0]["step"])
+        logged = [r for r in before if r.get("event") == "step"]
+        redone.append(max((r["step"] for r in logged), default=after[0]["step"]) - after[0]["step"])
+        resumed = next((r for r in after if r.get("event") == "step"), None)
+        if logged and resumed:  # wall time between the two records beyond the steps between them
+            lost.append(round(resumed["time"] - logged[-1]["time"] - (resumed["step"] - logged[-1]["step"]) * step_seconds, 2))
+    evaluation = sum(b["time"] - a["time"] - (b["step"] - a["step"]) * step_seconds for attempt in runs
+                     for a, b in pairwise([r for r in attempt if r.get("event") == "step"]) if a["epoch"] != b["epoch"])
     wall = end["time"] - first_step["time"]
     return {"total_steps": total, "step_seconds": round(step_seconds, 5),
             "productive_seconds": round(total * step_seconds, 1),
@@ -68,6 +76,7 @@ def goodput_figures(recs: list[dict], applied: float, faults: list[float]) -> di
             "goodput": round(total * step_seconds / wall, 3),
             "goodput_from_apply": round(total * step_seconds / (end["time"] - applied), 3),
             "faults": len(faults), "restarts": len(runs) - 1, "steps_redone": redone,
+            "lost_per_restart_seconds": lost, "evaluation_seconds": round(evaluation, 1),
             "resumed_from": [a[0]["step"] for a in runs[1:]]}
 
 
