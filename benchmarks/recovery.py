@@ -284,12 +284,12 @@ def container_id(pod: dict) -> str:
 
 
 def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Path, victim_rank: int = 1,
-                 earlier: int = 0) -> dict:
+                 earlier: int = 0, after_step: int = FAULT_AFTER_STEP, epochs: int = 1) -> dict:
     """The marks of one fault; with `earlier`, of the fault after that many earlier ones (each once
     the run has logged FAULT_AFTER_STEP steps past its last start)."""
     name = f"rec-{target}-{fault.split('-')[0]}-{repeat}"[:40]
     build = tmp / name
-    outputs = session.prepare(name, target, build)
+    outputs = session.prepare(name, target, build, (f"training.epochs={epochs}",))
     metrics_path = outputs / "metrics.jsonl"
     job = session.start(build)
     try:
@@ -298,8 +298,8 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
                 recs = records(metrics_path)
                 starts = [r["step"] for r in recs if r.get("event") == "start"]
                 return len(starts) == round_ + 1 and any(
-                    r.get("event") == "step" and r["step"] >= starts[-1] + FAULT_AFTER_STEP for r in recs)
-            wait_for(f"{name}: training {FAULT_AFTER_STEP} steps past its start {round_ + 1}", far_enough, 300, job)
+                    r.get("event") == "step" and r["step"] >= starts[-1] + after_step for r in recs)
+            wait_for(f"{name}: training {after_step} steps past its start {round_ + 1}", far_enough, 900, job)
             if round_ < earlier:
                 pods = session.pods(name, target)
                 session.fault(fault, next(p for p in pods if rank_of(p, target) == victim_rank))
@@ -398,6 +398,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--victim-rank", type=int, choices=(0, 1), default=1,
                         help="the rank whose pod is deleted or container killed (0: the coordinator's)")
+    parser.add_argument("--after-step", type=int, default=FAULT_AFTER_STEP, help="inject once this step is logged")
+    parser.add_argument("--epochs", type=int, default=1, help="the job's epochs (468 steps each)")
     parser.add_argument("--earlier-faults", type=int, default=0, metavar="N",
                         help="measure the fault that follows N earlier ones of the same kind in the same job")
     parser.add_argument("--output", help="also write the JSON report to this file")
@@ -415,7 +417,7 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         parser.error("the real-node tier needs root")
     load_before = os.getloadavg()
-    report: dict = {"victim_rank": args.victim_rank, "earlier_faults": args.earlier_faults, "revision": revision(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    report: dict = {"after_step": args.after_step, "epochs": args.epochs, "victim_rank": args.victim_rank, "earlier_faults": args.earlier_faults, "revision": revision(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     "repeats": args.repeats, "fault_after_step": FAULT_AFTER_STEP, "log_every": LOG_EVERY,
                     "phases": {p: {"from": b, "to": e, "bounded_by": why} for p, (b, e, why) in PHASES.items()},
                     "cpus": os.cpu_count(), "results": {}}
@@ -430,7 +432,7 @@ def main(argv=None) -> int:
                     for i in range(args.repeats):
                         try:
                             runs.append(recovery_run(session, target, fault, i, Path(tmp), args.victim_rank,
-                                                     args.earlier_faults))
+                                                     args.earlier_faults, args.after_step, args.epochs))
                         except RuntimeError as e:  # one cell's failure: the others still run
                             log(f"{target} × {fault}: {e}")
                             errors.append(str(e)[:2000])
