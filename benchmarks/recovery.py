@@ -325,6 +325,11 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
         rank0 = next(p for p in session.pods(name, target) if rank_of(p, target) == 0
                      and p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in pods})
         lines = session.rank0_log(rank0["metadata"]["name"], target)
+        new_pods = [p for p in session.pods(name, target) if p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in pods}]
+        # every new pod's first log lines, seconds after the fault (to read where a slow phase waited)
+        start_logs = {p["metadata"]["name"]: [f"{t - fault_time:7.2f} {text}" for t, text in
+                                              session.rank0_log(p["metadata"]["name"], target)[:12]]
+                      for p in new_pods}
         marks = {"fault": 0.0, **watch.marks(fault_time, {p["metadata"]["uid"] for p in pods})}
         for key, marker in TRAINER_MARKS.items():
             marks[key] = next((t - fault_time for t, text in lines if marker in text), None)
@@ -339,6 +344,7 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
         figures.update({"resumed_step": start["step"], "last_step_logged_before": max(before),
                         "steps_redone": max(0, max(before) - start["step"]), "first_step_record_step": first["step"]})
         figures["phases"] = phases(marks)
+        figures["start_logs"] = start_logs
     finally:
         session.clean(build, job)
     log(f"{name}: {figures}")
