@@ -45,28 +45,46 @@ PROCESS_ENV = cluster.launcher_env_names(cluster.JAX, cluster.KUBEFLOW_V1, clust
 # What SLURM itself sets for each task (a regular expression matching a whole name): refused on target slurm too.
 SLURM_TASK_ENV = r"SLURM_\w*|CUDA_VISIBLE_DEVICES"
 
-# The failure rule of a Job's podFailurePolicy (Indexed Job, JobSet child Job, TrainJob): in order,
-# each rule's action and what it matches, an exit-code action of trainer/exit_codes.py or a pod
-# condition. A permanent error fails the Job at once; a disruption and the "ignore" codes (a stop
-# signal, a lost peer) restart the pod without counting; retryable codes count against the limit.
+# The failure rules of an Indexed Job's podFailurePolicy: in order, each rule's action and what it
+# matches, an exit-code action of trainer/exit_codes.py or a pod condition. A permanent error fails
+# the Job at once; a disruption and the "ignore" codes (a stop signal, a lost peer) restart the pod
+# without counting; retryable codes count against the limit.
 POD_FAILURE_RULES = (
     ("FailJob", "fail"),
     ("Ignore", "DisruptionTarget"),
     ("Ignore", "ignore"),
     ("Count", "retry"),
 )
-# The failurePolicy rules of a JobSet (ours and a TrainJob runtime's): a child Job that its
-# podFailurePolicy failed (a permanent error) fails the JobSet; any other failure restarts it,
-# counted against maxRestarts.
+# The same for a Job a JobSet owns (ours and a TrainJob runtime's): a disruption and the "ignore"
+# codes fail the Job at once too, and the JobSet (JOBSET_FAILURE_RULES) recreates its Jobs without
+# counting. Replacing the pod inside the Job would wait for the Job controller's pod-failure backoff
+# (10 s, doubled for every earlier failed pod of the Job, ignored ones included, never reset before
+# a pod succeeds); a recreated Job starts its pods at once.
+CHILD_JOB_FAILURE_RULES = (
+    ("FailJob", "fail"),
+    ("FailJob", "DisruptionTarget"),
+    ("FailJob", "ignore"),
+    ("Count", "retry"),
+)
+# The failurePolicy rules of a JobSet, matched against the failed child Job's reason and message
+# (the Job controller's "failed with exit code N matching FailJob rule" or "has condition C matching
+# FailJob rule"): a stop or a disruption restarts the JobSet without counting; any other FailJob (a
+# permanent error) fails it; any other failure (a retryable code) restarts it, counted against
+# maxRestarts.
 JOBSET_FAILURE_RULES = (
+    {"name": "Stopped", "action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"],
+     "onJobFailureMessagePatterns": [
+         f"failed with exit code ({'|'.join(map(str, exit_codes.codes('ignore')))}) matching FailJob rule",
+         "has condition DisruptionTarget matching FailJob rule"]},
     {"name": "PermanentError", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
 )
 
 
-def pod_failure_policy(container: str) -> dict:
-    """POD_FAILURE_RULES as a podFailurePolicy for the trainer's container."""
+def pod_failure_policy(container: str, failure_rules=POD_FAILURE_RULES) -> dict:
+    """Failure rules (POD_FAILURE_RULES, CHILD_JOB_FAILURE_RULES) as a podFailurePolicy for the
+    trainer's container."""
     rules = []
-    for action, match in POD_FAILURE_RULES:
+    for action, match in failure_rules:
         if match in ("fail", "ignore", "retry"):
             codes = {"containerName": container, "operator": "In", "values": exit_codes.codes(match)}
             rules.append({"action": action, "onExitCodes": codes})
@@ -88,6 +106,7 @@ def chart_json() -> str:
         "processEnv": list(PROCESS_ENV),
         "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
+        "childJobFailureRules": [{"action": action, "match": match} for action, match in CHILD_JOB_FAILURE_RULES],
         "jobSetFailureRules": list(JOBSET_FAILURE_RULES),
         "metricsPortName": METRICS_PORT_NAME,
         "metricsPath": METRICS_PATH,

@@ -44,11 +44,13 @@ def test_no_source_restates_a_contract_fact(fact):
 def test_the_renders_carry_the_contract(target):
     docs = render_documents(load_values([], [f"target={target}"]))
     job = next(d for d in docs if d["kind"] in ("Job", "JobSet"))
+    rules = contract.POD_FAILURE_RULES
     if job["kind"] == "JobSet":
         assert job["spec"]["failurePolicy"]["rules"] == list(contract.JOBSET_FAILURE_RULES)
         job = job["spec"]["replicatedJobs"][0]["template"]
+        rules = contract.CHILD_JOB_FAILURE_RULES
     policy = job["spec"]["podFailurePolicy"]["rules"]
-    assert [rule["action"] for rule in policy] == [action for action, _ in contract.POD_FAILURE_RULES]
+    assert [rule["action"] for rule in policy] == [action for action, _ in rules]
     assert policy[0]["onExitCodes"]["values"] == exit_codes.codes("fail")
     pod = job["spec"]["template"]["spec"]
     assert {pod["securityContext"][key] for key in ("runAsUser", "runAsGroup", "fsGroup")} == {contract.RUN_AS_ID}

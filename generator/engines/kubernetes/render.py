@@ -161,9 +161,11 @@ class PodContext:
         """The trainer's container: ours, or the one a TrainJob runtime runs it in."""
         return targets.workload(self.v).container
 
-    def pod_failure_policy(self) -> dict:
-        """The Indexed Job's (and JobSet child Job's) podFailurePolicy (trainer/contract.py)."""
-        return contract.pod_failure_policy(self.container_name())
+    def pod_failure_policy(self, child: bool = False) -> dict:
+        """The podFailurePolicy (trainer/contract.py) of an Indexed Job, or with `child` of a Job a
+        JobSet owns."""
+        rules = contract.CHILD_JOB_FAILURE_RULES if child else contract.POD_FAILURE_RULES
+        return contract.pod_failure_policy(self.container_name(), rules)
 
     @staticmethod
     def jobset_failure_rules() -> list[dict]:

@@ -1,0 +1,81 @@
+"""The recovery and goodput benchmarks' arithmetic on a real stopped and resumed run, their option
+checks, and the tables of their committed reports (the real-node runs themselves are in
+benchmarks/README.md, not here)."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from benchmarks import goodput, recovery
+from tests.support.paths import MNIST_DIR, REPO_ROOT
+
+RESULTS = REPO_ROOT / "benchmarks" / "results"
+
+
+def records(path):
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.timeout(300)
+def test_goodput_figures_of_a_stopped_and_resumed_run(tmp_path):
+    """SIGTERM mid-run (the trainer saves that step and exits 143), then the same command again
+    (it resumes there): two attempts, no step redone, a goodput between 0 and 1."""
+    command = [sys.executable, "-m", "trainer", "train", "--data-dir", str(MNIST_DIR), "--no-download",
+               "--epochs", "2", "--train-examples", "12800", "--log-every", "10", "--checkpoint-dir", str(tmp_path)]
+    metrics = tmp_path / "jax-training" / "metrics.jsonl"
+    applied = time.time()
+    first = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 200
+        while not any(r.get("event") == "step" and r["step"] >= 30 for r in records(metrics)):
+            assert time.monotonic() < deadline and first.poll() is None, records(metrics)
+            time.sleep(0.1)
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=60) == 143
+    finally:
+        first.kill()
+    stopped = next(r["step"] for r in records(metrics) if r.get("event") == "preempted")
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    figures = goodput.goodput_figures(records(metrics), applied, [1.0])
+    assert figures["total_steps"] == 200 and figures["restarts"] == 1
+    assert figures["resumed_from"] == [stopped] and figures["steps_redone"] == [0]
+    assert 0 < figures["goodput_from_apply"] < figures["goodput"] < 1
+    assert figures["productive_seconds"] == round(200 * figures["step_seconds"], 1)
+
+
+@pytest.mark.parametrize("module, args, option", [
+    ("benchmarks.recovery", ["--targets", "indexed-job,slurm"], "--targets"),
+    ("benchmarks.recovery", ["--faults", "pod-evicted"], "--faults"),
+    ("benchmarks.recovery", ["--repeats", "0"], "--repeats"),
+    ("benchmarks.goodput", ["--target", "slurm"], "--target"),
+    ("benchmarks.goodput", ["--every", "0"], "--every"),
+])
+def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
+    done = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and option in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("name", ["recovery.json", "recovery-sigkill.json"])
+def test_the_committed_recovery_reports_make_their_tables(name):
+    report = json.loads((RESULTS / name).read_text())
+    text = recovery.markdown(report)
+    for key, result in report["results"].items():
+        row = next(line for line in text.splitlines() if line.startswith(f"| {key} | "))
+        assert f"| {result['median']['first_step']:.2f} |" in row
+    assert set(report["phases"]) <= set(recovery.PHASES)  # (a report may predate a phase)
+
+
+def test_the_committed_goodput_report_follows_from_its_records():
+    report = json.loads((RESULTS / "goodput.json").read_text())
+    figures = goodput.goodput_figures(report["metrics_records"], 0.0, report["fault_times_seconds"])
+    for key in ("total_steps", "step_seconds", "productive_seconds", "wall_seconds", "goodput", "restarts",
+                "steps_redone", "resumed_from"):
+        assert figures[key] == report[key], key
+    assert f"| {report['goodput']:.3f} |" in goodput.markdown(report)
