@@ -36,17 +36,18 @@ def configure_platform(platform: str | None, local_device_count: int | None):
     return jax
 
 
-def wait_for_coordinator(address: str, timeout: float, log, retry_every: float = 0.5) -> float:
-    """Block until a TCP connection to `address` succeeds; return the seconds left of `timeout`.
+def wait_for_coordinator(address: str, timeout: float, log, retry_every: float = 0.5) -> tuple[float, str]:
+    """Block until a TCP connection to `address` succeeds; return the seconds left of `timeout` and
+    the address that answered, as IP:PORT.
 
     Followers call this before jax.distributed.initialize, whose own timeout ends in a C++ abort
     without a readable reason. DNS failures are retried too: a pod's record can appear late. Every
+    address a name resolves to is tried (a replaced pod's old address can still be listed). Every
     attempt, the name lookup included (the resolver's own timeouts and retries can take many seconds),
     ends by the deadline, and attempts are at least `retry_every` apart, so the last moments do not
     spin against DNS.
     """
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")
+    host, port = _split(address)
     deadline = time.monotonic() + timeout
     last_error: object = None
     while True:
@@ -57,14 +58,45 @@ def wait_for_coordinator(address: str, timeout: float, log, retry_every: float =
                 f" (last error: {last_error})"
             )
         try:
-            for family, kind, proto, _, sockaddr in _lookup(host, int(port), deadline):
+            candidates = _lookup(host, port, deadline)
+        except OSError as e:
+            candidates, last_error = [], e
+        for family, kind, proto, _, sockaddr in candidates:
+            try:
                 with socket.socket(family, kind, proto) as sock:
                     sock.settimeout(max(min(2.0, deadline - time.monotonic()), 0.001))
                     sock.connect(sockaddr)
-                    return max(deadline - time.monotonic(), 1.0)
-        except OSError as e:
-            last_error = e
+                    return max(deadline - time.monotonic(), 1.0), _join(sockaddr[0], port)
+            except OSError as e:
+                last_error = e
         time.sleep(max(min(started + retry_every, deadline) - time.monotonic(), 0))
+
+
+def own_address(address: str) -> str:
+    """The coordinator's own view of `address`: IP:PORT of the first address the name resolves to
+    that belongs to this host, else `address` unchanged."""
+    host, port = _split(address)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return address
+    for family, kind, proto, _, sockaddr in infos:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.bind((sockaddr[0], 0))  # only an address of this host can be bound
+                return _join(sockaddr[0], port)
+        except OSError:
+            continue
+    return address
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _join(ip: str, port: int) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
 def _lookup(host: str, port: int, deadline: float) -> list:
@@ -180,16 +212,19 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
     if compilation_cache:
         enable_compilation_cache(jax, compilation_cache, log)
     if spec.distributed:
-        timeout = init_timeout
+        # JAX's client gets the coordinator's IP, not its name: gRPC resolves a name once and, when
+        # that answer is stale (a replaced pod's old record), resolves again only 30 s later.
         if spec.process_id != 0:
-            timeout = wait_for_coordinator(spec.coordinator_address, init_timeout, log)
+            timeout, address = wait_for_coordinator(spec.coordinator_address, init_timeout, log)
+        else:
+            timeout, address = init_timeout, own_address(spec.coordinator_address)
         local_ids = None
         if platform == "gpu" and spec.local_device_count:
             local_ids = list(range(spec.local_device_count))
         deadline = _join_deadline(spec, timeout, log)
         deadline.start()
         jax.distributed.initialize(
-            coordinator_address=spec.coordinator_address,
+            coordinator_address=address,
             num_processes=spec.num_processes,
             process_id=spec.process_id,
             local_device_ids=local_ids,

@@ -8,7 +8,7 @@ import pytest
 
 from trainer.cluster import ClusterSpec
 from trainer.errors import CoordinatorError, DeviceCountError
-from trainer.runtime import check_devices, wait_for_coordinator
+from trainer.runtime import check_devices, own_address, wait_for_coordinator
 
 
 def fake_jax(local, total, processes, index=0):
@@ -36,8 +36,34 @@ def test_probe_returns_once_the_coordinator_listens():
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
-        left = wait_for_coordinator(f"127.0.0.1:{server.getsockname()[1]}", 10, print)
+        port = server.getsockname()[1]
+        left, address = wait_for_coordinator(f"localhost:{port}", 10, print)
     assert 1.0 <= left <= 10
+    assert address == f"127.0.0.1:{port}"  # the IP that answered, for JAX's client
+
+
+def test_probe_tries_every_address_of_the_name(monkeypatch):
+    """A name that still lists a replaced pod's address first: the one that answers is found."""
+    import trainer.runtime as runtime
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        with socket.socket() as closed:  # a port of this host where nothing listens
+            closed.bind(("127.0.0.2", 0))
+            dead = closed.getsockname()[1]
+        stale = (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.2", dead))
+        live = (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))
+        monkeypatch.setattr(runtime.socket, "getaddrinfo", lambda *a, **k: [stale, live])
+        _, address = wait_for_coordinator(f"coordinator.example:{port}", 5, print)
+    assert address == f"127.0.0.1:{port}"
+
+
+def test_the_coordinator_finds_its_own_address():
+    assert own_address("localhost:1234") == "127.0.0.1:1234"
+    assert own_address("192.0.2.1:1234") == "192.0.2.1:1234"  # not this host's: left as given
+    assert own_address("no-such-host.invalid:1234") == "no-such-host.invalid:1234"
 
 
 def test_probe_gives_up_after_the_timeout_with_a_clear_message():
