@@ -63,7 +63,8 @@ def goodput_figures(recs: list[dict], applied: float, faults: list[float]) -> di
     redone, lost = [], []
     for before, after in zip(runs, runs[1:]):
         logged = [r for r in before if r.get("event") == "step"]
-        redone.append(max((r["step"] for r in logged), default=after[0]["step"]) - after[0]["step"])
+        # (none where the stop saved a step past the last record: steps done since it were kept)
+        redone.append(max(max((r["step"] for r in logged), default=0) - after[0]["step"], 0))
         resumed = next((r for r in after if r.get("event") == "step"), None)
         if logged and resumed:  # wall time between the two records beyond the steps between them
             lost.append(round(resumed["time"] - logged[-1]["time"] - (resumed["step"] - logged[-1]["step"]) * step_seconds, 2))
