@@ -72,12 +72,15 @@ def wait_for_coordinator(address: str, timeout: float, log, retry_every: float =
         time.sleep(max(min(started + retry_every, deadline) - time.monotonic(), 0))
 
 
+OWN_LOOKUP_SECONDS = 10  # a resolver that hangs leaves the name to JAX, as before
+
+
 def own_address(address: str) -> str:
     """The coordinator's own view of `address`: IP:PORT of the first address the name resolves to
     that belongs to this host, else `address` unchanged."""
     host, port = _split(address)
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        infos = _lookup(host, port, time.monotonic() + OWN_LOOKUP_SECONDS)
     except OSError:
         return address
     for family, kind, proto, _, sockaddr in infos:
