@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.cli import revision
+from benchmarks.procs import publish
 from benchmarks.recovery import LOG_EVERY, SCRIPTS, TARGETS, Session, cluster_lock, log, rank_of, records, run
 
 
@@ -171,11 +172,7 @@ def main(argv=None) -> int:
             report.update(goodput_run(session, args.target, args.epochs, args.every, Path(tmp)))
         finally:
             run([SCRIPTS / "cluster" / "down.sh", state], os.environ, 300, check=False)
-    report["load_average_before_after"] = [list(load_before), list(os.getloadavg())]
-    text = report_text(report)
-    print(text)
-    if args.output:
-        Path(args.output).write_text(text + "\n")
+    publish(report, load_before, args.output, report_text)
     return 0
 
 

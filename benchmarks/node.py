@@ -12,7 +12,6 @@ step logged" is read off rank 0's streamed log. The JSON report goes to stdout; 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -22,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.procs import MNIST_DIR, REPO_ROOT
+from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish
 
 SCRIPTS = REPO_ROOT / "scripts"
 NAMESPACE = "jax-bench"
@@ -125,11 +124,7 @@ def main(argv=None) -> int:
     report["runs"] = runs
     report["median"] = {key: statistics.median(r[key] for r in runs if key in r)
                         for key in runs[0]}
-    report["load_average_before_after"] = [list(load_before), list(os.getloadavg())]
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.output:
-        Path(args.output).write_text(text + "\n")
+    publish(report, load_before, args.output)
     return 0
 
 

@@ -139,3 +139,13 @@ def run_json(module: str, args: list[str], timeout: float = 600) -> dict:
     if done.returncode:
         raise RunFailed(f"{module} exited with {done.returncode}: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def publish(report: dict, load_before: tuple, output: str | None, text=lambda r: json.dumps(r, indent=2)) -> None:
+    """A real-node report's end: the load average before and after, the report on stdout and, with
+    --output, in that file."""
+    report["load_average_before_after"] = [list(load_before), list(os.getloadavg())]
+    written = text(report)
+    print(written)
+    if output:
+        Path(output).write_text(written + "\n")

@@ -50,7 +50,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.cli import revision
-from benchmarks.procs import MNIST_DIR, REPO_ROOT
+from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish
 from generator.targets import KUBERNETES as TARGETS, workload
 
 SCRIPTS = REPO_ROOT / "scripts"
@@ -446,11 +446,7 @@ def main(argv=None) -> int:
                         "runs": runs, "median": summarize(runs) if runs else None, "errors": errors}
         finally:
             subprocess.run([str(SCRIPTS / "cluster" / "down.sh"), str(state)], capture_output=True, timeout=300)
-    report["load_average_before_after"] = [list(load_before), list(os.getloadavg())]
-    text = json.dumps(report, indent=2, ensure_ascii=False)
-    print(text)
-    if args.output:
-        Path(args.output).write_text(text + "\n")
+    publish(report, load_before, args.output, lambda r: json.dumps(r, indent=2, ensure_ascii=False))
     return 0
 
 
