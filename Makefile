@@ -1,7 +1,9 @@
-# Entry points. Everything is installed by scripts/setup.sh into ${JAXT_CACHE:-~/.cache/jax-training}.
+# Entry points. scripts/setup.sh installs Python into this checkout's own virtualenv (.venv, or
+# JAXT_VENV / VENV=DIR), and the tools, keyed by content, into ${JAXT_CACHE:-~/.cache/jax-training}.
 SHELL := /bin/bash
-JAXT_CACHE ?= $(HOME)/.cache/jax-training
-VENV ?= $(JAXT_CACHE)/venv
+VENV ?= $(or $(JAXT_VENV),$(CURDIR)/.venv)
+export JAXT_VENV := $(VENV)
+export JAXT_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/jax-training
 PY := $(VENV)/bin/python
 # A local copy of the MNIST files; the demo reads it through a file:// mirror (sha256-verified).
 MNIST_DIR ?= $(abspath ../shared/data/mnist)
@@ -14,7 +16,7 @@ BINDIR ?= $(HOME)/.local/bin
 .PHONY: demo install test test-fast setup generate check-generated golden bench help
 help:
 	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
-	@echo "make install     set up, then link jaxgen and jax-trainer into $(BINDIR)"
+	@echo "make install     set up, then link jaxgen, jax-trainer and helm (built with Go) into $(BINDIR)"
 	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
 	@echo "make test-fast   the tests that need no cluster or SLURM, less those marked slow"
 	@echo "make generate    write every generated file from its one home (scripts/generate.py): the chart's"
@@ -31,18 +33,19 @@ demo:
 	$(VENV)/bin/jaxgen run --local $(DEMO_FILE) $(DEMO_SET)
 
 install:
-	scripts/setup.sh python
+	scripts/setup.sh python helm
 	mkdir -p "$(BINDIR)"
 	ln -sfn "$(VENV)/bin/jaxgen" "$(BINDIR)/jaxgen"
 	ln -sfn "$(VENV)/bin/jax-trainer" "$(BINDIR)/jax-trainer"
-	@echo "jaxgen and jax-trainer are in $(BINDIR)"
+	ln -sfn "$(JAXT_CACHE)/bin/helm" "$(BINDIR)/helm"
+	@echo "jaxgen, jax-trainer and helm are in $(BINDIR)"
 	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "$(BINDIR) is not on PATH: export PATH=\"$(BINDIR):\$$PATH\"";; esac
 
 test: setup
 	$(PY) -m pytest tests
 
 test-fast:
-	scripts/setup.sh python tools
+	scripts/setup.sh dev tools
 	$(PY) -m pytest tests -m "not e2e and not slow"
 
 generate:

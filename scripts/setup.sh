@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Set up everything the project needs, idempotently, cached outside the repository
-# (${JAXT_CACHE:-~/.cache/jax-training}):
-#   python   the virtualenv with jaxgen, the trainer and the test dependencies, and a wheelhouse of
-#            the project's dependencies (the wheel test installs the built wheel from it, offline)
+# Set up everything the project needs, idempotently. The Python environment belongs to the checkout
+# (./.venv, or $JAXT_VENV); what is keyed by its content (Go tools, the wheelhouse, images, pip's
+# cache) is shared between checkouts in ${JAXT_CACHE:-~/.cache/jax-training}:
+#   python   the virtualenv with jaxgen and the trainer (the demo's needs: the trainer and plot extras)
+#   dev      python plus the test dependencies, and a wheelhouse of the project's dependencies (the
+#            wheel test installs the built wheel from it, offline)
+#   helm     helm alone (built with go install: needs Go)
 #   tools    helm, kubeconform, kube-linter (built with go install)
 #   cluster  etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kwok, CoreDNS,
 #            the JobSet controller, the training-operator, the Kubeflow Trainer v2 controller and
@@ -10,45 +13,61 @@
 #   node     containerd, runc, CNI plugins, buildah, debootstrap from Debian's packages, and the
 #            trainer image built from trainer/Dockerfile (the real-node e2e tier)
 #   slurm    slurmctld, slurmd and munge from Debian's packages (e2e tier)
-# Usage: scripts/setup.sh [python|tools|cluster|node|slurm|all]...   (default: all)
+# Usage: scripts/setup.sh [python|dev|helm|tools|cluster|node|slurm|all]...   (default: all)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
+# setup_python EXTRAS: an editable install of this checkout with EXTRAS (trainer,plot or test) into
+# $JAXT_VENV, redone when pyproject.toml, the checkout or the extras change. A venv with the test
+# extras has the demo's too.
 setup_python() {
-  local stamp="$JAXT_VENV/.jax-training-install" want
-  want="$(cat "$JAXT_ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1) $JAXT_ROOT"
+  local extras="$1" stamp="$JAXT_VENV/.jax-training-install" key have
+  key="$(sha256sum <"$JAXT_ROOT/pyproject.toml" | cut -d' ' -f1) $JAXT_ROOT"
+  have="$(cat "$stamp" 2>/dev/null || true)"
+  { [ "$have" = "$key test" ] || [ "$have" = "$key $extras" ]; } && return 0
   if [ ! -x "$JAXT_VENV/bin/python" ]; then
     log "creating virtualenv $JAXT_VENV"
     python3 -m venv "$JAXT_VENV"
   fi
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    log "installing jax-training[test] into $JAXT_VENV"
-    "$JAXT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$JAXT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$JAXT_ROOT[test]"
-    log "collecting the wheels of jax-training[trainer]'s dependencies into $JAXT_CACHE/wheelhouse"
-    # The requirements as installed (not the project itself: building it here would write build/).
-    mapfile -t requirements < <("$JAXT_VENV/bin/python" -c '
+  log "installing jax-training[$extras] into $JAXT_VENV"
+  local pip=("$JAXT_VENV/bin/python" -m pip --disable-pip-version-check)
+  "${pip[@]}" install --quiet --upgrade pip
+  "${pip[@]}" install --quiet -e "$JAXT_ROOT[$extras]"
+  echo "$key $extras" >"$stamp"
+}
+
+# The wheels of jax-training[trainer,plot]'s dependencies, for the offline installs of the wheel and
+# checkout tests (once per pyproject.toml).
+fill_wheelhouse() {
+  local stamp="$JAXT_VENV/.jax-training-wheelhouse" key
+  key="$(sha256sum <"$JAXT_ROOT/pyproject.toml" | cut -d' ' -f1)"
+  [ "$(cat "$stamp" 2>/dev/null || true)" = "$key" ] && return 0
+  log "collecting the wheels of jax-training[trainer,plot]'s dependencies into $JAXT_CACHE/wheelhouse"
+  # The requirements as installed (not the project itself: building it here would write build/).
+  local requirements
+  mapfile -t requirements < <("$JAXT_VENV/bin/python" -c '
 import importlib.metadata as m, re
 for r in m.requires("jax-training"):
     name, _, marker = r.partition(";")
-    if not marker or re.search(r"extra == .trainer.", marker):
+    if not marker or re.search(r"extra == .(trainer|plot).", marker):
         print(name.strip())')
-    "$JAXT_VENV/bin/python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$JAXT_CACHE/wheelhouse" \
-      "setuptools>=77" "${requirements[@]}"
-    echo "$want" > "$stamp"
-  fi
+  "$JAXT_VENV/bin/python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$JAXT_CACHE/wheelhouse" \
+    "setuptools>=77" "${requirements[@]}"
+  echo "$key" >"$stamp"
 }
 
 run_part() {
   case "$1" in
-    python) setup_python ;;
+    python) setup_python trainer,plot ;;
+    dev) setup_python test && fill_wheelhouse ;;
+    helm) "$JAXT_ROOT/scripts/tools.sh" helm ;;
     tools) "$JAXT_ROOT/scripts/tools.sh" ;;
     cluster) "$JAXT_ROOT/scripts/cluster/build.sh" ;;
     node) "$JAXT_ROOT/scripts/cluster/node-setup.sh" ;;
     slurm) "$JAXT_ROOT/scripts/slurm/setup.sh" ;;
-    all) for part in python tools cluster node slurm; do run_part "$part"; done ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown part '$1' (python, tools, cluster, node, slurm, all)" ;;
+    all) for part in dev tools cluster node slurm; do run_part "$part"; done ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown part '$1' (python, dev, helm, tools, cluster, node, slurm, all)" ;;
   esac
 }
 

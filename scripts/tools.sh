@@ -3,6 +3,7 @@
 #   helm v4 (stamped), kubeconform, kube-linter, yaml-decode — built from source through the Go module proxy
 #   (`go install`; kube-linter through a wrapper module, see below) — and the offline schemas kubeconform validates against (core kinds from the kubernetes-validate
 #   wheel, CRDs from ../shared/crds).
+# Usage: scripts/tools.sh [helm]   (helm: helm alone, all a user needs; Go builds it)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
@@ -12,6 +13,10 @@ KUBE_LINTER_VERSION=v0.8.3
 
 go_tool helm helm.sh/helm/v4/cmd/helm "$HELM_VERSION" \
   "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
+if [ "${1:-}" = helm ]; then
+  log "helm ready in $JAXT_BIN: $("$JAXT_BIN/helm" version --short)"
+  exit 0
+fi
 go_tool kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION" \
   "-X main.version=$KUBECONFORM_VERSION"
 
@@ -67,7 +72,7 @@ build_yaml_decode
 SCHEMA_DIR="$JAXT_CACHE/kubeconform-schemas"
 CRDS_DIR="$(cd "$JAXT_ROOT/.." && pwd)/shared/crds"
 PYTHON="$JAXT_VENV/bin/python"
-[ -x "$PYTHON" ] || die "no venv at $JAXT_VENV (run scripts/setup.sh python first)"
+[ -x "$PYTHON" ] || die "no venv with the test extras at $JAXT_VENV (run scripts/setup.sh dev first)"
 read -r -a KUBERNETES_SCHEMA_VERSIONS < <(cd "$JAXT_ROOT" && "$PYTHON" -m generator.kubernetes_versions)
 [ -d "$CRDS_DIR" ] || die "CRDs not found at $CRDS_DIR"
 stamp="$( { "$PYTHON" -c 'import kubernetes_validate.version as v; print(v.__version__)'

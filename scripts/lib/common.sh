@@ -4,7 +4,8 @@
 JAXT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 JAXT_CACHE="${JAXT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jax-training}"
 JAXT_BIN="$JAXT_CACHE/bin"
-JAXT_VENV="${JAXT_VENV:-$JAXT_CACHE/venv}"
+# The checkout's own virtualenv: another checkout's set-up never replaces the code this one runs.
+JAXT_VENV="${JAXT_VENV:-$JAXT_ROOT/.venv}"
 # The build folder prepare.sh writes and run.sh and clean.sh read when none is given: not build/,
 # which setuptools writes (and jaxgen would refuse to replace a folder it did not make).
 DEFAULT_BUILD_DIR=rendered
@@ -22,7 +23,7 @@ go_tool() {
   local name="$1" pkg="$2" version="$3" ldflags="${4:-}"
   local dir="$JAXT_CACHE/tools/$name-$version"
   if [ ! -x "$dir/$name" ]; then
-    command -v go >/dev/null || die "go is required to build $name"
+    command -v go >/dev/null || die "Go is required to build $name: https://go.dev/doc/install"
     log "building $name $version (cached in $dir)"
     mkdir -p "$dir.tmp"
     GOBIN="$dir.tmp" GOFLAGS=-mod=mod CGO_ENABLED=0 \

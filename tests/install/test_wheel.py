@@ -5,7 +5,6 @@ directory outside the checkout, so that nothing can be imported from the source 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import venv
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.checkout import tracked_copy
 from tests.support.paths import CACHE, EXAMPLES_DIR, REPO_ROOT
 from tests.support.procs import free_port, start, wait_all
 
@@ -21,23 +21,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 WHEELHOUSE = CACHE / "wheelhouse"
 
 
-def tracked_copy(dest: Path) -> Path:
-    """The files git tracks (a clean clone's view: no build/, no egg-info), links kept as links."""
-    names = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True).stdout
-    for name in filter(None, names.decode().split("\0")):
-        source, target = REPO_ROOT / name, dest / name
-        if not source.exists() and not source.is_symlink():
-            continue  # deleted in the working tree, not yet committed
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target, follow_symlinks=False)
-    return dest
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> tuple[Path, str]:
     """(the fresh virtualenv's bin directory, the output of building the wheel)."""
     if not any(WHEELHOUSE.glob("jax-*.whl")):
-        pytest.fail(f"{WHEELHOUSE} has no jax wheel: run scripts/setup.sh python")
+        pytest.fail(f"{WHEELHOUSE} has no jax wheel: run scripts/setup.sh dev")
     root = tmp_path_factory.mktemp("wheel")
     source = tracked_copy(root / "source")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # as on a user's machine
