@@ -48,8 +48,9 @@ class _Group(click.Group):
 def cli() -> None:
     """Validate jax-training variables files and render their manifests.
 
-    A variables file is JSON or YAML; unset keys take the defaults of
-    charts/jax-training/values.yaml. `jaxgen schema` prints every key.
+    A variables file is JSON or YAML; unset keys take the defaults that
+    `jaxgen defaults` prints (charts/jax-training/values.yaml). `jaxgen schema`
+    prints the JSON Schema.
     """
 
 
@@ -87,7 +88,10 @@ def render(file, extra_files, sets, set_strings, set_jsons, target, release_name
         click.echo(f"warning: {warning}", err=True)
     engine = engine_of(values)
     if output_dir is not None:
-        write_directory(Path(output_dir), {**engine.files(values, fmt), **extra})
+        files = engine.files(values, fmt)
+        write_directory(Path(output_dir), {**files, **extra})
+        click.echo(f"wrote {len(files)} file(s) into {output_dir}: {', '.join(files)}"
+                   + (" (and release/)" if extra else ""), err=True)
     else:
         click.echo(engine.stream(values, fmt), nl=False)
 
@@ -109,6 +113,15 @@ def validate(files):
             click.echo(f"{path}: valid")
     if invalid:
         sys.exit(EXIT_INVALID)
+
+
+@cli.command()
+def defaults():
+    """Print every key's default, each with its description (the chart's values.yaml, which
+    `helm show values charts/jax-training` prints too)."""
+    from .paths import VALUES_FILE
+
+    click.echo(VALUES_FILE.read_text(), nl=False)
 
 
 @cli.command()

@@ -36,6 +36,7 @@ import click
 from trainer import contract, exit_codes, outputs
 from trainer.config import fields_named, flag
 from trainer.contract import PROCESS_ENV
+from trainer.extras import missing
 
 from .errors import UserError
 from .options import variables_files, variables_options
@@ -443,6 +444,8 @@ def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, 
     values = load_values(variables_files(file, extra_files), sets, target, set_jsons=set_jsons, set_strings=set_strings)
     if values["target"] not in LOCAL_TARGETS:
         raise UserError(f"target: {values['target']!r} cannot run locally; use one of {', '.join(LOCAL_TARGETS)}")
+    if not values["program"]["command"] and (problem := missing("jax", "trainer", "jaxgen run (the built-in trainer)")):
+        raise UserError(problem)
     docs = render_documents(local_values(values))
     run_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix=f"jaxgen-{values['name']}-"))
     kept = None if discard else outputs_dir.resolve()

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from trainer.extras import missing
+
 from .errors import UserError, excerpt
 
 
@@ -106,5 +108,7 @@ def draw(records: list[dict], output: Path, title: str) -> None:
               show_default=True, help="Image to write (format from the suffix: png, svg, pdf).")
 def plot_command(metrics, output):
     """Draw loss and accuracy curves from a trainer's metrics.jsonl."""
+    if problem := missing("matplotlib", "plot", "jaxgen plot"):
+        raise UserError(problem)
     draw(read_records(metrics), output, str(metrics))
     click.echo(f"wrote {output}")

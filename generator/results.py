@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from trainer import outputs
+from trainer.extras import missing
 
 from .errors import UserError
 from .plot import curves, draw, read_records
@@ -38,10 +39,8 @@ def draw_curves(directory: Path) -> Path | None:
     records = read_records(metrics)
     if not any(curves(records)):
         return None
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        click.echo("note: no curves.png: matplotlib is not installed (pip install 'jax-training[plot]')", err=True)
+    if problem := missing("matplotlib", "plot", "curves.png"):
+        click.echo(f"note: no curves.png: {problem}", err=True)
         return None
     target = directory / outputs.CURVES
     draw(records, target, directory.name)

@@ -39,7 +39,8 @@ def read_document(path: str) -> dict:
             with open(path, encoding="utf-8") as stream:
                 text = stream.read(MAX_CHARACTERS + 1)
     except FileNotFoundError:
-        raise UserError(f"{label}: no such file") from None
+        raise UserError(f"{label}: no such file (examples: variables/examples/ in the repository; "
+                        "no FILE at all renders the defaults, which `jaxgen defaults` prints)") from None
     except IsADirectoryError:
         raise UserError(f"{label}: is a directory, not a variables file") from None
     except OSError as exc:

@@ -59,7 +59,4 @@ jaxgen_args+=(--namespace "${namespace:-default}")
 
 # One reading of the variables (a pipe or /dev/stdin can be read once) renders the manifests and
 # the release's files (release/: not applied with the job), all written or none.
-jaxgen render "$file" "${jaxgen_args[@]}" -o "$out" --release
-rendered=0
-for f in "$out"/*.yaml "$out"/*.json "$out"/*.sbatch; do [ -f "$f" ] && rendered=$((rendered + 1)); done
-log "valid; rendered $rendered file(s) into $out"
+jaxgen render "$file" "${jaxgen_args[@]}" -o "$out" --release  # says what it wrote

@@ -9,7 +9,8 @@ import sys
 
 from trainer import config
 from trainer.cluster import resolve_cluster
-from trainer.errors import TrainerError, as_peer_lost, report
+from trainer.errors import ConfigError, TrainerError, as_peer_lost, report
+from trainer.extras import missing
 
 
 def _cluster_args(p: argparse.ArgumentParser, train: bool) -> None:
@@ -54,9 +55,12 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     spec = None
     try:
+        if problem := missing("jax", "trainer", parser.prog):  # every command computes with jax or numpy
+            raise ConfigError(problem)
         if args.command == "evaluate":
             from trainer.inference import evaluate
 

@@ -105,3 +105,12 @@ def test_every_trainer_setting_is_a_variable_or_says_why_not():
     for f in dataclasses.fields(TrainConfig):
         meta = f.metadata
         assert meta["variable"] or meta["hidden"] or meta["internal"], f"--{f.name}: no variable and no reason"
+
+
+def test_jaxgen_defaults_prints_what_helm_show_values_prints():
+    from tests.support.jaxgen import jaxgen
+
+    printed = jaxgen("defaults")
+    assert printed.exit_code == 0 and "# -- Number of hosts" in printed.stdout  # the values, commented
+    shown = helm("show", "values", str(CHART_DIR))
+    assert shown.returncode == 0 and shown.stdout.rstrip("\n") == printed.stdout.rstrip("\n")  # helm adds a newline

@@ -60,10 +60,10 @@ def test_indexed_job_prepare_run_clean_twice(real, tmp_path):
         assert cluster.release_objects(name) == []
 
 
-# The columns that show a TrainJob's progress, as README.md documents them (Trainer v2.3's own
+# The columns that show a TrainJob's progress, as docs/kubernetes.md documents them (Trainer v2.3's own
 # columns are its state and age).
 PROGRESS_COLUMNS = re.search(r"kubectl get trainjob NAME -o custom-columns='([^']+)'",
-                             (REPO_ROOT / "README.md").read_text())[1]
+                             (REPO_ROOT / "docs" / "kubernetes.md").read_text())[1]
 
 
 def progress_shown(cluster, name: str, run) -> str | None:

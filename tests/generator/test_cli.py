@@ -17,9 +17,24 @@ SEED = str(EXAMPLES_DIR / "seed.json")
 
 def test_version_and_help():
     assert jaxgen("--version").stdout.startswith("jaxgen, version ")
-    for command in ([], ["render"], ["validate"], ["schema"]):
+    for command in ([], ["render"], ["validate"], ["schema"], ["defaults"]):
         result = jaxgen(*command, "--help")
         assert result.exit_code == 0 and "Usage:" in result.stdout
+
+
+def test_render_o_says_what_it_wrote(tmp_path):
+    result = jaxgen("render", SEED, "-o", str(tmp_path / "out"))
+    assert result.exit_code == 0 and result.stdout == ""
+    written = sorted(p.name for p in (tmp_path / "out").glob("*.yaml"))
+    assert f"wrote 2 file(s) into {tmp_path / 'out'}: " in result.stderr
+    assert all(name in result.stderr for name in written) and len(written) == 2
+
+
+def test_a_missing_file_points_at_the_examples(tmp_path):
+    result = jaxgen("render", "variables.json")
+    assert result.exit_code == 2 and "variables.json: no such file" in result.stderr
+    hint = result.stderr.split("examples: ", 1)[1].split(" ", 1)[0]
+    assert (REPO_ROOT / hint).is_dir() and any((REPO_ROOT / hint).glob("*.json")), hint
 
 
 def test_schema_prints_the_schema_file():
@@ -149,7 +164,7 @@ def test_the_outputs_on_an_emptydir_are_a_warning_and_a_claim_keeps_them(target,
     assert default.exit_code == 0 and default.stderr == f"warning: {EMPTYDIR_WARNING}\n"
     assert all(doc["kind"] != "PersistentVolumeClaim" for doc in default.documents())
     kept = jaxgen("render", "--target", target, "--set", "persistence.enabled=true", "-o", str(tmp_path / "out"))
-    assert kept.exit_code == 0 and kept.stderr == ""
+    assert kept.exit_code == 0 and kept.stderr.startswith("wrote ") and "warning" not in kept.stderr
     # kubectl apply -f DIR takes the files by name: the claim before the job whose pods mount it.
     files = sorted(p.name for p in (tmp_path / "out").glob("*.yaml"))
     assert files[0] == "0-persistentvolumeclaim-jax-training-outputs.yaml" and len(files) > 1

@@ -30,8 +30,8 @@ def between(text: str, start: str, end: str) -> str:
     return text[head:text.index(end, head)]
 
 
-def readme(start: str, end: str) -> Callable[[], str]:
-    return lambda: between((REPO_ROOT / "README.md").read_text(), start, end)
+def readme(start: str, end: str, name: str = "README.md") -> Callable[[], str]:
+    return lambda: between((REPO_ROOT / name).read_text(), start, end)
 
 
 def chart_readme() -> str:
@@ -103,7 +103,8 @@ PASSAGES = {
                             every_target),
     "README diagram": Passage(readme("jaxgen render ──►", "\n"), kubernetes),
     "README target key": Passage(readme("| `target` |", "\n"), every_target, by_id),
-    "README own program pod specs": Passage(readme("through `program.command` for the", "pod specs"), local),
+    "own program pod specs": Passage(readme("through `program.command` for the", "pod specs", "docs/own-program.md"),
+                                     local),
     "chart README targets": Passage(chart_readme, every_target, by_id),
     "Chart.yaml description": Passage(chart_description, kubernetes),
     "pyproject description": Passage(package_description, every_target),

@@ -1,5 +1,6 @@
-"""README's install step puts the commands on PATH, and the README's first command after it works as
-printed: the block under "## Install" runs line by line in a shell whose PATH has no virtualenv."""
+"""README's install step puts the commands on PATH (jaxgen, jax-trainer and helm), and the README's
+first command after it works as printed: the block under "## Install" runs line by line in a shell
+whose PATH has no virtualenv."""
 
 import os
 import re
@@ -32,6 +33,8 @@ def test_the_readme_install_step_puts_jaxgen_on_path(tmp_path):
                               timeout=240, stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, f"{line}: {proc.stderr[-2000:]}"
     assert (bindir / "jaxgen").exists() and (bindir / "jax-trainer").exists()
+    helm = subprocess.run(["helm", "version", "--short"], env=env, capture_output=True, text=True, timeout=60)
+    assert helm.returncode == 0 and helm.stdout.startswith("v"), helm.stderr
     assert "kind: Job" in proc.stdout and "kind: Service" in proc.stdout  # the render, printed
     trainer = subprocess.run(["jax-trainer", "train", "--help"], env=env, capture_output=True, text=True, timeout=60)
     assert trainer.returncode == 0 and "--epochs" in trainer.stdout, trainer.stderr

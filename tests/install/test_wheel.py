@@ -22,8 +22,8 @@ WHEELHOUSE = CACHE / "wheelhouse"
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> tuple[Path, str]:
-    """(the fresh virtualenv's bin directory, the output of building the wheel)."""
+def built(tmp_path_factory) -> tuple[Path, str]:
+    """(the wheel built from the tracked files, the output of building it)."""
     if not any(WHEELHOUSE.glob("jax-*.whl")):
         pytest.fail(f"{WHEELHOUSE} has no jax wheel: run scripts/setup.sh dev")
     root = tmp_path_factory.mktemp("wheel")
@@ -35,14 +35,33 @@ def installed(tmp_path_factory) -> tuple[Path, str]:
         capture_output=True, text=True, timeout=300, env=env)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     [wheel] = (root / "dist").glob("jax_training-*.whl")
+    return wheel, build.stdout + build.stderr
+
+
+def install(root: Path, requirement: str) -> Path:
+    """A fresh virtualenv in `root` with `requirement` installed offline; its bin directory."""
     venv.create(root / "venv", with_pip=True)
     bin_dir = root / "venv" / "bin"
-    install = subprocess.run(
+    proc = subprocess.run(
         [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index",
-         "--find-links", str(WHEELHOUSE), f"{wheel}[trainer]"],
+         "--find-links", str(WHEELHOUSE), requirement],
         capture_output=True, text=True, timeout=400)
-    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
-    return bin_dir, build.stdout + build.stderr
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return bin_dir
+
+
+@pytest.fixture(scope="module")
+def installed(built, tmp_path_factory) -> tuple[Path, str]:
+    """(the bin directory of a virtualenv with the wheel and its trainer extra, the output of building it)."""
+    wheel, output = built
+    return install(tmp_path_factory.mktemp("trainer"), f"{wheel}[trainer]"), output
+
+
+@pytest.fixture(scope="module")
+def bare(built, tmp_path_factory) -> Path:
+    """The bin directory of a virtualenv with the wheel alone: jaxgen's needs, no jax, no matplotlib."""
+    wheel, _ = built
+    return install(tmp_path_factory.mktemp("bare"), str(wheel))
 
 
 def run(bin_dir: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess:
@@ -102,3 +121,23 @@ def test_the_bring_your_own_example_from_the_wheel_runs_as_two_processes(install
     assert codes == [0, 0], "\n".join(p.output for p in procs)
     for rank, proc in enumerate(procs):
         assert f"process {rank}/2: 1 local of 2 devices, psum of process ids = 1 (expected 1)" in proc.output
+
+
+@pytest.mark.parametrize(("argv", "extra"), [
+    (("jax-trainer", "query"), "trainer"),
+    (("jax-trainer", "evaluate", "--model", "model"), "trainer"),
+    (("jaxgen", "run", str(EXAMPLES_DIR / "cpu-local.json")), "trainer"),
+    (("jaxgen", "plot", "metrics.jsonl", "-o", "curves.png"), "plot"),
+])
+def test_a_command_without_its_extra_names_the_extra_in_one_line(bare, tmp_path, argv, extra):
+    (tmp_path / "metrics.jsonl").write_text('{"event": "step", "step": 1, "loss": 2.0}\n')
+    proc = run(bare, tmp_path, *argv)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and f"pip install 'jax-training[{extra}]'" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_the_commands_that_need_no_extra_work_without_them(bare, tmp_path):
+    assert run(bare, tmp_path, "jax-trainer", "train", "--help").returncode == 0
+    proc = run(bare, tmp_path, "jaxgen", "render", str(EXAMPLES_DIR / "seed.json"))
+    assert proc.returncode == 0 and "kind: Job" in proc.stdout, proc.stderr

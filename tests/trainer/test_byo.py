@@ -149,7 +149,7 @@ def test_the_call_jaxgen_tells_an_own_program_to_make_brings_up_two_processes(tm
         assert f"process {rank} of 2, 2 devices" in proc.output, proc.output
 
 
-def test_the_readme_shows_each_targets_call():
-    readme = (REPO_ROOT / "README.md").read_text()
+def test_the_guide_shows_each_targets_call():
+    readme = (REPO_ROOT / "docs" / "own-program.md").read_text()
     for target in KUBERNETES:
         assert target_of(target).own_program_init in readme, target
