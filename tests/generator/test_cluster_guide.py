@@ -1,0 +1,34 @@
+"""docs/your-cluster.md stays true: the versions it names are the ones scripts/cluster/versions.sh
+reads from the test control plane's go.mod files, and every option it gives a project script is
+one that script's --help documents."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from tests.support.paths import REPO_ROOT, SCRIPTS_DIR
+
+GUIDE = (REPO_ROOT / "docs" / "your-cluster.md").read_text()
+
+
+def test_every_version_the_guide_names_is_pinned_by_versions_sh():
+    names = sorted(set(re.findall(r"\b([A-Z_]+_VERSION)\b", GUIDE)))
+    assert {"JOBSET_VERSION", "TRAINING_OPERATOR_VERSION", "TRAINER_VERSION", "KUEUE_VERSION"} <= set(names)
+    script = "source scripts/cluster/versions.sh; " + "; ".join(f'echo "{n}=${n}"' for n in names)
+    out = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30, check=True)
+    versions = dict(line.split("=", 1) for line in out.stdout.splitlines())
+    for name in names:
+        assert re.fullmatch(r"v\d+\.\d+\.\d+", versions[name]), f"{name}={versions[name]!r}"
+
+
+def test_every_script_option_in_the_guide_is_documented_by_the_script():
+    blocks = "\n".join(re.findall(r"```sh\n(.*?)```", GUIDE, re.S)).replace("\\\n", " ")
+    calls = re.findall(r"scripts/([\w-]+\.sh)([^\n#]*)", blocks)
+    assert {script for script, _ in calls} >= {"image.sh", "prepare.sh", "run.sh", "clean.sh"}
+    for script, args in calls:
+        usage = subprocess.run(["bash", str(SCRIPTS_DIR / script), "--help"], capture_output=True, text=True,
+                               timeout=30)
+        assert usage.returncode == 0, usage.stderr
+        for option in re.findall(r"(?<!\S)(--[\w-]+)", args):
+            assert option in usage.stdout, f"scripts/{script} {option}: not in its --help"
