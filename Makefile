@@ -33,10 +33,11 @@ demo:
 	$(VENV)/bin/jaxgen run --local $(DEMO_FILE) $(DEMO_SET)
 
 install:
-	scripts/setup.sh python helm
+	scripts/setup.sh python
 	mkdir -p "$(BINDIR)"
 	ln -sfn "$(VENV)/bin/jaxgen" "$(BINDIR)/jaxgen"
 	ln -sfn "$(VENV)/bin/jax-trainer" "$(BINDIR)/jax-trainer"
+	scripts/setup.sh helm
 	ln -sfn "$(JAXT_CACHE)/bin/helm" "$(BINDIR)/helm"
 	@echo "jaxgen, jax-trainer and helm are in $(BINDIR)"
 	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "$(BINDIR) is not on PATH: export PATH=\"$(BINDIR):\$$PATH\"";; esac
