@@ -12,7 +12,7 @@ import pytest
 from tests.support.checkout import tracked_copy
 from tests.support.paths import BIN, CACHE
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 DOCSTRING = "Validate jax-training variables files and render their manifests."
 
@@ -43,7 +43,7 @@ def test_two_checkouts_set_up_one_after_the_other_each_run_their_own_code(tmp_pa
         cli.write_text(cli.read_text().replace(DOCSTRING, f"{DOCSTRING} (the {name} checkout)"))
         bindir = tmp_path / f"{name}-bin"
         proc = subprocess.run(["make", "install", f"BINDIR={bindir}"], cwd=root, env=offline_env(),
-                              capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
+                              capture_output=True, text=True, timeout=540, stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert (root / ".venv" / "bin" / "python").exists()  # the checkout's own virtualenv
         checkouts[name] = root, bindir
