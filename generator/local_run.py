@@ -35,7 +35,7 @@ from pathlib import Path
 import click
 
 from trainer import contract, exit_codes, outputs
-from trainer.config import FROM_VARIABLES_ENV, fields_named, flag
+from trainer.config import EPHEMERAL_OUTPUTS_ENV, FROM_VARIABLES_ENV, fields_named, flag
 from trainer.contract import PROCESS_ENV
 
 from .errors import UserError
@@ -160,6 +160,8 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
         for item in container.get("env", []):
             env[item["name"]] = _env_value(item, rank, hostname(values, rank), mounts)
         env.update(engine_env(t, rank, count, port))
+        if "emptyDir" in volumes.get(CHECKPOINTS_VOLUME, {}):
+            env[EPHEMERAL_OUTPUTS_ENV] = "1"  # its log lines do not point into a scratch folder as if it stayed
         job.plans.append(ProcessPlan(rank, hostname(values, rank), command + args, env))
     return job
 
@@ -467,6 +469,10 @@ def _finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) 
         return
     say(f"run {record.run_id} of {name} {status_of(code)} ({describe_exit(code)})"
         + (": no result" if code else ", leaving no summary") + f"; its record is in {record.path}")
+    if status_of(code) == "stopped" and source is not None:
+        say(f"a rerun of the same command resumes from {source / outputs.CHECKPOINTS}" if persistent else
+            "the checkpoints were on an emptyDir, gone with the run: a rerun starts over "
+            "(persistence.enabled=true keeps them)")
     if earlier is not None:
         say(f"the results of earlier runs are untouched: the newest finished one is {earlier}")
 

@@ -127,7 +127,7 @@ def history_line(run: Path, current: Path | None) -> str:
 
 def history(folder: Path) -> list[str]:
     current = latest(folder)
-    header = f"  {'run':<22} {'status':<20} {'accuracy':>8}  {'wall':>9}"
+    header = f"  {'run':<{len(new_run_id())}} {'status':<20} {'accuracy':>8}  {'wall':>9}"
     return [header] + [history_line(run, current) for run in runs(folder)]
 
 

@@ -145,8 +145,16 @@ def flag(f: dataclasses.Field) -> str:
 FROM_VARIABLES_ENV = "JAXT_SETTINGS_FROM_VARIABLES"
 
 
+# Set by `jaxgen run` when checkpoint.dir is an emptyDir: its scratch folder goes when the run ends.
+EPHEMERAL_OUTPUTS_ENV = "JAXT_OUTPUTS_EPHEMERAL"
+
+
 def from_variables() -> bool:
     return os.environ.get(FROM_VARIABLES_ENV) == "1"
+
+
+def ephemeral_outputs() -> bool:
+    return os.environ.get(EPHEMERAL_OUTPUTS_ENV) == "1"
 
 
 def named(name: str) -> str:
