@@ -147,7 +147,11 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
                 continue  # the host's /dev/shm serves local processes
             volume = volumes[mount["name"]]
             local = _volume_dir(volume, rank, run_dir, claims)
-            local.mkdir(parents=True, exist_ok=True)
+            try:
+                local.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise UserError(f"volume {mount['name']!r} at {mount['mountPath']}: {local} cannot be its directory: "
+                                f"{error.strerror or error}") from None
             if "emptyDir" in volume:
                 job.pod_dirs.append(local)
             job.volume_dirs.setdefault(mount["name"], {})[rank] = local

@@ -68,6 +68,7 @@ if $local_run; then
 fi
 
 load_release "$build"
+require_cluster
 # The target's facts (generator/targets.py), written by prepare.sh.
 [ -n "$KIND" ] || die "$build: target $TARGET has no Kubernetes job for run.sh to drive (submit a SLURM script with sbatch; a build folder from an older version: run prepare.sh again)"
 kind="$KIND" pods="$POD_SELECTOR" index_label="$INDEX_LABEL" ok="$SUCCEEDED"
@@ -96,7 +97,7 @@ if ! $replace && [ "$(kube get "$kind" "$NAME" --ignore-not-found -o go-template
   log "$what is queued and already admitted: following it (applying the build again would suspend it)"
 elif log "applying $build ($TARGET, $HOSTS_COUNT hosts) to namespace $NAMESPACE" &&
   ! kube apply --server-side --force-conflicts --field-manager jax-training -f "$build" 2>"$apply_err"; then
-  cat "$apply_err" >&2
+  sed 's/; if you choose to ignore these errors, turn validation off with --validate=false//' "$apply_err" >&2
   if grep -q "field is immutable" "$apply_err"; then
     die "$what already exists with a different spec; delete it first (scripts/clean.sh $build, or run.sh --replace)"
   fi

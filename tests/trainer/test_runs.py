@@ -3,6 +3,8 @@ touches none of the earlier ones, and two runs of one job never run at once."""
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -42,6 +44,11 @@ def test_a_rerun_keeps_the_earlier_results_and_latest_names_the_newest(tmp_path)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr
     [one] = job_runs(outputs)
     model = (one / "model" / "model.safetensors").read_bytes()
+    # The checkpoints were on an emptyDir (the default): no log line points into the scratch folder.
+    saved = [line for line in first.stdout.splitlines() if "checkpoint saved at step" in line]
+    assert saved and all("ckpt-0000000032.npz on an emptyDir, gone when the run ends" in line for line in saved)
+    scratch = re.search(r"scratch (\S+?),", first.stdout).group(1)
+    assert not [line for line in saved if scratch in line]
     assert os.readlink(outputs / "mnist-cpu" / "latest") == one.name  # relative: the folder can move
 
     second = jaxgen_run(outputs, "training.seed=1")  # other settings, same name
@@ -169,3 +176,25 @@ def test_a_fetched_cluster_run_is_kept_beside_the_earlier_runs(tmp_path):
     assert runs.latest(folder) == good and runs.read_record(failed)["status"] == "failed"
     assert kept.returncode == 1 and f"* {good.name}  finished" in kept.stdout
     assert f"  {failed.name}  failed (exit 1)" in kept.stdout and "result:" not in kept.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_stopped_emptydir_run_does_not_promise_a_resume(tmp_path):
+    argv = [sys.executable, "-m", "generator", "run", CPU_LOCAL, "--outputs", str(tmp_path / "outputs")]
+    for item in (*SMALL, "training.epochs=100"):
+        argv += ["--set", item]
+    proc = start(argv, tmp_path / "run.log")
+    try:
+        wait_for_text(proc, "[mnist-cpu-0] Rank 0: epoch 2/100", 200)
+        os.kill(proc.popen.pid, signal.SIGINT)
+        codes = wait_all([proc], 120)
+    finally:
+        kill(proc)
+    out = proc.output
+    assert codes == [130], out[-3000:]
+    assert "resumes here" not in out and "result:" not in out
+    assert "(preempted: its checkpoint is on an emptyDir, so a rerun starts over)" in out, out[-3000:]
+    assert "the checkpoints were on an emptyDir, gone with the run: a rerun starts over" in out
+    [stopped] = job_runs(tmp_path / "outputs")
+    assert runs.read_record(stopped)["status"] == "stopped"
