@@ -416,7 +416,7 @@ def collect(source: Path | None, staging: Path, since: float) -> bool:
         return False  # refused or stopped before it wrote anything: nothing here is this run's
     stale = [outputs.SUMMARY] if (source / outputs.SUMMARY).exists() and \
         (source / outputs.SUMMARY).stat().st_mtime < since else []
-    shutil.copytree(source, staging, dirs_exist_ok=True,
+    shutil.copytree(source, staging, symlinks=True, dirs_exist_ok=True,  # a link is kept as a link, never followed
                     ignore=shutil.ignore_patterns(outputs.CHECKPOINTS, outputs.XLA_CACHE, *stale))
     return (staging / outputs.SUMMARY).exists()
 
@@ -550,8 +550,10 @@ def _run(values: dict, docs: list[dict], kept: Path | None, work_dir: str | None
             code = 128 + stop.signum
         finally:
             runner.stop_all()  # nothing left running after an error either (a no-op once all exited)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            # The end is decided and nothing is left to stop: a late stop signal must not kill jaxgen while
+            # it keeps the results or exits (the interpreter's shutdown resets Python handlers, not an ignore).
+            for sig in previous:
+                signal.signal(sig, signal.SIG_IGN)
         _finish(job, values["name"], record, code, runner.say)
     finally:
         if work_dir or keep:
