@@ -19,7 +19,7 @@ from trainer import models  # the model registry's facts (no jax import)
 from trainer.contract import (ANNOTATIONS_MAX_BYTES, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, MAX_GPUS_PER_HOST, PROCESS_ENV,
                               SYSTEM_DIRS)
 
-from . import engines, kueue
+from . import engines, kueue, set_values
 from .errors import EXCERPT, excerpt
 from .names import longest_hostname, outputs_claim, rendered_claim
 from .paths import SCHEMA_FILE
@@ -89,16 +89,48 @@ def schema_errors(values: dict) -> list[str]:
             # Name each unknown key's own path, so a typo points at itself.
             allowed = set(error.schema.get("properties", {}))
             for key in sorted(set(error.instance) - allowed):
-                errors.append(f"{json_path(path + [key])}: unknown key{_suggestion(key, allowed)}")
+                errors.append(f"{json_path(path + [key])}: unknown key{_suggestion(path + [key], allowed)}")
             continue
         if error.validator == "propertyNames":
             errors.append(f"{json_path(path)}: invalid key: {_message(error)}")
             continue
-        errors.append(f"{json_path(path)}: {_message(error)}")
+        errors.append(f"{json_path(path)}: {_message(error)}{_number_hint(error)}")
     return errors
 
 
-def _suggestion(key: str, allowed: set[str]) -> str:
+# Keys that were renamed: the old dotted key, and the key that replaced it.
+RENAMED = {
+    "training.hidden_sizes": "training.mlp.hidden_sizes",
+}
+
+
+def _dotted(parts) -> str:
+    """A path as --set spells it: training.mlp.hidden_sizes, program.args[0]."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
+
+
+def _number_hint(error) -> str:
+    """A number written where --set keeps it a string (Helm's --set types only integers: 0.05, 1e3
+    and 010 stay strings): say how to give it as a number."""
+    wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+    if error.validator != "type" or not isinstance(error.instance, str) or not {"number", "integer"} & set(wanted):
+        return ""
+    try:
+        float(error.instance)
+    except ValueError:
+        return ""
+    if not isinstance(set_values.typed(error.instance), str):
+        return ""  # --set would have typed it: it came quoted from a file or --set-string
+    key = _dotted(error.absolute_path)
+    return (f"; --set keeps {excerpt(error.instance)} a string, as Helm does: use "
+            f"--set-json {key}={excerpt(error.instance)}, or write it unquoted in a variables file")
+
+
+def _suggestion(parts: list, allowed: set[str]) -> str:
+    renamed = RENAMED.get(_dotted(parts))
+    if renamed:
+        return f"; it was renamed: use {renamed}"
+    key = parts[-1]
     close = difflib.get_close_matches(str(key), sorted(allowed), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else f" (allowed: {', '.join(sorted(allowed))})"
 

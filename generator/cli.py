@@ -29,9 +29,9 @@ def report(error: UserError, source: str | None = None) -> None:
 
 
 def fail(error: UserError) -> None:
-    """Report the error and exit 2."""
+    """Report the error and exit with its code (2 unless it names another)."""
     report(error)
-    sys.exit(EXIT_INVALID)
+    sys.exit(getattr(error, "exit_code", EXIT_INVALID))
 
 
 class _Group(click.Group):
@@ -134,11 +134,12 @@ def schema():
 
 from .local_run import run_command  # noqa: E402  (light: click and the standard library only)
 from .plot import plot_command  # noqa: E402  (matplotlib is imported inside the command)
-from .results import results_command  # noqa: E402
+from .results import keep_run_command, results_command  # noqa: E402
 
 cli.add_command(run_command)
 cli.add_command(plot_command)
 cli.add_command(results_command)
+cli.add_command(keep_run_command)
 
 
 def main() -> None:

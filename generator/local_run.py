@@ -28,19 +28,21 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
 from trainer import contract, exit_codes, outputs
-from trainer.config import fields_named, flag
+from trainer.config import EPHEMERAL_OUTPUTS_ENV, FROM_VARIABLES_ENV, fields_named, flag
 from trainer.contract import PROCESS_ENV
 from trainer.extras import missing
 
 from .errors import UserError
 from .options import variables_files, variables_options
 from .names import hostname
+from .runs import new_run_id
 from .targets import LOCAL as LOCAL_TARGETS, Target, restart_budget, target as target_of, workload
 
 # Variables of the surrounding shell that would change how the trainer resolves its ClusterSpec.
@@ -138,6 +140,7 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
     base_env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARIABLES}
     repo_root = str(Path(__file__).resolve().parents[1])  # so `-m trainer` works without installing
     base_env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, base_env.get("PYTHONPATH")) if p)
+    base_env[FROM_VARIABLES_ENV] = "1"  # the trainer's messages name variables, not its flags
     for rank in range(count):
         mounts = []
         for mount in container.get("volumeMounts", []):
@@ -145,7 +148,11 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
                 continue  # the host's /dev/shm serves local processes
             volume = volumes[mount["name"]]
             local = _volume_dir(volume, rank, run_dir, claims)
-            local.mkdir(parents=True, exist_ok=True)
+            try:
+                local.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise UserError(f"volume {mount['name']!r} at {mount['mountPath']}: {local} cannot be its directory: "
+                                f"{error.strerror or error}") from None
             if "emptyDir" in volume:
                 job.pod_dirs.append(local)
             job.volume_dirs.setdefault(mount["name"], {})[rank] = local
@@ -158,6 +165,8 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
         for item in container.get("env", []):
             env[item["name"]] = _env_value(item, rank, hostname(values, rank), mounts)
         env.update(engine_env(t, rank, count, port))
+        if "emptyDir" in volumes.get(CHECKPOINTS_VOLUME, {}):
+            env[EPHEMERAL_OUTPUTS_ENV] = "1"  # its log lines do not point into a scratch folder as if it stayed
         job.plans.append(ProcessPlan(rank, hostname(values, rank), command + args, env))
     return job
 
@@ -388,41 +397,98 @@ def outputs_of(job: LocalJob) -> Path | None:
     return Path(flags["--checkpoint-dir"]) / flags["--run-name"]
 
 
-def collect(source: Path, destination: Path) -> None:
-    """Copy a job's results (not its checkpoints or compilation cache) to `destination`, replacing it."""
-    staging = destination.with_name(f".{destination.name}.collecting")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        shutil.copytree(source, staging, ignore=shutil.ignore_patterns(outputs.CHECKPOINTS, outputs.XLA_CACHE))
-        shutil.rmtree(destination, ignore_errors=True)
-        os.replace(staging, destination)
-    except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise UserError(f"--outputs {destination.parent}: cannot collect the results: {error.strerror or error}") from None
+def _written_since(source: Path, since: float) -> bool:
+    """Whether anything in the outputs directory (not its checkpoints) was written since `since`."""
+    for path in source.rglob("*"):
+        if outputs.CHECKPOINTS in path.relative_to(source).parts[:1]:
+            continue
+        try:
+            if path.lstat().st_mtime >= since:
+                return True
+        except OSError:
+            pass
+    return False
 
 
-def _finish(job: LocalJob, name: str, outputs_dir: Path | None, say) -> None:
-    """Collect process 0's outputs into outputs_dir/<name> and print their summary."""
+def collect(source: Path | None, staging: Path, since: float) -> bool:
+    """Copy what this run wrote into `staging` (not the checkpoints or the compilation cache, nor a
+    summary an earlier run left in a persistent volume). Returns whether this run's summary is there."""
+    if source is None or not source.is_dir() or not _written_since(source, since):
+        return False  # refused or stopped before it wrote anything: nothing here is this run's
+    stale = [outputs.SUMMARY] if (source / outputs.SUMMARY).exists() and \
+        (source / outputs.SUMMARY).stat().st_mtime < since else []
+    shutil.copytree(source, staging, symlinks=True, dirs_exist_ok=True,  # a link is kept as a link, never followed
+                    ignore=shutil.ignore_patterns(outputs.CHECKPOINTS, outputs.XLA_CACHE, *stale))
+    return (staging / outputs.SUMMARY).exists()
+
+
+def status_of(code: int) -> str:
+    return "finished" if code == 0 else "stopped" if code - 128 in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) \
+        else "failed"
+
+
+@dataclass
+class RunRecord:
+    """One run of a job kept in <outputs>/<name>/<run_id>/ (generator/runs.py)."""
+
+    folder: Path  # <outputs>/<name>
+    run_id: str
+    started: float  # time.time()
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.run_id
+
+
+def _finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -> None:
+    """Keep this run's outputs in its own run folder, and print its result, or why there is none;
+    the results of earlier runs are never touched."""
+    from . import runs
     from .results import report
 
-    source = outputs_of(job)
-    if outputs_dir is None or source is None or not source.is_dir():
+    if record is None:
         return
-    persistent = not any(source == d or d in source.parents for d in job.pod_dirs)
-    destination = outputs_dir / name
-    collect(source, destination)
-    say(f"results of {name} collected in {destination}")
-    hint = (f"rerun the same command: it resumes from {source / outputs.CHECKPOINTS}" if persistent else
-            "none: the checkpoints were on an emptyDir, gone with the run; persistence.enabled=true keeps them")
-    report(destination, resume_hint=hint)
+    source = outputs_of(job)
+    persistent = source is not None and not any(source == d or d in source.parents for d in job.pod_dirs)
+    staging = record.folder / f".{record.run_id}.collecting"
+    try:
+        staging.mkdir(parents=True)
+        finished = collect(source, staging, record.started) and code == 0
+        ended = time.time()
+        runs.write_record(staging, {"run_id": record.run_id, "name": name, "status": status_of(code),
+                                    "exit_code": code, "started": round(record.started, 3),
+                                    "ended": round(ended, 3), "wall_seconds": round(ended - record.started, 1)})
+        os.rename(staging, record.path)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise UserError(f"--outputs {record.folder.parent}: cannot keep the run's results: "
+                        f"{error.strerror or error}") from None
+    earlier = runs.latest(record.folder)
+    if finished:
+        runs.set_latest(record.folder, record.run_id)
+        say(f"results of {name} kept in {record.path} (run {record.run_id}; {record.folder / runs.LATEST} "
+            f"is the newest; `jaxgen results {record.folder}` lists every run)")
+        hint = (f"rerun the same command: it resumes from {source / outputs.CHECKPOINTS}" if persistent else
+                "none: the checkpoints were on an emptyDir, gone with the run; persistence.enabled=true keeps them")
+        report(record.path, resume_hint=hint)
+        return
+    say(f"run {record.run_id} of {name} {status_of(code)} ({describe_exit(code)})"
+        + (": no result" if code else ", leaving no summary") + f"; its record is in {record.path}")
+    if status_of(code) == "stopped" and source is not None:
+        say(f"a rerun of the same command resumes from {source / outputs.CHECKPOINTS}" if persistent else
+            "the checkpoints were on an emptyDir, gone with the run: a rerun starts over "
+            "(persistence.enabled=true keeps them)")
+    if earlier is not None:
+        say(f"the results of earlier runs are untouched: the newest finished one is {earlier}")
 
 
 @click.command("run")
 @variables_options(LOCAL_TARGETS)
 @click.option("--local", "local", is_flag=True, hidden=True, help="Run on this machine (the default and only mode).")
 @click.option("--outputs", "outputs_dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_OUTPUTS,
-              show_default=True, help="Where the job's results are kept (<outputs>/<name>: model, metrics, "
-                                      "summary, curves) and its claims live (<outputs>/claims/<claim>).")
+              show_default=True, help="Where the job's results are kept (<outputs>/<name>/<run id>: model, metrics, "
+                                      "summary, curves; <outputs>/<name>/latest: the newest finished run) and its "
+                                      "claims live (<outputs>/claims/<claim>).")
 @click.option("--discard", is_flag=True, help="Keep nothing: claims and results go with the scratch directory.")
 @click.option("--work-dir", type=click.Path(file_okay=False), help="Scratch directory (emptyDir volumes; kept).")
 @click.option("--keep", is_flag=True, help="Keep the scratch directory (the pods' emptyDir volumes).")
@@ -434,10 +500,16 @@ def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, 
     backoff_limit times (jobset.max_restarts for jobset); a permanent error (exit 2, 3, 5, 6) fails
     at once, and a stop signal's 143 or a lost peer's 141 is not counted. Restarted processes get
     new emptyDir volumes, as new pods would; a persistentVolumeClaim (persistence.enabled) lives in
-    OUTPUTS/claims and outlives the run. At the end the results are collected into OUTPUTS/<name>
-    and summarized.
+    OUTPUTS/claims and outlives the run.
+
+    Every run keeps its results in a folder of its own, OUTPUTS/<name>/<run id>, and
+    OUTPUTS/<name>/latest points at the newest one that finished: a rerun, or a rerun that fails,
+    never replaces earlier results (`jaxgen results OUTPUTS/<name>` lists them). A second run of a
+    job that is still running is refused at once with exit code 75. Otherwise the exit code is the
+    job's.
     """
     del local  # accepted for scripts written for earlier versions; running here is the only mode
+    from . import runs
     from .engines.kubernetes import render_documents
     from .values import load_values
 
@@ -447,8 +519,20 @@ def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, 
     if not values["program"]["command"] and (problem := missing("jax", "trainer", "jaxgen run (the built-in trainer)")):
         raise UserError(problem)
     docs = render_documents(local_values(values))
-    run_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix=f"jaxgen-{values['name']}-"))
     kept = None if discard else outputs_dir.resolve()
+    folder = kept / values["name"] if kept else None
+    with runs.locked(folder, values["name"]) if folder else nullcontext():
+        if folder:
+            runs.remove_stale_staging(folder)
+            runs.adopt_unversioned(folder)
+        code = _run(values, docs, kept, work_dir, keep)
+    sys.exit(code)
+
+
+def _run(values: dict, docs: list[dict], kept: Path | None, work_dir: str | None, keep: bool) -> int:
+    started = time.time()
+    record = RunRecord(kept / values["name"], new_run_id(started), started) if kept else None
+    run_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix=f"jaxgen-{values['name']}-"))
     job = runner = None
     try:  # from here on, whatever happens, the work dir goes (unless kept) and no process outlives us
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -459,7 +543,7 @@ def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, 
         try:
             runner.say(f"{values['target']} {values['name']}: {len(job.plans)} processes x "
                        f"{values['local_device_count']} CPU devices, scratch {run_dir}"
-                       + (f", results in {kept / values['name']}" if kept else ""))
+                       + (f", results in {record.path}" if record else ""))
             if job.metrics_port:
                 runner.say(f"metrics of process 0: http://127.0.0.1:{job.metrics_port}{contract.METRICS_PATH}")
             code = runner.run()
@@ -469,13 +553,15 @@ def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, 
             code = 128 + stop.signum
         finally:
             runner.stop_all()  # nothing left running after an error either (a no-op once all exited)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-        _finish(job, values["name"], kept, runner.say)
+            # The end is decided and nothing is left to stop: a late stop signal must not kill jaxgen while
+            # it keeps the results or exits (the interpreter's shutdown resets Python handlers, not an ignore).
+            for sig in previous:
+                signal.signal(sig, signal.SIG_IGN)
+        _finish(job, values["name"], record, code, runner.say)
     finally:
         if work_dir or keep:
             if runner:
                 runner.say(f"kept the scratch directory {run_dir}")
         else:
             shutil.rmtree(run_dir, ignore_errors=True)
-    sys.exit(code)
+    return code

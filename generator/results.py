@@ -1,5 +1,6 @@
 """`jaxgen results DIR`: the result of a finished run, from its outputs directory (trainer/outputs.py):
-the summary lines, and curves.png drawn from its metrics. `jaxgen run` and scripts/run.sh end with it."""
+the summary lines, and curves.png drawn from its metrics; for a job's folder of runs
+(generator/runs.py), their history first. `jaxgen run` and scripts/run.sh end with it."""
 
 from __future__ import annotations
 
@@ -10,19 +11,25 @@ import click
 from trainer import outputs
 from trainer.extras import missing
 
+from . import runs
 from .errors import UserError
 from .plot import curves, draw, read_records
 
 NOT_FINISHED = 1  # the directory holds no summary: the run did not finish (or is still running)
 
 
+def _is_run(path: Path) -> bool:
+    return (path / outputs.METRICS).exists() or (path / outputs.RUN_FILE).exists() or (path / runs.RECORD).exists()
+
+
 def find_run(path: Path) -> Path:
-    """`path` itself when it is an outputs directory, else the one outputs directory inside it."""
+    """`path` itself when it is a run's outputs directory or a job's folder of runs (generator/runs.py),
+    else the one of them inside it."""
     if not path.is_dir():
         raise UserError(f"{path}: no such directory")
-    if (path / outputs.METRICS).exists() or (path / outputs.RUN_FILE).exists():
+    if _is_run(path) or runs.is_job_folder(path):
         return path
-    inside = sorted(p.parent for p in path.glob(f"*/{outputs.RUN_FILE}"))
+    inside = sorted(p for p in path.iterdir() if p.is_dir() and (_is_run(p) or runs.is_job_folder(p)))
     if len(inside) == 1:
         return inside[0]
     what = "no" if not inside else f"{len(inside)}"
@@ -48,11 +55,25 @@ def draw_curves(directory: Path) -> Path | None:
 
 
 def report(directory: Path, resume_hint: str | None = None) -> int:
-    """Print the run's result and where everything is; the exit code is 0 for a finished run."""
+    """Print the run's result and where everything is; the exit code is 0 for a finished run. For a
+    job's folder of runs: one line per run, then the result of the newest finished one."""
     directory = find_run(directory)
+    if not _is_run(directory) and runs.is_job_folder(directory):
+        for line in runs.history(directory):
+            click.echo(line)
+        newest = runs.latest(directory)
+        if newest is None:
+            click.echo(f"{directory}: no run of this job has finished")
+            return NOT_FINISHED
+        click.echo(f"latest ({newest.name}):")
+        directory = newest
     draw_curves(directory)
     summary = outputs.read_summary(directory)
     if summary is None:
+        record = runs.read_record(directory)
+        if record.get("exit_code"):
+            click.echo(f"{directory}: the run {record.get('status', 'failed')} with exit code {record['exit_code']}")
+            return NOT_FINISHED
         steps = [r["step"] for r in read_records(directory / outputs.METRICS) if r.get("event") in ("step", "end",
                  "preempted")] if (directory / outputs.METRICS).exists() else []
         where = f"its last record is step {steps[-1]}" if steps else "it recorded no step"
@@ -68,6 +89,28 @@ def report(directory: Path, resume_hint: str | None = None) -> int:
 @click.command("results")
 @click.argument("directory", type=click.Path(path_type=Path))
 def results_command(directory):
-    """Print a finished run's result from its outputs DIRECTORY (<checkpoint.dir>/<name>, or a
-    folder holding one) and draw its curves.png. Exit 1 if the run did not finish, 2 on bad input."""
+    """Print a finished run's result from its outputs DIRECTORY and draw its curves.png.
+
+    DIRECTORY is a job's folder of runs (<outputs>/<name>: one line per run, id, status, test
+    accuracy and wall time, then the newest finished run's result), one run of it
+    (<outputs>/<name>/<run id>), a job's outputs directory (<checkpoint.dir>/<name>), or a folder
+    holding one of these. Exit 1 if the run did not finish, 2 on bad input."""
     raise SystemExit(report(directory))
+
+
+@click.command("keep-run", hidden=True)
+@click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--exit-code", type=int, default=0)
+def keep_run_command(source, folder, exit_code):
+    """Move SOURCE (a run's results, fetched by scripts/run.sh) into the job FOLDER as a run of its
+    own, and print its result (or, when it failed, the job's history of runs)."""
+    status = "finished" if exit_code == 0 else "failed"
+    with runs.locked(folder, folder.name):
+        run = runs.keep(source, folder, status, exit_code)
+    if status == "finished":
+        raise SystemExit(report(run))
+    for line in runs.history(folder):  # never another run's result block
+        click.echo(line)
+    click.echo(f"{run}: the run failed with exit code {exit_code}: no result")
+    raise SystemExit(NOT_FINISHED)

@@ -14,7 +14,8 @@ Server-side applies the manifests of BUILD_DIR (written by scripts/prepare.sh; d
 waits until the job (Indexed Job, JobSet, JAXJob or TrainJob) succeeds or fails, streams the logs
 of rank 0 meanwhile, and exits with the job's result. Then it brings the job's results (summary,
 metrics, model; not the checkpoints) from its outputs claim (persistence) into
-BUILD_DIR/results/NAME through a short-lived pod, and prints their summary (jaxgen results);
+BUILD_DIR/results/NAME/<run id> through a short-lived pod (BUILD_DIR/results/NAME/latest: the newest
+that succeeded; earlier runs are kept), and prints their summary (jaxgen results);
 without a claim it prints rank 0's termination message, the one-line result. It follows the object it applied (by uid): if that
 object is deleted or replaced while it waits, it says so and exits 1. A job that already finished
 is not re-applied: run.sh refuses (exit 2) unless --replace deletes the previous run first. A queued
@@ -67,6 +68,7 @@ if $local_run; then
 fi
 
 load_release "$build"
+require_cluster
 # The target's facts (generator/targets.py), written by prepare.sh.
 [ -n "$KIND" ] || die "$build: target $TARGET has no Kubernetes job for run.sh to drive (submit a SLURM script with sbatch; a build folder from an older version: run prepare.sh again)"
 kind="$KIND" pods="$POD_SELECTOR" index_label="$INDEX_LABEL" ok="$SUCCEEDED"
@@ -95,7 +97,7 @@ if ! $replace && [ "$(kube get "$kind" "$NAME" --ignore-not-found -o go-template
   log "$what is queued and already admitted: following it (applying the build again would suspend it)"
 elif log "applying $build ($TARGET, $HOSTS_COUNT hosts) to namespace $NAMESPACE" &&
   ! kube apply --server-side --force-conflicts --field-manager jax-training -f "$build" 2>"$apply_err"; then
-  cat "$apply_err" >&2
+  sed 's/; if you choose to ignore these errors, turn validation off with --validate=false//' "$apply_err" >&2
   if grep -q "field is immutable" "$apply_err"; then
     die "$what already exists with a different spec; delete it first (scripts/clean.sh $build, or run.sh --replace)"
   fi
@@ -198,7 +200,7 @@ while :; do
 done
 stop_logs
 
-# --- the job's results: from its claim into BUILD_DIR/results/NAME (where run.sh --local keeps them)
+# --- the job's results: from its claim into BUILD_DIR/results/NAME/<run id> (as run.sh --local keeps them)
 jaxgen() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" -m generator "$@"; }
 fetch_results() {
   local manifest="$build/release/results-pod.json" dest="$build/results/$NAME" pod="$NAME-results" message
@@ -216,22 +218,24 @@ fetch_results() {
     kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
     return 0
   fi
-  rm -rf "$dest.part" && mkdir -p "$dest.part"
+  local part="$build/results/.$NAME.fetching"
+  rm -rf "$part" && mkdir -p "$part"
   if kube exec "$pod" -c results -- tar -C "/outputs/$NAME" -cf - --exclude ./checkpoints --exclude ./xla-cache . \
-       2>"$tmp/results.err" | tar -C "$dest.part" -xf -; then
-    rm -rf "$dest" && mv "$dest.part" "$dest"
+       2>"$tmp/results.err" | tar -C "$part" -xf -; then
+    kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+    # a run folder of its own beside the earlier runs' (DEST/<run id>, DEST/latest: generator/runs.py)
+    jaxgen keep-run "$part" "$dest" --exit-code "$1" || true
   else
     log "warning: cannot copy the results from pod $pod: $(tail -n1 "$tmp/results.err")"
-    rm -rf "$dest.part"
+    rm -rf "$part"
+    kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   fi
-  kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
-  [ -d "$dest" ] && jaxgen results "$dest" || true
 }
 
 case "$verdict" in
   succeeded)
     log "$what succeeded ($HOSTS_COUNT hosts)"
-    fetch_results
+    fetch_results 0
     exit 0 ;;
   failed)
     reason="$(kube get "$kind" "$NAME" -o go-template='{{range .status.conditions}}{{if and (eq .type "Failed") (eq .status "True")}}{{.reason}}: {{.message}}{{end}}{{end}}')"
@@ -244,7 +248,7 @@ case "$verdict" in
     else
       log "no failed pod is left to name the failed index (they may have been deleted)"
     fi
-    fetch_results
+    fetch_results 1
     exit 1 ;;
   timeout)
     log "timed out after ${timeout}s waiting for $what; it is left running. Pods:"

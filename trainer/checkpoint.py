@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trainer.config import named
 from trainer.errors import CheckpointError
 
 PATTERN = re.compile(r"^ckpt-(\d{10})\.npz$")
@@ -34,13 +35,13 @@ def check_writable(directory: str | os.PathLike) -> None:
     """Fail at start, naming the flag, when checkpoints could never be saved (not at the first save,
     after the data load, the compile and an epoch of work)."""
     if Path(directory).exists() and not Path(directory).is_dir():
-        raise CheckpointError(f"--checkpoint-dir {directory}: not a directory")
+        raise CheckpointError(f"{named('checkpoint_dir')} {directory}: not a directory")
     try:
         Path(directory).mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory, prefix=".write-check-"):
             pass
     except OSError as e:
-        raise CheckpointError(f"--checkpoint-dir {directory}: cannot write checkpoints there: "
+        raise CheckpointError(f"{named('checkpoint_dir')} {directory}: cannot write checkpoints there: "
                               f"{e.strerror or e}") from None
 
 
@@ -111,7 +112,7 @@ def load_latest(directory: str | os.PathLike, fingerprint: dict):
             ]
             raise CheckpointError(
                 f"{path} was written by another configuration ({'; '.join(diffs)}); "
-                "use an empty --checkpoint-dir or the original settings"
+                f"use an empty {named('checkpoint_dir')} or the original settings"
             )
         return meta["step"], leaves
     return None
@@ -128,7 +129,7 @@ def _read_state(path: Path) -> tuple[dict, list[np.ndarray]]:
     except Exception as e:  # noqa: BLE001  (zipfile, numpy, json and key errors alike)
         reason = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(f"{path}: unreadable checkpoint ({reason[:200]}); move it away or use another "
-                              "--checkpoint-dir") from None
+                              f"{named('checkpoint_dir')}") from None
 
 
 def read(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from trainer import checkpoint
+from trainer.config import ephemeral_outputs
 
 
 # How long a failing run waits for the write in flight before it exits anyway.
@@ -90,7 +91,8 @@ class CheckpointWriter:
         path, written, done = pending.future.result()  # a CheckpointError of the write is raised here
         # The total (the time a stop signal's save needs: it must fit in the pod's termination grace
         # period), then what the step loop paid for it.
-        self.log(f"checkpoint saved at step {pending.step}: {path} ({done - pending.started:.2f} s); "
+        where = f"{Path(path).name} on an emptyDir, gone when the run ends" if ephemeral_outputs() else path
+        self.log(f"checkpoint saved at step {pending.step}: {where} ({done - pending.started:.2f} s); "
                  f"the step loop was blocked {pending.blocked:.3f} s, the write took {written:.2f} s")
         if self.metrics:
             self.metrics.write({"event": "checkpoint", "step": pending.step, "started": round(pending.started_at, 3),

@@ -12,6 +12,10 @@ from trainer.cluster import resolve_cluster
 from trainer.errors import ConfigError, TrainerError, as_peer_lost, report
 from trainer.extras import missing
 
+DESCRIPTION = ("Train an MNIST classifier data-parallel on one or many processes and hosts (train), check that "
+               "the processes of a cluster see each other's devices (query, allreduce), and score or use a "
+               "trained model (evaluate, predict).")
+
 
 def _cluster_args(p: argparse.ArgumentParser, train: bool) -> None:
     g = p.add_argument_group("cluster (default: from the environment, see trainer/cluster.py)")
@@ -27,7 +31,8 @@ def _cluster_args(p: argparse.ArgumentParser, train: bool) -> None:
 def build_parser() -> argparse.ArgumentParser:
     # the name it was started by: the jax-trainer command, or `python -m trainer` (argv[0] is __main__.py)
     prog = "jax-trainer" if os.path.basename(sys.argv[0]) == "jax-trainer" else "python -m trainer"
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION,
+                                     epilog=f"`{prog} COMMAND --help` describes a command and its flags.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="data-parallel MNIST training")
@@ -36,13 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (("query", "print local and global devices"),
                        ("allreduce", "also check that a psum of ones equals the global device count")):
         _cluster_args(sub.add_parser(name, help=text), train=False)
-    e = sub.add_parser("evaluate", help="re-score the MNIST test set with an exported model",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    e = sub.add_parser("evaluate", help="re-score the MNIST test set with an exported model")
     _model_args(e)
-    for f in config.fields_named("data_dir", "download", "mirror"):
-        config.add_field_argument(e, f)
+    e.add_argument("--data-dir", metavar="DIR", help="a folder with the MNIST files (default: the data the model's "
+                                                     "run read if it is still here, else $JAXT_CACHE/mnist, "
+                                                     "downloaded there if missing)")
+    config.add_field_argument(e, *config.fields_named("download"))
+    e.add_argument("--mirror", metavar="URL", help="where MNIST is downloaded from when no copy is here (default: "
+                                                   f"the run's mirror, else {config.DEFAULT_MIRROR})")
     p = sub.add_parser("predict", help="classify images (an IDX image file, gzipped or not, or PNGs) with an "
-                                       "exported model", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                       "exported model")
     _model_args(p)
     p.add_argument("images", nargs="+", metavar="IMAGES", help="IDX image files or 28x28 grayscale PNGs")
     return parser
@@ -69,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             from trainer.inference import predict
 
             return predict(args.model, args.images, args.platform)
+    except TrainerError as e:  # one process, no rank to name
+        return report(e, distributed=False)
+    try:
         spec = resolve_cluster(
             os.environ,
             coordinator_address=args.coordinator_address,

@@ -141,6 +141,29 @@ def flag(f: dataclasses.Field) -> str:
     return "--" + f.name.replace("_", "-")
 
 
+# Set by `jaxgen run` in every process it starts: the person running it set the variables, not flags.
+FROM_VARIABLES_ENV = "JAXT_SETTINGS_FROM_VARIABLES"
+
+
+# Set by `jaxgen run` when checkpoint.dir is an emptyDir: its scratch folder goes when the run ends.
+EPHEMERAL_OUTPUTS_ENV = "JAXT_OUTPUTS_EPHEMERAL"
+
+
+def from_variables() -> bool:
+    return os.environ.get(FROM_VARIABLES_ENV) == "1"
+
+
+def ephemeral_outputs() -> bool:
+    return os.environ.get(EPHEMERAL_OUTPUTS_ENV) == "1"
+
+
+def named(name: str) -> str:
+    """How the person running the trainer sets the field `name`: its variables key (checkpoint.dir)
+    under `jaxgen run`, else its flag (--checkpoint-dir). Messages that name a fix use it."""
+    [f] = fields_named(name)
+    return f.metadata["variable"] if from_variables() and f.metadata["variable"] else flag(f)
+
+
 def add_arguments(parser: argparse.ArgumentParser, group: str | None = None) -> None:
     """Add the flags of every TrainConfig field (of one group, when given) to parser."""
     for f in dataclasses.fields(TrainConfig):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.config import DEFAULT_MIRROR
+from trainer.config import DEFAULT_MIRROR, from_variables
 from trainer.errors import DataError
 
 # The canonical MNIST files and their sha256 (the same bytes on every mirror of the originals).
@@ -74,7 +74,15 @@ def _download(url: str, dest: Path, expected: str, attempts: int, log) -> None:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-    raise DataError(f"cannot download {dest.name} from {url}: {last_error}")
+    raise DataError(f"cannot download {dest.name} from {url}: {last_error}; {where_else()}")
+
+
+def where_else() -> str:
+    """Where else the MNIST files can come from, as the person running the trainer sets it."""
+    if from_variables():
+        return "set data.mirror to a reachable copy of the MNIST files (file:// works), or mount them with data.volume"
+    return ("give --mirror URL, a reachable copy of the MNIST files (file:// works), or --data-dir DIR, a folder "
+            "that holds them (variables: data.mirror, data.volume)")
 
 
 def ensure_file(data_dir: Path, key: str, download: bool, mirror: str, log=print, attempts: int = 3) -> Path:
@@ -96,7 +104,7 @@ def ensure_file(data_dir: Path, key: str, download: bool, mirror: str, log=print
             raise DataError(f"{path}: corrupt or truncated (sha256 {actual}, expected {expected})")
         log(f"{path}: sha256 mismatch, downloading it again")
     elif not download:
-        raise DataError(f"{path}: missing (and downloading is disabled)")
+        raise DataError(f"{path}: missing (and downloading is disabled); {where_else()}")
     url = mirror if mirror.endswith("/") else mirror + "/"
     try:
         _download(url + name, path, expected, attempts, log)

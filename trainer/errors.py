@@ -60,12 +60,13 @@ def as_peer_lost(error: BaseException) -> PeerLostError | None:
     return None
 
 
-def report(error: TrainerError, spec=None) -> int:
-    """Print `error` as one line, ``Rank <i>: error: ...``, on stderr and return its exit code; once
-    jax is loaded, exit with it at once instead: JAX's exit handlers would wait in its distributed
-    shutdown for peers that are gone. `spec`: the ClusterSpec, when it was resolved."""
+def report(error: TrainerError, spec=None, distributed: bool = True) -> int:
+    """Print `error` as one line, ``Rank <i>: error: ...`` (``error: ...`` for a command that is not
+    distributed), on stderr and return its exit code; once jax is loaded, exit with it at once
+    instead: JAX's exit handlers would wait in its distributed shutdown for peers that are gone.
+    `spec`: the ClusterSpec, when it was resolved."""
     rank = spec.process_id if spec is not None else os.environ.get("JAX_PROCESS_ID") or "?"
-    print(f"Rank {rank}: error: {error}", file=sys.stderr, flush=True)
+    print(f"Rank {rank}: error: {error}" if distributed else f"error: {error}", file=sys.stderr, flush=True)
     from trainer.results import terminate_with
 
     terminate_with(f"error (exit {error.exit_code}): {error}")

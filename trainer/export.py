@@ -19,7 +19,7 @@ import numpy as np
 
 from trainer import __version__, models
 from trainer.errors import CheckpointError, ConfigError
-from trainer.outputs import MODEL_CARD, MODEL_CONFIG, MODEL_FILE
+from trainer.outputs import MODEL, MODEL_CARD, MODEL_CONFIG, MODEL_FILE, evaluate_command, predict_command
 
 # How an image becomes the model's input; stated in config.json so other code can do the same.
 PREPROCESSING = "flatten each 28x28 uint8 image (row-major) to 784 values and divide by 255 (float32)"
@@ -77,8 +77,8 @@ optimizer state). With NumPy and the `safetensors` package only, from the folder
 ```python
 {model.load_snippet}```
 
-From the same folder, `python -m trainer evaluate --model model` re-scores the MNIST test set and
-`python -m trainer predict --model model IMAGES…` classifies an IDX file or PNG images.
+From the same folder, `{evaluate_command(MODEL)}` re-scores the MNIST test set and
+`{predict_command(MODEL)}` classifies an IDX file or PNG images.
 
 ## Limitations
 Trained on MNIST only: centred, white-on-black 28x28 handwritten digits. Other images (black on

@@ -1,14 +1,17 @@
-"""`python -m trainer evaluate|predict --model PATH`: use an exported model (trainer/export.py) in one
+"""`jax-trainer evaluate|predict --model PATH`: use an exported model (trainer/export.py) in one
 process: re-score the MNIST test set, or classify images from an IDX file or PNGs."""
 
 from __future__ import annotations
 
 import os
+import urllib.parse
 from pathlib import Path
 
 import numpy as np
 
-from trainer import data, export
+from trainer import data, export, outputs
+from trainer.config import DEFAULT_DATA_DIR, DEFAULT_MIRROR
+from trainer.outputs import MODEL
 from trainer.errors import ConfigError, DataError
 
 SIDE = 28  # MNIST images are 28 x 28
@@ -20,9 +23,48 @@ def _jax(platform: str):
     return configure_platform(platform, 1)
 
 
-def evaluate(model_path: str, data_dir: str, download: bool, mirror: str, platform: str) -> int:
+def cache_data_dir() -> Path:
+    """The MNIST files of this machine's jax-training cache ($JAXT_CACHE, as scripts/setup.sh uses it)."""
+    cache = os.environ.get("JAXT_CACHE")
+    return Path(cache) / "mnist" if cache else Path(DEFAULT_DATA_DIR)
+
+
+def recorded_data(model_path: str) -> dict:
+    """The data settings of the run that trained the model (its summary.json, beside model/), or {}."""
+    model = Path(model_path)
+    folder = model.parent if model.name == MODEL else model.parent.parent
+    config = (outputs.read_summary(folder) or {}).get("config")
+    return config if isinstance(config, dict) else {}
+
+
+def _local_dir(mirror) -> Path | None:
+    return Path(urllib.parse.urlparse(mirror).path) if isinstance(mirror, str) and mirror.startswith("file://") else None
+
+
+def find_data(model_path: str, data_dir: str | None, download: bool, mirror: str | None) -> data.Dataset:
+    """The MNIST files without a download where they are already here: --data-dir, then the data
+    the model's run read (its data directory, its file:// mirror), then $JAXT_CACHE's copy. A
+    download, into --data-dir or the cache, from --mirror, the run's mirror or the default, is the
+    last resort."""
+    run = recorded_data(model_path)
+    local = [Path(data_dir)] if data_dir else []
+    local += [p for p in (Path(run["data_dir"]) if isinstance(run.get("data_dir"), str) else None,
+                          _local_dir(run.get("mirror")), _local_dir(mirror), cache_data_dir()) if p]
+    for directory in dict.fromkeys(local):
+        try:
+            return data.load_mnist(directory, download=False)
+        except DataError:
+            continue
+    target = Path(data_dir) if data_dir else cache_data_dir()
+    if not download:
+        raise DataError(f"the MNIST files are in none of {', '.join(map(str, dict.fromkeys(local)))} "
+                        f"(and downloading is disabled); {data.where_else()}")
+    return data.load_mnist(target, True, mirror or run.get("mirror") or DEFAULT_MIRROR)
+
+
+def evaluate(model_path: str, data_dir: str | None, download: bool, mirror: str | None, platform: str) -> int:
     params, config = export.load(model_path)
-    dataset = data.load_mnist(data_dir, download, mirror)
+    dataset = find_data(model_path, data_dir, download, mirror)
     _jax(platform)
     from trainer.strategies import count_correct
 

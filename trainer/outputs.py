@@ -34,6 +34,15 @@ def run_dir(checkpoint_dir: str | os.PathLike, run_name: str) -> Path:
     return Path(checkpoint_dir) / run_name
 
 
+def evaluate_command(model: str | os.PathLike) -> str:
+    """The one command that re-scores a model, as printed everywhere (the end of a run, its card)."""
+    return f"jax-trainer evaluate --model {model}"
+
+
+def predict_command(model: str | os.PathLike) -> str:
+    return f"jax-trainer predict --model {model} IMAGES…"
+
+
 def read_summary(directory: str | os.PathLike) -> dict | None:
     """The summary.json of an outputs directory, or None when the run has not finished."""
     try:
@@ -61,5 +70,5 @@ def describe(summary: dict, directory: str | os.PathLike) -> list[str]:
     rows = [("model", d / MODEL / MODEL_FILE), ("card", d / MODEL / MODEL_CARD), ("metrics", d / METRICS),
             ("curves", d / CURVES), ("summary", d / SUMMARY)]
     lines += [f"  {label + ':':10}{path}" for label, path in rows if path.exists()]
-    lines.append(f"  {'evaluate:':10}python -m trainer evaluate --model {d / MODEL}")
+    lines.append(f"  {'evaluate:':10}{evaluate_command(d / MODEL)}")
     return lines

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from trainer import __version__
+from trainer.config import from_variables, named
 from trainer.errors import CheckpointError
 from trainer.outputs import RUN_FILE
 
@@ -38,13 +39,21 @@ def claim(directory: str | os.PathLike, name: str, fingerprint: dict) -> None:
     except OSError as e:
         raise CheckpointError(f"{directory}: cannot use it for the job's outputs: {e.strerror or e}") from None
     except ValueError as e:
-        raise CheckpointError(f"{path}: unreadable ({e}); move it away or use another --checkpoint-dir") from None
+        raise CheckpointError(f"{path}: unreadable ({e}); move it away or use another {named('checkpoint_dir')}") from None
     theirs = owner.get("fingerprint") if isinstance(owner, dict) else None
     if not isinstance(theirs, dict):
-        raise CheckpointError(f"{path}: not a jax-training run record; move it away or use another --checkpoint-dir")
+        raise CheckpointError(f"{path}: not a jax-training run record; move it away or use another "
+                              f"{named('checkpoint_dir')}")
     if owner.get("name") != name or theirs != fingerprint:
         what = _differences(theirs, fingerprint) or f"job {owner.get('name')!r} there, {name!r} now"
         started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(owner.get("created") or 0))
         raise CheckpointError(f"{directory} holds the outputs of job {owner.get('name')!r} (started {started}) with "
                               f"other settings ({what}), so job {name!r} of this configuration may not use it: "
-                              "choose another name or --checkpoint-dir, or the original settings")
+                              + _advice(directory))
+
+
+def _advice(directory: Path) -> str:
+    if from_variables():  # the job's folder in its claim, whatever checkpoint.dir the pods mount it at
+        return (f"run it under another name (--set name=...), or with the original settings, or delete {directory} "
+                "to start this job over")
+    return f"choose another {named('run_name')} or {named('checkpoint_dir')}, or the original settings"

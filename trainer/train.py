@@ -13,7 +13,7 @@ import numpy as np
 from trainer import checkpoint, data, models, monitoring, ownership, results, trainjob_status
 from trainer.cluster import ClusterSpec
 from trainer.checkpoint_writer import CheckpointWriter
-from trainer.config import PRECISIONS, TrainConfig
+from trainer.config import PRECISIONS, TrainConfig, ephemeral_outputs
 from trainer.errors import ConfigError
 from trainer.exit_codes import PREEMPTED
 from trainer.metrics import Logger, MetricsFile, progress
@@ -325,7 +325,10 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     if reporter:
         reporter.close()
     if stopped:
-        log(f"stopped at step {step} of {total}; exiting with {PREEMPTED} (preempted: a rerun resumes here)")
+        after = ("nothing is saved without --checkpoint-dir, so a rerun starts over" if not cfg.checkpoint_dir else
+                 "its checkpoint is on an emptyDir, so a rerun starts over" if ephemeral_outputs() else
+                 "a rerun resumes here")
+        log(f"stopped at step {step} of {total}; exiting with {PREEMPTED} (preempted: {after})")
     else:
         params_host = (host_state or strategy.get_state(state))[0]  # collective: every process calls it
         if step == start_step:  # resumed at the end: score the restored model (collective too)

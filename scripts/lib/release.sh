@@ -25,6 +25,26 @@ parse_kube_option() {
 
 kube() { kubectl "${kube_args[@]}" --namespace "$NAMESPACE" "$@"; }
 
+# require_cluster: returns when the API server of the chosen kubeconfig and context answers; else
+# dies with one line naming the context and kubeconfig it tried (not kubectl's advice to apply
+# without validation, which cannot help when there is no cluster).
+require_cluster() {
+  local err context="" config="" i
+  err="$(kubectl "${kube_args[@]}" get --raw /version --request-timeout=15s 2>&1 >/dev/null)" && return 0
+  for ((i = 0; i < ${#kube_args[@]}; i++)); do
+    case "${kube_args[i]}" in
+      --context) context="${kube_args[i + 1]}" ;;
+      --context=*) context="${kube_args[i]#*=}" ;;
+      --kubeconfig) config="${kube_args[i + 1]}" ;;
+      --kubeconfig=*) config="${kube_args[i]#*=}" ;;
+    esac
+  done
+  [ -n "$context" ] || context="$(kubectl "${kube_args[@]}" config current-context 2>/dev/null || true)"
+  config="${config:-${KUBECONFIG:-$HOME/.kube/config}}"
+  err="$(printf '%s\n' "$err" | sed -n '/./h; ${x;p}' | sed 's/; if you choose to ignore these errors.*//')"
+  die "no reachable Kubernetes cluster: context ${context:-(none: current-context is not set)} of kubeconfig $config${err:+ ($err)}; choose one with --kubeconfig/--context (or KUBECONFIG), or run the build on this machine with run.sh --local"
+}
+
 # load_release BUILD_DIR: sets NAME, NAMESPACE, TARGET, HOSTS_COUNT from BUILD_DIR/release/release.env
 # (written by prepare.sh); --namespace overrides NAMESPACE.
 load_release() {

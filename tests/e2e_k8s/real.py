@@ -36,8 +36,9 @@ PERSISTENCE = ("persistence.enabled=true", 'persistence.storage_class="-"')
 
 
 def assert_results_fetched(build: Path, name: str, output: str) -> dict:
-    """run.sh brought the results into the build folder and printed their summary."""
-    results = build / "results" / name
+    """run.sh brought the results into a run folder of their own in the build folder (latest names it)
+    and printed their summary."""
+    results = (build / "results" / name / "latest").resolve()
     summary = json.loads((results / "summary.json").read_text())
     for part in ("metrics.jsonl", "model/model.safetensors", "model/README.md", "curves.png"):
         assert (results / part).is_file(), (part, sorted(str(p) for p in results.rglob("*")))

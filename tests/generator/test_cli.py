@@ -251,3 +251,22 @@ def test_errors_quote_huge_input_in_bounded_lines(case):
     lines = result.stderr.splitlines()
     assert len(lines) <= 22, result.stderr[:2000]  # the heading, 20 problems and how many more
     assert max(len(line) for line in lines) <= 800, result.stderr[:2000]
+
+
+def test_a_number_that_set_keeps_a_string_names_set_json():
+    """Helm's --set types integers only (tests/chart/test_helm_reading.py holds jaxgen to its reading):
+    0.05 stays a string there and here, and the error says how to give the number."""
+    result = jaxgen("render", "--set", "training.learning_rate=0.05")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[1] == (
+        "  $.training.learning_rate: '0.05' is not of type 'number'; --set keeps 0.05 a string, as Helm does: "
+        "use --set-json training.learning_rate=0.05, or write it unquoted in a variables file")
+    fixed = jaxgen("render", "--set-json", "training.learning_rate=0.05")
+    assert fixed.exit_code == 0 and "- --learning-rate\n        - \"0.05\"" in fixed.stdout
+
+
+def test_a_renamed_key_names_its_new_name():
+    result = jaxgen("render", "--set", "training.hidden_sizes={32}")
+    assert result.exit_code == 2
+    assert "  $.training.hidden_sizes: unknown key; it was renamed: use training.mlp.hidden_sizes" in result.stderr
+    assert jaxgen("render", "--set", "training.mlp.hidden_sizes={32}").exit_code == 0

@@ -4,11 +4,14 @@ option and a build folder that is not there are each one error line and the docu
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
+import yaml
 
-from tests.support.paths import SCRIPTS_DIR as SCRIPTS
+from tests.support.paths import EXAMPLES_DIR, SCRIPTS_DIR as SCRIPTS
+from tests.support.procs import free_port
 CASES = [
     ("run.sh", ["--timeout"], 2, "error: --timeout needs a value"),
     ("run.sh", ["--timeout", "99999999999999999999999"], 2, "error: --timeout must be a whole number of seconds"),
@@ -35,3 +38,23 @@ def test_bad_usage_is_one_line_and_its_exit_code(tmp_path, script, args, code, m
     assert proc.returncode == code, proc.stderr
     assert len(errors) == 1 and message in errors[0], proc.stderr
     assert ": line " not in proc.stderr  # no message of bash's own ("script: line N: ...")
+
+
+def test_run_without_a_reachable_cluster_names_the_context_and_kubeconfig_tried(tmp_path):
+    """Not kubectl's advice to turn validation off: there is no cluster to validate against."""
+    build = tmp_path / "build"
+    prepared = subprocess.run(["bash", str(SCRIPTS / "prepare.sh"), str(EXAMPLES_DIR / "seed.json"), "-o", str(build)],
+                              capture_output=True, text=True, timeout=120)
+    assert prepared.returncode == 0, prepared.stderr
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
+        "clusters": [{"name": "gone", "cluster": {"server": f"https://127.0.0.1:{free_port()}"}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u"}}], "users": [{"name": "u", "user": {}}]}))
+    for args, env in (([], {"KUBECONFIG": str(config)}), (["--kubeconfig", str(config)], {})):
+        proc = subprocess.run(["bash", str(SCRIPTS / "run.sh"), *args, str(build)], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "KUBECONFIG": "/nonexistent", **env})
+        assert proc.returncode == 1, proc.stderr
+        [line] = [line for line in proc.stderr.splitlines() if "error" in line]
+        assert f"error: no reachable Kubernetes cluster: context gone of kubeconfig {config} (" in line, proc.stderr
+        assert "validate" not in proc.stderr and "applying" not in proc.stderr

@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.paths import MNIST_DIR
 from trainer import data, exit_codes
+from trainer.config import FROM_VARIABLES_ENV
 from trainer.errors import DataError
 
 MIRROR = MNIST_DIR.as_uri() + "/"
@@ -64,10 +65,17 @@ def test_mirror_with_wrong_bytes_fails_after_retries(tmp_path, monkeypatch):
     assert not (tmp_path / "cache" / "t10k-labels-idx1-ubyte.gz").exists()
 
 
-def test_unreachable_mirror_names_the_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("under_jaxgen", [False, True])
+def test_unreachable_mirror_names_the_file_and_where_else_to_get_it(tmp_path, monkeypatch, under_jaxgen):
+    """The fix is named as the person running it sets it: the trainer's flags, or jaxgen's variables."""
     monkeypatch.setattr(data.time, "sleep", lambda s: None)
-    with pytest.raises(DataError, match=r"cannot download train-labels-idx1-ubyte\.gz"):
+    if under_jaxgen:
+        monkeypatch.setenv(FROM_VARIABLES_ENV, "1")
+    with pytest.raises(DataError, match=r"cannot download train-labels-idx1-ubyte\.gz") as failed:
         data.ensure_file(tmp_path, "train_labels", True, (tmp_path / "nowhere").as_uri() + "/", log=lambda m: None)
+    fixes = ("data.mirror", "data.volume") if under_jaxgen else ("--mirror", "--data-dir")
+    assert all(fix in str(failed.value) for fix in fixes), failed.value
+    assert under_jaxgen != ("--mirror" in str(failed.value))
 
 
 @pytest.mark.parametrize("download", [True, False])

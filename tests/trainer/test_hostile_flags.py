@@ -3,6 +3,7 @@ usage line) and the exit code of trainer/exit_codes.py for its kind, never a tra
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import pytest
 
 from tests.support.paths import REPO_ROOT
 from trainer import exit_codes
+from trainer.config import FROM_VARIABLES_ENV
 
 CASES = [
     (["--learning-rate", "inf"], exit_codes.CONFIG, "--learning-rate inf must be a finite number > 0"),
@@ -33,3 +35,34 @@ def test_a_hostile_flag_is_one_line_and_its_exit_code(tmp_path, args, code, mess
     assert proc.returncode == code, output
     assert message in output.strip().splitlines()[-1], output
     assert "Traceback" not in output
+
+
+def test_under_jaxgen_run_a_checkpoint_error_names_the_variable():
+    """jaxgen run sets FROM_VARIABLES_ENV: the person set checkpoint.dir, not --checkpoint-dir."""
+    argv = [sys.executable, "-m", "trainer", "train", "--no-download", "--checkpoint-dir", "/dev/null"]
+    proc = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", FROM_VARIABLES_ENV: "1"})
+    assert proc.returncode == exit_codes.CHECKPOINT
+    assert proc.stderr.strip().splitlines()[-1].endswith("error: checkpoint.dir /dev/null: not a directory")
+
+
+def test_help_is_for_users_and_says_each_default_once():
+    def help_of(*command: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "trainer", *command, "--help"], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        return done.stdout
+
+    description = " ".join(help_of().split("\n\n")[1].split())
+    assert description.startswith("Train an MNIST classifier") and description.endswith(".")
+    assert "argparse" not in description and "`" not in description
+    for command in ("train", "evaluate", "predict", "query"):
+        text = " ".join(help_of(command).split())
+        assert not re.search(r"\(default: [^)]*\) \(default:", text), command
+
+
+def test_a_command_that_is_not_distributed_names_no_rank(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "trainer", "evaluate", "--model", str(tmp_path / "none")],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == exit_codes.CONFIG
+    assert proc.stderr.startswith("error: --model ") and "Rank" not in proc.stderr, proc.stderr

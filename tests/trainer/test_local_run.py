@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+from generator import runs
 from generator.local_run import local_values, plan_job, restart_budget
 from generator.engines.kubernetes import render_documents
 from generator.targets import LOCAL, TARGETS
@@ -157,12 +158,12 @@ def test_killed_worker_restarts_all_resumes_and_succeeds(tmp_path):
     claim = tmp_path / "outputs" / "claims" / "mnist-cpu-outputs" / "mnist-cpu"
     assert (claim / "checkpoints" / "ckpt-0000000468.npz").exists()
     assert re.search(r"Rank 0: epoch 1/1, train accuracy=0\.9\d+, test accuracy=0\.9[5-9]", out), out[-2000:]
-    # The results are collected beside the claim and summarized, with how to resume.
-    results = tmp_path / "outputs" / "mnist-cpu"
+    # The results are collected beside the claim, in the run's own folder, and summarized, with how to resume.
+    results = (tmp_path / "outputs" / "mnist-cpu" / "latest").resolve()
     summary = json.loads((results / "summary.json").read_text())
     assert summary["restarts"] == 1 and summary["resumed_from"] == [int(resumed.group(1))]
-    assert sorted(p.name for p in results.iterdir()) == ["curves.png", "metrics.jsonl", "model", "run.json",
-                                                         "summary.json"]
+    assert sorted(p.name for p in results.iterdir()) == ["curves.png", "jaxgen-run.json", "metrics.jsonl", "model",
+                                                         "run.json", "summary.json"]
     assert f"result: test accuracy {summary['test_accuracy']:.4f}" in out
     assert f"  resume:   rerun the same command: it resumes from {claim / 'checkpoints'}" in out
 
@@ -184,12 +185,12 @@ def test_a_restart_gets_new_emptydirs_and_starts_over(tmp_path):
     assert ("the checkpoints volume is an emptyDir, new with each pod: the restarted processes start over at "
             "step 0, as on a cluster") in out
     assert "resuming from the checkpoint" not in out
-    summary = json.loads((tmp_path / "outputs" / "mnist-cpu" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "outputs" / "mnist-cpu" / "latest" / "summary.json").read_text())
     assert summary["restarts"] == 0 and summary["steps"] == 468  # the new pods' volume knew nothing of the first
     assert "  resume:   none: the checkpoints were on an emptyDir" in out
     # The collected model scores as the run ended.
     scored = subprocess.run([sys.executable, "-m", "trainer", "evaluate", "--model",
-                             str(tmp_path / "outputs" / "mnist-cpu" / "model"), "--data-dir", str(MNIST_DIR),
+                             str(tmp_path / "outputs" / "mnist-cpu" / "latest" / "model"), "--data-dir", str(MNIST_DIR),
                              "--no-download"], capture_output=True, text=True, timeout=120)
     assert scored.stdout.startswith(f"test accuracy={summary['test_accuracy']:.4f} ("), scored.stdout + scored.stderr
 
@@ -314,7 +315,7 @@ def test_a_program_that_cannot_start_is_one_line_and_leaves_nothing(tmp_path):
     assert "error: $.program.command: cannot start '/no/such/program'" in proc.output
     assert "Traceback" not in proc.output
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("jaxgen-")]
-    assert not (tmp_path / "outputs" / "mnist-cpu").exists()  # nothing ran, nothing collected
+    assert runs.runs(tmp_path / "outputs" / "mnist-cpu") == []  # nothing ran, nothing collected
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 reading it can fail ending in one line with the checkpoint exit code."""
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -156,3 +157,37 @@ def test_the_readme_shows_the_snippet_the_model_card_carries():
     from trainer import export
 
     assert f"```python\n{export.load_snippet('mlp')}```" in (REPO_ROOT / "README.md").read_text()
+
+
+@pytest.mark.slow
+def test_evaluate_finds_the_data_its_run_read_without_a_download(finished, tmp_path):
+    """small_train_args trains on MNIST_DIR: evaluate finds it there, with no --data-dir and no way
+    to download (the mirror does not exist, the cache is empty)."""
+    outputs, _ = finished
+    summary = json.loads((outputs / "summary.json").read_text())
+    env = {**os.environ, "JAXT_CACHE": str(tmp_path / "empty-cache")}
+    done = subprocess.run(trainer_argv("evaluate", "--model", str(outputs / "model"), "--mirror",
+                                       (tmp_path / "no-mirror").as_uri() + "/"),
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"test accuracy={summary['test_accuracy']:.4f} (")
+    assert not (tmp_path / "empty-cache").exists()  # nothing downloaded
+
+
+@pytest.mark.slow
+def test_evaluate_reads_the_cache_then_names_data_dir_and_mirror_when_offline(finished, tmp_path):
+    outputs, _ = finished
+    model = tmp_path / "elsewhere" / "model"
+    shutil.copytree(outputs / "model", model)  # no summary beside it: no run's data to find
+    cache = tmp_path / "cache"
+    shutil.copytree(MNIST_DIR, cache / "mnist")
+    offline = (tmp_path / "no-mirror").as_uri() + "/"
+    cached = subprocess.run(trainer_argv("evaluate", "--model", str(model), "--mirror", offline),
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "JAXT_CACHE": str(cache)})
+    assert cached.returncode == 0 and cached.stdout.startswith("test accuracy="), cached.stderr
+    failed = subprocess.run(trainer_argv("evaluate", "--model", str(model), "--mirror", offline),
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "JAXT_CACHE": str(tmp_path / "empty")})
+    assert failed.returncode == exit_codes.DATA and "Traceback" not in failed.stderr
+    [line] = failed.stderr.splitlines()[-1:]
+    assert line.startswith("error: cannot download ") and "--mirror" in line and "--data-dir" in line, failed.stderr

@@ -1,0 +1,170 @@
+"""A job's history of runs: `<outputs>/<name>/`, where no run replaces another.
+
+    <run-id>/         one run's results (model, metrics, summary, curves) and its record; a run id is
+                      its UTC start time + a random suffix (20261125T170102.345Z-3f9a): names sort by time
+    latest            a relative symlink to the newest run that finished (`latest/model` is its model);
+                      read only through latest(), which accepts nothing but a run id beside it
+    .lock             held (fcntl.flock) by the `jaxgen run` of the job while it runs
+
+A run's record, RECORD, says how it ended (finished, failed, stopped) and its exit code; a run that
+fails leaves only its own folder behind, and `latest` still names the last good one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import secrets
+import shutil
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from trainer import outputs
+
+from .errors import UserError
+
+RUN_ID = re.compile(r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{4}")
+LATEST = "latest"
+LOCK = ".lock"
+RECORD = "jaxgen-run.json"
+BUSY = 75  # EX_TEMPFAIL: the job is already running; try again when it has ended
+
+
+class JobBusy(UserError):
+    """Another `jaxgen run` of the job holds its lock."""
+
+    exit_code = BUSY
+
+
+def new_run_id(now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(now))}.{int(now % 1 * 1000):03d}Z-{secrets.token_hex(2)}"
+
+
+@contextmanager
+def locked(folder: Path, name: str):
+    """Hold the job's lock for the block, or refuse at once when another run of the job holds it."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as error:
+        raise UserError(f"{folder}: cannot keep the job's results there: {error.strerror or error}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            raise JobBusy(f"job {name!r} is already running (jaxgen pid {holder}, results in {folder}); wait for "
+                          f"it to end, or run this one under another name (--set name=...)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def latest(folder: Path) -> Path | None:
+    """The run `latest` names, or None. Only a run id of this folder is followed, never a path."""
+    try:
+        target = os.readlink(folder / LATEST)
+    except OSError:
+        return None
+    run = folder / target
+    return run if RUN_ID.fullmatch(target) and run.is_dir() and not run.is_symlink() else None
+
+
+def set_latest(folder: Path, run_id: str) -> None:
+    """Point `latest` at run_id: a new relative symlink renamed over the old one (atomic)."""
+    tmp = folder / f".{LATEST}.{run_id}"
+    try:
+        tmp.unlink(missing_ok=True)
+        os.symlink(run_id, tmp)
+        os.replace(tmp, folder / LATEST)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"{folder / LATEST}: cannot point it at {run_id}: {error.strerror or error}") from None
+
+
+def runs(folder: Path) -> list[Path]:
+    """The job's runs, oldest first."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if RUN_ID.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
+
+
+def is_job_folder(path: Path) -> bool:
+    return bool(runs(path)) or (path / LOCK).exists()
+
+
+def write_record(run: Path, record: dict) -> None:
+    tmp = run / f".{RECORD}.tmp"
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, run / RECORD)
+
+
+def read_record(run: Path) -> dict:
+    try:
+        record = json.loads((run / RECORD).read_text())
+        return record if isinstance(record, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def history_line(run: Path, current: Path | None) -> str:
+    """run id, status, accuracy, wall time; `*` marks the run `latest` names."""
+    record, summary = read_record(run), outputs.read_summary(run)
+    status = record.get("status") or ("finished" if summary else "unknown")
+    if record.get("exit_code"):
+        status += f" (exit {record['exit_code']})"
+    accuracy = f"{summary['test_accuracy']:.4f}" if summary else "-"
+    wall = record.get("wall_seconds", summary.get("wall_seconds") if summary else None)
+    mark = "*" if current is not None and run.name == current.name else " "
+    return f"{mark} {run.name}  {status:<20} {accuracy:>8}  {f'{wall:.1f} s' if wall is not None else '-':>9}"
+
+
+def history(folder: Path) -> list[str]:
+    current = latest(folder)
+    header = f"  {'run':<{len(new_run_id())}} {'status':<20} {'accuracy':>8}  {'wall':>9}"
+    return [header] + [history_line(run, current) for run in runs(folder)]
+
+
+def adopt_unversioned(folder: Path) -> None:
+    """Results kept directly in the job folder (before runs had ids) become a run of their own."""
+    if not (folder / outputs.RUN_FILE).exists() and not (folder / outputs.SUMMARY).exists():
+        return
+    loose = [p for p in folder.iterdir() if not (RUN_ID.fullmatch(p.name) or p.name in (LOCK, LATEST)
+                                                 or p.name.startswith("."))]
+    when = max(p.lstat().st_mtime for p in loose)
+    run_id = new_run_id(when)
+    staging = folder / f".{run_id}.adopting"
+    staging.mkdir()
+    for path in loose:
+        os.rename(path, staging / path.name)
+    os.rename(staging, folder / run_id)
+    if outputs.read_summary(folder / run_id):
+        write_record(folder / run_id, {"run_id": run_id, "status": "finished", "exit_code": 0})
+        set_latest(folder, run_id)
+
+
+def remove_stale_staging(folder: Path) -> None:
+    """What a run stopped mid-collection left (only ever hidden names)."""
+    for path in folder.glob(".*.collecting"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def keep(source: Path, folder: Path, status: str, exit_code: int) -> Path:
+    """Move a run's collected results (a directory beside `folder`) in as a new run of the job;
+    `latest` names it when it finished with a summary. Used for a cluster run's fetched results."""
+    run_id = new_run_id()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_record(source, {"run_id": run_id, "name": folder.name, "status": status, "exit_code": exit_code})
+        os.rename(source, folder / run_id)
+    except OSError as error:
+        raise UserError(f"{folder}: cannot keep the run's results there: {error.strerror or error}") from None
+    if status == "finished" and outputs.read_summary(folder / run_id):
+        set_latest(folder, run_id)
+    return folder / run_id

@@ -1,0 +1,200 @@
+"""`jaxgen run`: every run keeps its results in a folder of its own, a failed or refused rerun
+touches none of the earlier ones, and two runs of one job never run at once."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from generator import runs
+from tests.support.paths import EXAMPLES_DIR, MNIST_DIR
+from tests.support.procs import kill, start, wait_all, wait_for_text
+from trainer import exit_codes
+
+CPU_LOCAL = str(EXAMPLES_DIR / "cpu-local.json")
+SMALL = ["training.epochs=1", "training.train_examples=2048", "training.batch_size=64",
+         "training.mlp.hidden_sizes={32}", "training.log_every=8", f"data.mirror={MNIST_DIR.as_uri()}/"]
+
+
+def jaxgen_run(outputs, *sets: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "generator", "run", CPU_LOCAL, "--outputs", str(outputs)]
+    for item in (*SMALL, *sets):
+        argv += ["--set", item]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, start_new_session=True)
+
+
+def job_runs(outputs) -> list:
+    return runs.runs(outputs / "mnist-cpu")
+
+
+def summary_of(run) -> dict:
+    return json.loads((run / "summary.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_rerun_keeps_the_earlier_results_and_latest_names_the_newest(tmp_path):
+    outputs = tmp_path / "outputs"
+    first = jaxgen_run(outputs)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr
+    [one] = job_runs(outputs)
+    model = (one / "model" / "model.safetensors").read_bytes()
+    # The checkpoints were on an emptyDir (the default): no log line points into the scratch folder.
+    saved = [line for line in first.stdout.splitlines() if "checkpoint saved at step" in line]
+    assert saved and all("ckpt-0000000032.npz on an emptyDir, gone when the run ends" in line for line in saved)
+    scratch = re.search(r"scratch (\S+?),", first.stdout).group(1)
+    assert not [line for line in saved if scratch in line]
+    assert os.readlink(outputs / "mnist-cpu" / "latest") == one.name  # relative: the folder can move
+
+    second = jaxgen_run(outputs, "training.seed=1")  # other settings, same name
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr
+    [still_one, two] = job_runs(outputs)
+    assert still_one == one and (one / "model" / "model.safetensors").read_bytes() == model
+    assert summary_of(one)["config"]["seed"] == 0 and summary_of(two)["config"]["seed"] == 1
+    assert os.readlink(outputs / "mnist-cpu" / "latest") == two.name
+    assert f"results of mnist-cpu kept in {two} (run {two.name}" in second.stdout
+    assert f"  model:    {two / 'model' / 'model.safetensors'}" in second.stdout
+
+    history = subprocess.run([sys.executable, "-m", "generator", "results", str(outputs / "mnist-cpu")],
+                             capture_output=True, text=True, timeout=60)
+    assert history.returncode == 0, history.stderr
+    lines = history.stdout.splitlines()
+    assert lines[1].startswith(f"  {one.name}  finished ") and f"{summary_of(one)['test_accuracy']:.4f}" in lines[1]
+    assert lines[2].startswith(f"* {two.name}  finished ") and f"{summary_of(two)['test_accuracy']:.4f}" in lines[2]
+    assert lines[3] == f"latest ({two.name}):"
+    assert lines[4].startswith(f"result: test accuracy {summary_of(two)['test_accuracy']:.4f}")
+    # The outputs folder holding the one job is enough, as before.
+    assert subprocess.run([sys.executable, "-m", "generator", "results", str(outputs)], capture_output=True,
+                          text=True, timeout=60).stdout == history.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_failed_or_refused_rerun_keeps_the_earlier_results_and_prints_none_of_them(tmp_path):
+    outputs = tmp_path / "outputs"
+    first = jaxgen_run(outputs, "persistence.enabled=true")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr
+    [one] = job_runs(outputs)
+    before = {p.relative_to(one): p.read_bytes() for p in one.rglob("*") if p.is_file()}
+
+    # A rerun that cannot get its data fails at start (exit 3)
+    bad = jaxgen_run(outputs, "data.mirror=file:///no/such/mirror/", "training.seed=2")
+    # and a rerun under other settings is refused by the claim's owner (exit 6).
+    refused = jaxgen_run(outputs, "persistence.enabled=true", "training.seed=1")
+    assert (bad.returncode, refused.returncode) == (exit_codes.DATA, exit_codes.CHECKPOINT), \
+        bad.stdout[-2000:] + refused.stdout[-2000:]
+    for proc in (bad, refused):
+        assert "result:" not in proc.stdout and "resume:" not in proc.stdout, proc.stdout[-3000:]
+        assert f"the results of earlier runs are untouched: the newest finished one is {one}" in proc.stdout
+    # The refusal's advice works under jaxgen: it names what to change here, not trainer flags.
+    assert "--checkpoint-dir" not in refused.stdout + refused.stderr
+    assert "--set name=" in refused.stdout
+
+    assert {p.relative_to(one): p.read_bytes() for p in one.rglob("*") if p.is_file()} == before
+    assert os.readlink(outputs / "mnist-cpu" / "latest") == one.name
+    [_, failed, refused_run] = job_runs(outputs)
+    assert runs.read_record(failed)["status"] == "failed" and runs.read_record(failed)["exit_code"] == 3
+    assert not (refused_run / "summary.json").exists() and not (refused_run / "model").exists()
+
+    # The advice the refusal gives works: another name runs.
+    other = jaxgen_run(outputs, "persistence.enabled=true", "training.seed=1", "name=mnist-cpu-seed1")
+    assert other.returncode == 0, other.stdout[-3000:] + other.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_second_run_of_a_running_job_is_refused_at_once(tmp_path):
+    outputs = tmp_path / "outputs"
+    sleeper = json.dumps(["python3", "-c", "import time; print('sleeping', flush=True); time.sleep(60)"])
+    argv = [sys.executable, "-m", "generator", "run", CPU_LOCAL, "--outputs", str(outputs),
+            "--set-json", f"program.command={sleeper}"]
+    first = start(argv, tmp_path / "first.log")
+    try:
+        wait_for_text(first, "sleeping", 60)
+        began = time.monotonic()
+        second = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - began
+    finally:
+        kill(first)
+    assert second.returncode == runs.BUSY
+    assert took < 10
+    assert second.stdout == ""
+    assert second.stderr.startswith("error: job 'mnist-cpu' is already running (jaxgen pid ")
+    assert len(second.stderr.splitlines()) == 1 and "--set name=" in second.stderr
+    # Once the first has ended, the job runs again.
+    again = subprocess.run([*argv[:-1], 'program.command=["python3", "-c", "pass"]'], capture_output=True,
+                           text=True, timeout=60)
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_results_kept_before_runs_had_ids_become_a_run(tmp_path):
+    folder = tmp_path / "outputs" / "mnist-cpu"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps({"test_accuracy": 0.97}))
+    (folder / "run.json").write_text("{}")
+    runs.adopt_unversioned(folder)
+    [old] = runs.runs(folder)
+    assert sorted(p.name for p in old.iterdir()) == ["jaxgen-run.json", "run.json", "summary.json"]
+    assert runs.latest(folder) == old and sorted(p.name for p in folder.iterdir()) == [old.name, "latest"]
+
+
+def test_latest_follows_nothing_but_a_run_of_its_folder(tmp_path):
+    folder = tmp_path / "job"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    folder.mkdir()
+    os.symlink(str(elsewhere), folder / "latest")
+    assert runs.latest(folder) is None
+    (folder / "latest").unlink()
+    os.symlink("../elsewhere", folder / "latest")
+    assert runs.latest(folder) is None
+    run_id = runs.new_run_id()
+    (folder / run_id).mkdir()
+    runs.set_latest(folder, run_id)
+    assert runs.latest(folder) == folder / run_id
+
+
+def test_a_fetched_cluster_run_is_kept_beside_the_earlier_runs(tmp_path):
+    """scripts/run.sh hands what it copied from the claim to `jaxgen keep-run`: a run of its own."""
+    folder = tmp_path / "results" / "job"
+    for accuracy, exit_code in ((0.97, 0), (None, 1)):
+        fetched = tmp_path / "results" / ".job.fetching"
+        fetched.mkdir(parents=True)
+        (fetched / "run.json").write_text("{}")
+        if accuracy:
+            (fetched / "summary.json").write_text(json.dumps(
+                {"test_accuracy": accuracy, "train_accuracy": 0.9, "epochs": 1, "steps": 10, "wall_seconds": 2.0,
+                 "examples_per_second": 100.0}))
+        kept = subprocess.run([sys.executable, "-m", "generator", "keep-run", str(fetched), str(folder),
+                               "--exit-code", str(exit_code)], capture_output=True, text=True, timeout=60)
+        assert not fetched.exists()
+    [good, failed] = runs.runs(folder)
+    assert runs.latest(folder) == good and runs.read_record(failed)["status"] == "failed"
+    assert kept.returncode == 1 and f"* {good.name}  finished" in kept.stdout
+    assert f"  {failed.name}  failed (exit 1)" in kept.stdout and "result:" not in kept.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_stopped_emptydir_run_does_not_promise_a_resume(tmp_path):
+    argv = [sys.executable, "-m", "generator", "run", CPU_LOCAL, "--outputs", str(tmp_path / "outputs")]
+    for item in (*SMALL, "training.epochs=100"):
+        argv += ["--set", item]
+    proc = start(argv, tmp_path / "run.log")
+    try:
+        wait_for_text(proc, "[mnist-cpu-0] Rank 0: epoch 2/100", 200)
+        os.kill(proc.popen.pid, signal.SIGINT)
+        codes = wait_all([proc], 120)
+    finally:
+        kill(proc)
+    out = proc.output
+    assert codes == [130], out[-3000:]
+    assert "resumes here" not in out and "result:" not in out
+    assert "(preempted: its checkpoint is on an emptyDir, so a rerun starts over)" in out, out[-3000:]
+    assert "the checkpoints were on an emptyDir, gone with the run: a rerun starts over" in out
+    [stopped] = job_runs(tmp_path / "outputs")
+    assert runs.read_record(stopped)["status"] == "stopped"
