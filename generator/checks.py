@@ -44,7 +44,7 @@ def _go_pattern(validator, pattern: str, instance, _schema):
     text (Python's `$` also matches before a trailing newline, so "name\n" would pass), and matching
     takes linear time whatever the input (a backtracking engine can be made to hang)."""
     if validator.is_type(instance, "string") and _regex(pattern).search(instance) is None:
-        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+        yield jsonschema.ValidationError(f"{_shown(instance)} does not match {json.dumps(pattern)}")
 
 
 _Validator = jsonschema.validators.extend(jsonschema.Draft7Validator, {"pattern": _go_pattern})
@@ -62,6 +62,11 @@ def json_path(parts) -> str:
     return path
 
 
+def _shown(value) -> str:
+    """The user's value as they wrote it (JSON, not Python's repr: true, null, "text"), cut short."""
+    return excerpt(json.dumps(value, ensure_ascii=False))
+
+
 _SIZE_RULES = {"maxLength": ("characters", "at most"), "minLength": ("characters", "at least"),
                "maxItems": ("items", "at most"), "minItems": ("items", "at least"),
                "maxProperties": ("keys", "at most"), "minProperties": ("keys", "at least")}
@@ -73,11 +78,11 @@ def _message(error) -> str:
     if error.validator in _SIZE_RULES:
         unit, bound = _SIZE_RULES[error.validator]
         return f"{len(error.instance)} {unit}, {bound} {error.validator_value} allowed"
-    value = repr(error.instance)
+    value, shown = repr(error.instance), _shown(error.instance)
     if error.validator == "oneOf" and any("pattern" in branch for branch in error.validator_value):
-        return f"{excerpt(value)} is not a Kubernetes quantity (such as 500m, 1.5Gi or 2)"  # Quantity's branches
+        return f"{shown} is not a Kubernetes quantity (such as 500m, 1.5Gi or 2)"  # Quantity's branches
     if error.message.startswith(value):
-        return excerpt(value) + error.message[len(value):]
+        return shown + error.message[len(value):]
     return error.message if len(error.message) <= 4 * EXCERPT else excerpt(error.message)
 
 

@@ -14,7 +14,7 @@ import yaml
 
 from . import set_values, yaml_text
 from .checks import json_path, validation_errors
-from .errors import UserError, ValidationFailed
+from .errors import UserError, ValidationFailed, excerpt
 from .names import DEFAULT_NAMESPACE
 from .paths import VALUES_FILE
 
@@ -84,15 +84,16 @@ def as_values(data: Any, label: str, path: tuple = ()) -> Any:
             raise UserError(f"{label}: {json_path(where[:3])}: nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, dict):
             copy_ = {}
-            for key, value in node.items():
+            for key, value in node.items():  # a key given twice (1 and "1"): the last wins, as in Helm
                 name = _key_text(key)
                 if name is None:
-                    raise UserError(f"{label}: {json_path(where)}: key {key!r} is not a string")
-                if name in copy_:
-                    raise UserError(f"{label}: {json_path(where + [name])}: key given twice ({key!r})")
+                    raise UserError(f"{label}: {json_path(where)}: key {_yaml_text(key)} is not a string")
+                _check_text(name, label, where + [name])
                 copy_[name] = value
-                stack.append((copy_, name, value, where + [name]))
+            stack.extend((copy_, name, value, where + [name]) for name, value in copy_.items())
             parent[slot] = copy_
+        elif isinstance(node, str):
+            _check_text(node, label, where)
         elif isinstance(node, list):
             copy_ = list(node)
             stack.extend((copy_, i, item, where + [i]) for i, item in enumerate(node))
@@ -103,6 +104,33 @@ def as_values(data: Any, label: str, path: tuple = ()) -> Any:
             if node.is_integer() and abs(node) < 2**53:
                 parent[slot] = int(node)
     return root[0]
+
+
+def _check_text(text: str, label: str, where: list) -> None:
+    """Refuse what is not Unicode text: a lone surrogate (a JSON or YAML escape of half a pair) or a
+    byte that is not UTF-8 (Python hands on a command line's bytes as U+DC80-U+DCFF). No YAML reader,
+    Kubernetes' included, takes either, and they cannot be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        char = ord(text[error.start])
+        what = f"byte 0x{char - 0xDC00:02x} is not UTF-8" if 0xDC80 <= char <= 0xDCFF else \
+            f"\\u{char:04x} is half of a surrogate pair, not a character"
+        raise UserError(f"{label}: {_safe(json_path(where))}: {what}") from None
+
+
+def _safe(text: str) -> str:
+    """`text` with what cannot be written as UTF-8 spelled as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _yaml_text(key: Any) -> str:
+    """A key that is not a string, as YAML writes it (null, true, 1.5), never as Python's repr."""
+    value = key.value if isinstance(key, yaml_text.NonStringKey) else key
+    try:
+        return json.dumps(value, allow_nan=False) if not isinstance(value, (dict, list)) else "(a collection)"
+    except (TypeError, ValueError):
+        return excerpt(str(value))
 
 
 def _key_text(key: Any) -> str | None:
