@@ -216,6 +216,7 @@ def load_values(files: list[str], sets: list[str] = (), target: str | None = Non
         for argument in arguments:
             user = as_values(set_values.parse_into(argument, user, kind), set_values.FLAGS[kind])
     values = merge(defaults(), user)
+    namespace = namespace or DEFAULT_NAMESPACE  # helm template -n '' renders the default namespace too
     if target is not None:
         values["target"] = target
     release_namespace = values.get("namespace") == ""

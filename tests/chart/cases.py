@@ -50,6 +50,8 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
                     {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]},
     "image": {"image": {"repository": "registry.example.com:5000/ml/trainer", "tag": "1.2.3-cuda12_x",
                         "pull_policy": "Always", "pull_secrets": ["regcred", "other.creds"]}},
+    "image-digest": {"image": {"repository": "localhost:5000/ml/trainer", "tag": "latest", "digest": "sha256:" + "0f" * 32}},
+    "image-latest": {"image": {"tag": "latest"}},
     "node-selector": {"node_selector": {"kubernetes.io/arch": "amd64", "example.com/pool": "train"}},
     "node-affinity": {"affinity": NODE_AFFINITY},
     "pod-anti-affinity": {"affinity": POD_ANTI_AFFINITY},
