@@ -83,12 +83,18 @@ def as_values(data: Any, label: str, path: tuple = ()) -> Any:
         if len(where) > MAX_DEPTH:
             raise UserError(f"{label}: {json_path(where[:3])}: nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, dict):
-            copy_ = {}
-            for key, value in node.items():  # a key given twice (1 and "1"): the last wins, as in Helm
+            copy_, read_from = {}, {}
+            for key, value in node.items():
                 name = _key_text(key)
                 if name is None:
                     raise UserError(f"{label}: {json_path(where)}: key {_yaml_text(key)} is not a string")
                 _check_text(name, label, where + [name])
+                # The same key again: the last wins, as in Helm. Two scalars with one text (1 and "1"):
+                # Helm keeps one of them at random (Go's map order), so neither is guessed here.
+                origin = _origin(key)
+                if read_from.setdefault(name, origin) != origin:
+                    raise UserError(f"{label}: {json_path(where + [name])}: key given twice, as "
+                                    f"{_yaml_text(read_from[name][1])} and {_yaml_text(origin[1])}; write it once")
                 copy_[name] = value
             stack.extend((copy_, name, value, where + [name]) for name, value in copy_.items())
             parent[slot] = copy_
@@ -122,6 +128,12 @@ def _check_text(text: str, label: str, where: list) -> None:
 def _safe(text: str) -> str:
     """`text` with what cannot be written as UTF-8 spelled as escapes."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _origin(key: Any) -> tuple[str, Any]:
+    """A key as go-yaml holds it before it becomes text: its type and value."""
+    value = key.value if isinstance(key, yaml_text.NonStringKey) else key
+    return type(value).__name__, value
 
 
 def _yaml_text(key: Any) -> str:

@@ -247,7 +247,9 @@ class Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.
     def compose_scalar_node(self, anchor):
         tag = self.peek_event().tag
         node = super().compose_scalar_node(anchor)
-        node.explicit = tag not in (None, "!")  # a tag written in the document, not the resolver's
+        node.explicit = tag is not None  # a tag written in the document, not the resolver's
+        if tag == "!":  # the non-specific tag: a string to go-yaml (PyYAML would resolve it as if plain)
+            node.tag = _TAG + "str"
         return node
 
     def process_directives(self):
