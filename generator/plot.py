@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from . import yaml_text
 from .errors import UserError, excerpt
 
 
@@ -45,8 +46,8 @@ def read_records(path: Path) -> list[dict]:
     for number, line in enumerate(lines, 1):
         if line.strip():
             try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as e:
+                record = json.loads(line, parse_int=yaml_text.json_int)
+            except (ValueError, RecursionError) as e:
                 raise UserError(f"{path}:{number}: not a JSON line ({getattr(e, 'msg', 'nested too deeply')})") from None
             if not isinstance(record, dict):
                 raise UserError(f"{path}:{number}: not a metrics record (a JSON object)")

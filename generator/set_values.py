@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any
 
+from . import yaml_text
 from .errors import UserError, excerpt
 
 MAX_NAME_LEVELS = 30  # Helm's limits: nesting of a name, and a list index
@@ -223,7 +224,8 @@ class _Parser:
             self.src.at = at + 1
             return None
         try:
-            value, end = json.JSONDecoder(parse_constant=self._no_constant, parse_int=_json_int).raw_decode(text, at)
+            decoder = json.JSONDecoder(parse_constant=self._no_constant, parse_int=yaml_text.json_int)
+            value, end = decoder.raw_decode(text, at)
         except (ValueError, RecursionError) as e:
             raise self.error(f"not JSON: {_json_problem(e)}") from None
         while end < len(text) and text[end].isspace():
@@ -239,7 +241,7 @@ class _Parser:
     def merge_object(self, dest: dict) -> None:
         """Helm 4's --set-json '{...}': one JSON object, merged into the values as a values file is."""
         try:
-            data = json.loads(self.arg, parse_constant=self._no_constant, parse_int=_json_int)
+            data = json.loads(self.arg, parse_constant=self._no_constant, parse_int=yaml_text.json_int)
         except (ValueError, RecursionError) as e:
             raise self.error(f"not a JSON object: {_json_problem(e)}") from None
         if not isinstance(data, dict):
@@ -254,11 +256,6 @@ class _Parser:
     def set(data: dict, name: str, value: Any) -> None:
         if name:  # as in Helm, an empty name sets nothing
             data[name] = value
-
-
-def _json_int(text: str) -> int | float:
-    """A JSON integer; beyond 64 bits, the float Go reads (int() of thousands of digits fails)."""
-    return int(text) if len(text) <= 20 else float(text)
 
 
 def _json_problem(error: Exception) -> str:

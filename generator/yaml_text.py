@@ -312,6 +312,12 @@ def dump_all(docs: list) -> str:
                          allow_unicode=True, width=sys.maxsize)
 
 
+def json_int(text: str) -> int | float:
+    """A JSON integer (json.loads' parse_int): beyond 64 bits, the float Go's JSON reader makes of it,
+    so that thousands of digits are a number out of range rather than Python's int() refusing them."""
+    return int(text) if len(text) <= 20 else float(text)
+
+
 def flow_value(value) -> str:
     """`value` as one JSON flow value for a template (JSON is YAML): characters YAML cannot carry raw are
     written as escapes, and no surrogate pairs (YAML reads \\uD83D\\uDE00 as two lone surrogates)."""

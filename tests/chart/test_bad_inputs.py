@@ -8,11 +8,12 @@ import json
 import pytest
 
 from generator.targets import KUBERNETES, NAMES
+from tests.support.jaxgen import jaxgen
 from tests.support.paths import BAD_INPUTS_DIR, SCHEMA_FILE
 from trainer import models
 from trainer.contract import MAX_GPUS_PER_HOST
 
-from .helm import assert_refuses_target, comparable, helm_template, jaxgen_documents, write_values
+from .helm import CHART_DIR, assert_refuses_target, comparable, helm, helm_template, jaxgen_documents, write_values
 
 CORPUS = sorted(p.name for p in BAD_INPUTS_DIR.iterdir() if p.name != "expected.json")
 EXPECTED = json.loads((BAD_INPUTS_DIR / "expected.json").read_text())
@@ -186,3 +187,11 @@ def test_null_value(dotted, tmp_path):
         from generator.errors import ValidationFailed
         with pytest.raises(ValidationFailed):
             jaxgen_documents(file)
+
+
+def test_an_empty_namespace_option_renders_the_default_namespace_in_both():
+    theirs = helm("template", "r", str(CHART_DIR), "-n", "", "--skip-tests")
+    assert theirs.returncode == 0, theirs.stderr
+    ours = jaxgen("render", "-n", "").documents()
+    assert {d["metadata"]["namespace"] for d in theirs.documents()} == {"default"}
+    assert {d["metadata"]["namespace"] for d in ours} == {"default"}

@@ -51,6 +51,9 @@ GOOD_STEP = '{"event": "step", "step": 1, "loss": 1}\n'
     (b'{"event": {"a": 1}}\n', ":1: not a metrics record ('event' must be a string)"),
     (b'{"event": "step", "step": 1e308, "loss": 1}\n', ":1: step record needs a number from 0 to 9007199254740992"),
     (b'{"event": "step", "step": 1' + b"0" * 400 + b', "loss": 1}\n', ":1: step record needs a number from 0"),
+    (b'{"event": "step", "step": 1' + b"0" * 5000 + b', "loss": 1}\n', ":1: step record needs a number from 0"),
+    (b'{"event": "epoch", "epoch": -' + b"9" * 4301 + b', "step": 1, "loss": 1, "train_accuracy": 1, '
+     b'"test_accuracy": 1}\n', ":1: epoch record needs a number from 0"),
     (b'{"event": "step", "step": 1.5, "loss": 1}\n', ":1: step record needs a whole number in 'step'"),
     (b'{"event": "step", "step": 1, "loss": Infinity}\n', ":1: step record needs a number from -1e+300 to 1e+300"),
     (b'{"event": "step", "step": 1, "loss": NaN}\n', ":1: step record needs a number from -1e+300"),
