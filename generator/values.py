@@ -122,7 +122,7 @@ def _check_text(text: str, label: str, where: list) -> None:
         char = ord(text[error.start])
         what = f"byte 0x{char - 0xDC00:02x} is not UTF-8" if 0xDC80 <= char <= 0xDCFF else \
             f"\\u{char:04x} is half of a surrogate pair, not a character"
-        raise UserError(f"{label}: {_safe(json_path(where))}: {what}") from None
+        raise UserError(f"{label}: {_safe(json_path(where)) + ': ' if where else ''}{what}") from None
 
 
 def _safe(text: str) -> str:
@@ -229,6 +229,7 @@ def load_values(files: list[str], sets: list[str] = (), target: str | None = Non
             user = as_values(set_values.parse_into(argument, user, kind), set_values.FLAGS[kind])
     values = merge(defaults(), user)
     namespace = namespace or DEFAULT_NAMESPACE  # helm template -n '' renders the default namespace too
+    _check_text(namespace, "--namespace", [])
     if target is not None:
         values["target"] = target
     release_namespace = values.get("namespace") == ""

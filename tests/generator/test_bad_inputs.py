@@ -112,3 +112,10 @@ def test_integers_of_thousands_of_digits_in_a_run_are_one_line(tmp_path, command
     result = jaxgen(command, *args)
     assert result.exit_code == 2 and "step record needs a number from 0" in result.stderr, result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("option", ["--set", "--set-string", "--set-json"])
+def test_integers_of_thousands_of_digits_on_the_command_line_are_one_line(option):
+    result = jaxgen("render", option, "training.seed=" + "9" * 5000)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "$.training.seed: " in result.stderr and len(result.stderr.splitlines()) <= 2, result.stderr
