@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from . import yaml_text
-from .errors import UserError, excerpt
+from .errors import UserError, excerpt, printable
 
 
 # The fields each plotted record must carry as numbers (the trainer's metrics.jsonl writes them).
@@ -90,7 +90,7 @@ def draw(records: list[dict], output: Path, title: str) -> None:
     acc_ax.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
     acc_ax.grid(True, alpha=0.3)
     acc_ax.legend()
-    fig.suptitle(title)
+    fig.suptitle(printable(title))  # a folder's name may hold bytes that are not UTF-8
     fig.tight_layout()
     try:
         output.parent.mkdir(parents=True, exist_ok=True)

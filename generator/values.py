@@ -14,7 +14,7 @@ import yaml
 
 from . import set_values, yaml_text
 from .checks import json_path, validation_errors
-from .errors import UserError, ValidationFailed, excerpt
+from .errors import UserError, ValidationFailed, excerpt, printable
 from .names import DEFAULT_NAMESPACE
 from .paths import VALUES_FILE
 
@@ -122,12 +122,7 @@ def _check_text(text: str, label: str, where: list) -> None:
         char = ord(text[error.start])
         what = f"byte 0x{char - 0xDC00:02x} is not UTF-8" if 0xDC80 <= char <= 0xDCFF else \
             f"\\u{char:04x} is half of a surrogate pair, not a character"
-        raise UserError(f"{label}: {_safe(json_path(where)) + ': ' if where else ''}{what}") from None
-
-
-def _safe(text: str) -> str:
-    """`text` with what cannot be written as UTF-8 spelled as escapes."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+        raise UserError(f"{label}: {printable(json_path(where)) + ': ' if where else ''}{what}") from None
 
 
 def _origin(key: Any) -> tuple[str, Any]:
