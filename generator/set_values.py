@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from . import yaml_text
+from .merging import merge
 from .errors import UserError, excerpt
 
 MAX_NAME_LEVELS = 30  # Helm's limits: nesting of a name, and a list index
@@ -246,8 +247,6 @@ class _Parser:
             raise self.error(f"not a JSON object: {_json_problem(e)}") from None
         if not isinstance(data, dict):
             raise self.error("not a JSON object")
-        from .values import merge  # Helm's mergeMaps (values imports this module)
-
         merged = merge(dest, data, null_removes=False)
         dest.clear()
         dest.update(merged)

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from . import set_values, yaml_text
+from .merging import merge
 from .checks import json_path, validation_errors
 from .errors import UserError, ValidationFailed, excerpt, printable
 from .names import DEFAULT_NAMESPACE
@@ -188,25 +189,6 @@ def _where(exc: yaml.YAMLError) -> str:
     at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     return f"{at}: {problem}"
-
-
-def merge(base: dict, override: dict, null_removes: bool = True) -> dict:
-    """Helm's merge: mappings merge key by key, anything else (lists included) is replaced.
-
-    Over the defaults (null_removes), as in Helm, a null removes a default mapping (e.g.
-    `resources: {requests: null}` drops the default requests); a null over a scalar stays null, which
-    renders as Helm's missing key does. Between user files and --set values a null is just a value that
-    a later mapping replaces, as Helm merges its -f files before it applies them to the defaults.
-    """
-    merged = dict(base)
-    for key, value in override.items():
-        if value is None and null_removes and isinstance(merged.get(key), dict):
-            del merged[key]
-        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge(merged[key], value, null_removes)
-        else:
-            merged[key] = value
-    return merged
 
 
 def load_values(files: list[str], sets: list[str] = (), target: str | None = None,
