@@ -81,6 +81,11 @@ def _message(error) -> str:
     value, shown = repr(error.instance), _shown(error.instance)
     if error.validator == "oneOf" and any("pattern" in branch for branch in error.validator_value):
         return f"{shown} is not a Kubernetes quantity (such as 500m, 1.5Gi or 2)"  # Quantity's branches
+    if error.validator == "enum":
+        return f"{shown} is not one of {', '.join(_shown(choice) for choice in error.validator_value)}"
+    if error.validator == "type":
+        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        return f"{shown} is not of type {' or '.join(types)}"
     if error.message.startswith(value):
         return shown + error.message[len(value):]
     return error.message if len(error.message) <= 4 * EXCERPT else excerpt(error.message)

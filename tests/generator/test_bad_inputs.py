@@ -119,3 +119,14 @@ def test_integers_of_thousands_of_digits_on_the_command_line_are_one_line(option
     result = jaxgen("render", option, "training.seed=" + "9" * 5000)
     assert result.exit_code == 2 and result.stdout == ""
     assert "$.training.seed: " in result.stderr and len(result.stderr.splitlines()) <= 2, result.stderr
+
+
+def test_messages_show_values_as_written_not_as_python_reprs():
+    result = jaxgen("render", "--set", "image.pull_policy=Sometimes,hosts_count=x,labels.b=true,queue_name=null",
+                    "--set-json", 'annotations={"a": [1, {"b": null}]}')
+    assert result.exit_code == 2
+    for line in ('$.image.pull_policy: "Sometimes" is not one of "", "Always", "IfNotPresent", "Never"',
+                 '$.hosts_count: "x" is not of type integer', "$.labels.b: true is not of type string",
+                 "$.queue_name: null is not of type string", '$.annotations.a: [1, {"b": null}] is not of type string'):
+        assert line in result.stderr, result.stderr
+    assert not any(word in result.stderr for word in ("None", "True", "['", "{'"))
