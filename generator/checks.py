@@ -16,10 +16,10 @@ import jsonschema
 import re2
 
 from trainer import models  # the model registry's facts (no jax import)
-from trainer.contract import (ANNOTATIONS_MAX_BYTES, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, MAX_GPUS_PER_HOST, PROCESS_ENV,
-                              SYSTEM_DIRS)
+from trainer.contract import (ANNOTATIONS_MAX_BYTES, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, IMAGE_DIRS, MAX_GPUS_PER_HOST,
+                              PROCESS_ENV, QUANTITY_SUFFIXES, SYSTEM_DIRS)
 
-from . import engines, kueue, set_values
+from . import engines, images, kueue, set_values
 from .errors import EXCERPT, excerpt
 from .names import longest_hostname, outputs_claim, rendered_claim
 from .paths import SCHEMA_FILE
@@ -44,7 +44,7 @@ def _go_pattern(validator, pattern: str, instance, _schema):
     text (Python's `$` also matches before a trailing newline, so "name\n" would pass), and matching
     takes linear time whatever the input (a backtracking engine can be made to hang)."""
     if validator.is_type(instance, "string") and _regex(pattern).search(instance) is None:
-        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+        yield jsonschema.ValidationError(f"{_shown(instance)} does not match {json.dumps(pattern)}")
 
 
 _Validator = jsonschema.validators.extend(jsonschema.Draft7Validator, {"pattern": _go_pattern})
@@ -62,6 +62,11 @@ def json_path(parts) -> str:
     return path
 
 
+def _shown(value) -> str:
+    """The user's value as they wrote it (JSON, not Python's repr: true, null, "text"), cut short."""
+    return excerpt(json.dumps(value, ensure_ascii=False))
+
+
 _SIZE_RULES = {"maxLength": ("characters", "at most"), "minLength": ("characters", "at least"),
                "maxItems": ("items", "at most"), "minItems": ("items", "at least"),
                "maxProperties": ("keys", "at most"), "minProperties": ("keys", "at least")}
@@ -73,11 +78,16 @@ def _message(error) -> str:
     if error.validator in _SIZE_RULES:
         unit, bound = _SIZE_RULES[error.validator]
         return f"{len(error.instance)} {unit}, {bound} {error.validator_value} allowed"
-    value = repr(error.instance)
+    value, shown = repr(error.instance), _shown(error.instance)
     if error.validator == "oneOf" and any("pattern" in branch for branch in error.validator_value):
-        return f"{excerpt(value)} is not a Kubernetes quantity (such as 500m, 1.5Gi or 2)"  # Quantity's branches
+        return f"{shown} is not a Kubernetes quantity (such as 500m, 1.5Gi or 2)"  # Quantity's branches
+    if error.validator == "enum":
+        return f"{shown} is not one of {', '.join(_shown(choice) for choice in error.validator_value)}"
+    if error.validator == "type":
+        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        return f"{shown} is not of type {' or '.join(types)}"
     if error.message.startswith(value):
-        return excerpt(value) + error.message[len(value):]
+        return shown + error.message[len(value):]
     return error.message if len(error.message) <= 4 * EXCERPT else excerpt(error.message)
 
 
@@ -185,12 +195,18 @@ def semantic_errors(values: dict) -> list[str]:
     elif gpu:
         errors.append(f"$.resources.{gpu[0][0]}.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'")
 
+    errors += _request_errors(values["resources"])
     data, checkpoint = values["data"], values["checkpoint"]
     if _clean(data["dir"]) == _clean(checkpoint["dir"]):
         errors.append("$.checkpoint.dir: must differ from data.dir")
     for field, path in (("data.dir", data["dir"]), ("checkpoint.dir", checkpoint["dir"])):
-        if _clean(path) in SYSTEM_DIRS:
-            errors.append(f"$.{field}: {path!r} is a system directory; choose a directory of its own")
+        clean = _clean(path)
+        overlapped = [d for d in IMAGE_DIRS if clean == d or clean.startswith(d + "/") or d.startswith(clean + "/")]
+        if clean in SYSTEM_DIRS:
+            errors.append(f"$.{field}: '{path}' is a system directory; choose a directory of its own")
+        elif overlapped:
+            errors.append(f"$.{field}: '{path}' overlaps {overlapped[0]}, which the image or the kernel provides; "
+                          "choose a directory of its own")
     if target(values).kubernetes and not data["download"] and not data["volume"]:
         errors.append("$.data.volume: with data.download false the data must come from a volume "
                       "(set data.volume, or data.download true)")
@@ -205,6 +221,7 @@ def semantic_errors(values: dict) -> list[str]:
         if entry.get("name") in PROCESS_ENV:
             errors.append(f"$.env[{i}].name: {entry['name']} is set for each process by the job; "
                           "one value for every process would break the ranks")
+    errors += images.repository_errors(values)
     size = sum(len(k.encode()) + len(v.encode()) for k, v in values["annotations"].items())
     if size > ANNOTATIONS_MAX_BYTES:
         errors.append(f"$.annotations: {size} bytes of keys and values; Kubernetes allows {ANNOTATIONS_MAX_BYTES}")
@@ -270,6 +287,23 @@ def _volume_source_errors(where: str, volume: dict) -> list[str]:
         if not isinstance(path, str) or not path.startswith("/"):
             errors.append(f"{where}.hostPath.path: must be an absolute path")
     return errors
+
+
+def _request_errors(resources: dict) -> list[str]:
+    """A request above its limit, which the API server refuses (the defaults' limits included)."""
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    return [f"$.resources.requests.{name}: {requests[name]} is more than its limit {limits[name]} "
+            f"(resources.limits.{name}); Kubernetes refuses a request above its limit"
+            for name in sorted(set(requests) & set(limits))
+            if requests[name] is not None and limits[name] is not None
+            and _quantity(requests[name]) > _quantity(limits[name])]
+
+
+def _quantity(value) -> float:
+    """A Kubernetes quantity (500m, 1.5Gi, 2, 1e3) as a float, as the chart computes it."""
+    text = str(value)
+    suffix = next((s for s in sorted(QUANTITY_SUFFIXES, key=len, reverse=True) if text.endswith(s)), "")
+    return float(text[:len(text) - len(suffix)]) * float(QUANTITY_SUFFIXES.get(suffix, "1"))
 
 
 def _clean(path: str) -> str:

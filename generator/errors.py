@@ -20,6 +20,12 @@ class ValidationFailed(UserError):
 EXCERPT = 60  # characters of a user's value or key an error message quotes
 
 
+def printable(text: str) -> str:
+    """`text` with what UTF-8 cannot carry (a lone surrogate; Python's stand-in for a byte of a file
+    name or argument that is not UTF-8) spelled as an escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def excerpt(text: str) -> str:
     """`text` cut to EXCERPT characters, saying how long it was: error lines stay short."""
     return text if len(text) <= EXCERPT else f"{text[:EXCERPT]}… ({len(text)} characters)"

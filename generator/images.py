@@ -14,7 +14,29 @@ def tag(values: dict) -> str:
 
 
 def reference(values: dict) -> str:
-    return f"{values['image']['repository']}:{tag(values)}"
+    """repository@digest when image.digest pins the image, else repository:tag."""
+    image = values["image"]
+    return f"{image['repository']}@{image['digest']}" if image["digest"] else f"{image['repository']}:{tag(values)}"
+
+
+def pull_policy(values: dict) -> str:
+    """image.pull_policy, or where empty what Kubernetes defaults it to for the reference: Always for
+    the tag latest, else IfNotPresent (a digest names one image for ever)."""
+    image = values["image"]
+    if image["pull_policy"]:
+        return image["pull_policy"]
+    return "Always" if not image["digest"] and tag(values) == "latest" else "IfNotPresent"
+
+
+def repository_errors(values: dict) -> list[str]:
+    """A tag or a digest written into image.repository (a registry's port is part of the repository)."""
+    repository = values["image"]["repository"]
+    if "@" in repository:
+        return [f"$.image.repository: '{repository}' holds a digest; give it as image.digest"]
+    if ":" in repository.rsplit("/", 1)[-1]:
+        return [f"$.image.repository: '{repository}' holds a tag; give it as image.tag (a registry's port, as in "
+                "localhost:5000/trainer, is part of the repository)"]
+    return []
 
 
 def variants_json() -> str:

@@ -9,7 +9,8 @@ import click
 
 from trainer.extras import missing
 
-from .errors import UserError, excerpt
+from . import yaml_text
+from .errors import UserError, excerpt, printable
 
 
 # The fields each plotted record must carry as numbers (the trainer's metrics.jsonl writes them).
@@ -47,8 +48,8 @@ def read_records(path: Path) -> list[dict]:
     for number, line in enumerate(lines, 1):
         if line.strip():
             try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as e:
+                record = json.loads(line, parse_int=yaml_text.json_int)
+            except (ValueError, RecursionError) as e:
                 raise UserError(f"{path}:{number}: not a JSON line ({getattr(e, 'msg', 'nested too deeply')})") from None
             if not isinstance(record, dict):
                 raise UserError(f"{path}:{number}: not a metrics record (a JSON object)")
@@ -91,7 +92,7 @@ def draw(records: list[dict], output: Path, title: str) -> None:
     acc_ax.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
     acc_ax.grid(True, alpha=0.3)
     acc_ax.legend()
-    fig.suptitle(title)
+    fig.suptitle(printable(title))  # a folder's name may hold bytes that are not UTF-8
     fig.tight_layout()
     try:
         output.parent.mkdir(parents=True, exist_ok=True)

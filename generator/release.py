@@ -46,7 +46,7 @@ def results_pod(values: dict) -> dict | None:
             "nodeSelector": values["node_selector"], "tolerations": context.tolerations(),
             "containers": [{
                 "name": "results", "image": images.reference(values),
-                "imagePullPolicy": values["image"]["pull_policy"],
+                "imagePullPolicy": images.pull_policy(values),
                 "command": ["python", "-c", "import time; time.sleep(900)"],
                 "securityContext": context.container_security_context(),
                 "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}},

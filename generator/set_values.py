@@ -6,7 +6,8 @@
     a\\.b=x  v=a\\,b       a backslash takes the next character literally
     --set: true/false/null (any case), and base-10 integers without a leading 0, are typed;
            everything else (010, 1_0, 1.10, 1e3) stays a string
-    --set-string: every value is a string; --set-json: every value is JSON (empty: null)
+    --set-string: every value is a string; --set-json: every value is JSON (empty: null), and
+    --set-json '{"a": {"b": 1}}' (Helm 4) merges one JSON object into the values
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import json
 import re
 from typing import Any
 
+from . import yaml_text
+from .merging import merge
 from .errors import UserError, excerpt
 
 MAX_NAME_LEVELS = 30  # Helm's limits: nesting of a name, and a list index
@@ -53,16 +56,28 @@ class _Text:
 
 def typed(text: str) -> Any:
     """A --set value as Helm types it."""
-    lowered = text.lower()
+    lowered = _go_folded(text)
     if lowered in ("true", "false"):
         return lowered == "true"
     if lowered == "null":
         return None
     if text == "0":
         return 0
-    if text and text[0] != "0" and _INT.fullmatch(text) and -(2**63) <= int(text) < 2**63:
+    # strconv.ParseInt: at most 19 digits and a sign fit in 64 bits (and int() of thousands of digits fails)
+    if text and text[0] != "0" and len(text) <= 20 and _INT.fullmatch(text) and -(2**63) <= int(text) < 2**63:
         return int(text)
     return text
+
+
+# Go's strings.EqualFold folds these non-ASCII letters to ASCII ones (Unicode simple case folding).
+_GO_FOLDS_TO_ASCII = str.maketrans({"\u017f": "s", "\u212a": "k"})
+
+
+def _go_folded(text: str) -> str | None:
+    """`text` folded as strings.EqualFold compares it with an ASCII word (falſe is false); None when it
+    holds another non-ASCII character, which no ASCII word equals."""
+    folded = text.translate(_GO_FOLDS_TO_ASCII)
+    return folded.lower() if folded.isascii() else None
 
 
 class _End(Exception):
@@ -210,9 +225,10 @@ class _Parser:
             self.src.at = at + 1
             return None
         try:
-            value, end = json.JSONDecoder(parse_constant=self._no_constant).raw_decode(text, at)
+            decoder = json.JSONDecoder(parse_constant=self._no_constant, parse_int=yaml_text.json_int)
+            value, end = decoder.raw_decode(text, at)
         except (ValueError, RecursionError) as e:
-            raise self.error(f"not JSON: {getattr(e, 'msg', 'nested too deeply')}") from None
+            raise self.error(f"not JSON: {_json_problem(e)}") from None
         while end < len(text) and text[end].isspace():
             end += 1
         if end < len(text) and text[end] == ",":
@@ -223,10 +239,28 @@ class _Parser:
     def _no_constant(self, name: str):
         raise self.error(f"not JSON: {name} is not a JSON number")
 
+    def merge_object(self, dest: dict) -> None:
+        """Helm 4's --set-json '{...}': one JSON object, merged into the values as a values file is."""
+        try:
+            data = json.loads(self.arg, parse_constant=self._no_constant, parse_int=yaml_text.json_int)
+        except (ValueError, RecursionError) as e:
+            raise self.error(f"not a JSON object: {_json_problem(e)}") from None
+        if not isinstance(data, dict):
+            raise self.error("not a JSON object")
+        merged = merge(dest, data, null_removes=False)
+        dest.clear()
+        dest.update(merged)
+
     @staticmethod
     def set(data: dict, name: str, value: Any) -> None:
         if name:  # as in Helm, an empty name sets nothing
             data[name] = value
+
+
+def _json_problem(error: Exception) -> str:
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    return getattr(error, "msg", None) or "a number too large"
 
 
 FLAGS = {"set": "--set", "string": "--set-string", "json": "--set-json"}
@@ -234,5 +268,9 @@ FLAGS = {"set": "--set", "string": "--set-string", "json": "--set-json"}
 
 def parse_into(text: str, dest: dict, kind: str = "set") -> dict:
     """Apply one --set/--set-string/--set-json argument to `dest` (Helm's ParseInto); returns dest."""
-    _Parser(FLAGS[kind], text, kind).parse_into(dest)
+    parser = _Parser(FLAGS[kind], text, kind)
+    if kind == "json" and text.strip().startswith("{"):
+        parser.merge_object(dest)
+    else:
+        parser.parse_into(dest)
     return dest

@@ -13,8 +13,9 @@ from typing import Any
 import yaml
 
 from . import set_values, yaml_text
+from .merging import merge
 from .checks import json_path, validation_errors
-from .errors import UserError, ValidationFailed
+from .errors import UserError, ValidationFailed, excerpt, printable
 from .names import DEFAULT_NAMESPACE
 from .paths import VALUES_FILE
 
@@ -84,16 +85,23 @@ def as_values(data: Any, label: str, path: tuple = ()) -> Any:
         if len(where) > MAX_DEPTH:
             raise UserError(f"{label}: {json_path(where[:3])}: nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, dict):
-            copy_ = {}
+            copy_, read_from = {}, {}
             for key, value in node.items():
                 name = _key_text(key)
                 if name is None:
-                    raise UserError(f"{label}: {json_path(where)}: key {key!r} is not a string")
-                if name in copy_:
-                    raise UserError(f"{label}: {json_path(where + [name])}: key given twice ({key!r})")
+                    raise UserError(f"{label}: {json_path(where)}: key {_yaml_text(key)} is not a string")
+                _check_text(name, label, where + [name])
+                # The same key again: the last wins, as in Helm. Two scalars with one text (1 and "1"):
+                # Helm keeps one of them at random (Go's map order), so neither is guessed here.
+                origin = _origin(key)
+                if read_from.setdefault(name, origin) != origin:
+                    raise UserError(f"{label}: {json_path(where + [name])}: key given twice, as "
+                                    f"{_yaml_text(read_from[name][1])} and {_yaml_text(origin[1])}; write it once")
                 copy_[name] = value
-                stack.append((copy_, name, value, where + [name]))
+            stack.extend((copy_, name, value, where + [name]) for name, value in copy_.items())
             parent[slot] = copy_
+        elif isinstance(node, str):
+            _check_text(node, label, where)
         elif isinstance(node, list):
             copy_ = list(node)
             stack.extend((copy_, i, item, where + [i]) for i, item in enumerate(node))
@@ -104,6 +112,34 @@ def as_values(data: Any, label: str, path: tuple = ()) -> Any:
             if node.is_integer() and abs(node) < 2**53:
                 parent[slot] = int(node)
     return root[0]
+
+
+def _check_text(text: str, label: str, where: list) -> None:
+    """Refuse what is not Unicode text: a lone surrogate (a JSON or YAML escape of half a pair) or a
+    byte that is not UTF-8 (Python hands on a command line's bytes as U+DC80-U+DCFF). No YAML reader,
+    Kubernetes' included, takes either, and they cannot be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        char = ord(text[error.start])
+        what = f"byte 0x{char - 0xDC00:02x} is not UTF-8" if 0xDC80 <= char <= 0xDCFF else \
+            f"\\u{char:04x} is half of a surrogate pair, not a character"
+        raise UserError(f"{label}: {printable(json_path(where)) + ': ' if where else ''}{what}") from None
+
+
+def _origin(key: Any) -> tuple[str, Any]:
+    """A key as go-yaml holds it before it becomes text: its type and value."""
+    value = key.value if isinstance(key, yaml_text.NonStringKey) else key
+    return type(value).__name__, value
+
+
+def _yaml_text(key: Any) -> str:
+    """A key that is not a string, as YAML writes it (null, true, 1.5), never as Python's repr."""
+    value = key.value if isinstance(key, yaml_text.NonStringKey) else key
+    try:
+        return json.dumps(value, allow_nan=False) if not isinstance(value, (dict, list)) else "(a collection)"
+    except (TypeError, ValueError):
+        return excerpt(str(value))
 
 
 def _key_text(key: Any) -> str | None:
@@ -156,25 +192,6 @@ def _where(exc: yaml.YAMLError) -> str:
     return f"{at}: {problem}"
 
 
-def merge(base: dict, override: dict, null_removes: bool = True) -> dict:
-    """Helm's merge: mappings merge key by key, anything else (lists included) is replaced.
-
-    Over the defaults (null_removes), as in Helm, a null removes a default mapping (e.g.
-    `resources: {requests: null}` drops the default requests); a null over a scalar stays null, which
-    renders as Helm's missing key does. Between user files and --set values a null is just a value that
-    a later mapping replaces, as Helm merges its -f files before it applies them to the defaults.
-    """
-    merged = dict(base)
-    for key, value in override.items():
-        if value is None and null_removes and isinstance(merged.get(key), dict):
-            del merged[key]
-        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge(merged[key], value, null_removes)
-        else:
-            merged[key] = value
-    return merged
-
-
 def load_values(files: list[str], sets: list[str] = (), target: str | None = None,
                 namespace: str = DEFAULT_NAMESPACE, set_jsons: list[str] = (), set_strings: list[str] = ()) -> dict:
     """Merged and validated variables; raises UserError / ValidationFailed.
@@ -189,6 +206,8 @@ def load_values(files: list[str], sets: list[str] = (), target: str | None = Non
         for argument in arguments:
             user = as_values(set_values.parse_into(argument, user, kind), set_values.FLAGS[kind])
     values = merge(defaults(), user)
+    namespace = namespace or DEFAULT_NAMESPACE  # helm template -n '' renders the default namespace too
+    _check_text(namespace, "--namespace", [])
     if target is not None:
         values["target"] = target
     release_namespace = values.get("namespace") == ""

@@ -8,12 +8,18 @@ written bare only when it cannot be anything but a string to any reader; every o
 
 from __future__ import annotations
 
+import base64
+import binascii
+import calendar
+import codecs
 import json
 import math
 import re
 import sys
 
 import yaml
+
+from .errors import excerpt
 
 # Bare only: ASCII, starting with a letter, "/" or a flag's dashes, no indicator anywhere, and a colon
 # only inside a word (ghcr.io/org/image:1.0, https://host/path).
@@ -59,7 +65,7 @@ def _go_int(text: str) -> int | None:
         base, digits, body = 8, "01234567", body[1:]
     else:
         base, digits = 10, "0123456789"
-    if not body or any(c not in digits for c in body):
+    if not body or len(body) > 64 or any(c not in digits for c in body):  # 64 binary digits: no 64-bit number is longer
         return None
     value = int(body, base) * (-1 if sign == "-" else 1)
     if -(2**63) <= value < 2**63 or (sign == "" and value < 2**64):
@@ -79,6 +85,69 @@ def _construct_go_number(loader, node):
 
 def _construct_go_bool(loader, node):
     return node.value.lower() in ("y", "yes", "true", "on")
+
+
+_TAG = "tag:yaml.org,2002:"
+_CHECKED_TAGS = {_TAG + kind for kind in ("bool", "int", "float", "null", "timestamp")}
+_KIND = {bool: "bool", type(None): "null", int: "int", float: "float", str: "str"}
+# go-yaml's timestamps: RFC 3339 with one- or two-digit fields (t or T, a zone required), a date and a
+# time without a zone, or a date alone.
+_GO_TIMESTAMP = re.compile(r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})(?:[Tt]([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2})"
+                           r"(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})| ([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2})(?:\.[0-9]+)?)?")
+
+
+def _is_go_timestamp(text: str) -> bool:
+    match = _GO_TIMESTAMP.fullmatch(text)
+    if match is None:
+        return False
+    year, month, day = (int(part) for part in match.groups()[:3])
+    clock = [int(part) for part in match.groups()[3:] if part is not None]
+    days = calendar.monthrange(year or 2000, month)[1] if 1 <= month <= 12 else 0  # year 0 is a leap year to Go
+    return 1 <= day <= days and all(value < bound for value, bound in zip(clock, (24, 60, 60)))
+
+
+def _go_bytes_text(data: bytes) -> str:
+    """Bytes as Go's JSON writes a string: each byte that is not part of UTF-8 text becomes U+FFFD."""
+    return data.decode("utf-8", errors="jax-training-go-replace")
+
+
+codecs.register_error("jax-training-go-replace", lambda error: ("\ufffd", error.start + 1))
+
+
+def _construct_any(loader, node):
+    """Every node as go-yaml v2 reads it. A collection is a mapping or a list whatever its tag (!!set,
+    !!omap, a custom tag); an untagged scalar is typed by the resolver. An explicit tag on a scalar:
+    !!str keeps the text, !!binary decodes base64, !!bool/!!int/!!float/!!null/!!timestamp check that
+    the text reads as one (an integer may be a float), and any other tag (!foo, !!python/...) is ignored."""
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_yaml_map(node)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_yaml_seq(node)
+    if not getattr(node, "explicit", False):
+        return _IMPLICIT.get(node.tag, yaml.constructor.SafeConstructor.construct_scalar)(loader, node)
+    tag, text = node.tag, node.value
+    if tag == _TAG + "binary":
+        try:
+            return _go_bytes_text(base64.b64decode(text.replace("\n", "").replace("\r", ""), validate=True))
+        except (binascii.Error, ValueError):
+            raise yaml.constructor.ConstructorError(None, None, "!!binary value contains invalid base64 data",
+                                                    node.start_mark) from None
+    if tag not in _CHECKED_TAGS:
+        return text
+    if tag == _TAG + "timestamp" and _is_go_timestamp(text):
+        return text  # Helm keeps a timestamp's text
+    implicit = yaml.ScalarNode(loader.resolve(yaml.ScalarNode, text, (True, False)), text)
+    value = _construct_any(loader, implicit)
+    kind = _TAG + _KIND[type(value)]
+    if kind == tag:
+        return value
+    if tag == _TAG + "float" and kind == _TAG + "int":
+        return float(value)
+    raise yaml.constructor.ConstructorError(
+        None, None, f"cannot decode {kind.replace(_TAG, '!!')} `{excerpt(text)}` as a {tag.replace(_TAG, '!!')}",
+        node.start_mark)
+
+
 
 
 class NonStringKey:
@@ -146,13 +215,49 @@ class Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.
 
     def construct_mapping(self, node, deep=False):
         """A mapping whose keys that are not strings stay apart as NonStringKey: in a dict, False, 0
-        and 0.0 would be one key, while Helm reads "false", "0" and "0" (which the caller then checks)."""
+        and 0.0 would be one key, while Helm reads "false", "0" and "0" (which the caller then checks).
+        A key given again moves to the end, so that in document order the last one wins, as in Helm."""
         self.flatten_mapping(node)
         mapping = {}
         for key_node, value_node in node.value:
             key = self.construct_object(key_node, deep=deep)
-            mapping[key if isinstance(key, str) else NonStringKey(key)] = self.construct_object(value_node, deep=deep)
+            key = key if isinstance(key, str) else NonStringKey(key)
+            mapping.pop(key, None)
+            mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
+
+    def flatten_mapping(self, node):
+        """Merge keys (<<) as go-yaml v2 applies them: in document order, so a key written before <<
+        is replaced by the merged one and a key after it wins; of a list of mappings, the first wins."""
+        pairs = []
+        for key_node, value_node in node.value:
+            if key_node.tag != _TAG + "merge":
+                pairs.append((key_node, value_node))
+                continue
+            sources = [value_node] if isinstance(value_node, yaml.MappingNode) else (
+                value_node.value[::-1] if isinstance(value_node, yaml.SequenceNode) else [None])
+            for source in sources:
+                if not isinstance(source, yaml.MappingNode):
+                    raise yaml.constructor.ConstructorError(
+                        None, None, "map merge requires map or sequence of maps as the value", value_node.start_mark)
+                self.flatten_mapping(source)
+                pairs.extend(source.value)
+        node.value = pairs
+
+    def compose_scalar_node(self, anchor):
+        tag = self.peek_event().tag
+        node = super().compose_scalar_node(anchor)
+        node.explicit = tag is not None  # a tag written in the document, not the resolver's
+        if tag == "!":  # the non-specific tag: a string to go-yaml (PyYAML would resolve it as if plain)
+            node.tag = _TAG + "str"
+        return node
+
+    def process_directives(self):
+        if self.check_token(yaml.DirectiveToken):
+            token = self.peek_token()
+            raise yaml.parser.ParserError(None, None, f"the %{token.name} directive is not read (Helm refuses a "
+                                          "values file with a directive); remove its line", token.start_mark)
+        return super().process_directives()
 
     def compose_document(self):
         node = super().compose_document()
@@ -170,8 +275,11 @@ class Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.
     anchors_used = False
 
 
-Loader.add_constructor(_GO_NUMBER, _construct_go_number)
-Loader.add_constructor("tag:yaml.org,2002:bool", _construct_go_bool)
+_IMPLICIT = {_GO_NUMBER: _construct_go_number, _TAG + "bool": _construct_go_bool,
+             _TAG + "null": lambda loader, node: None, _TAG + "float": yaml.constructor.SafeConstructor.construct_yaml_float,
+             _TAG + "str": yaml.constructor.SafeConstructor.construct_scalar}
+for _tag in [*Loader.yaml_constructors, _GO_NUMBER]:
+    Loader.add_constructor(_tag, _construct_any)
 
 
 def load(text: str):
@@ -202,6 +310,12 @@ def dump_all(docs: list) -> str:
     """A multi-document stream in block style; no line is ever folded."""
     return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
                          allow_unicode=True, width=sys.maxsize)
+
+
+def json_int(text: str) -> int | float:
+    """A JSON integer (json.loads' parse_int): beyond 64 bits, the float Go's JSON reader makes of it,
+    so that thousands of digits are a number out of range rather than Python's int() refusing them."""
+    return int(text) if len(text) <= 20 else float(text)
 
 
 def flow_value(value) -> str:

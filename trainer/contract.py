@@ -26,8 +26,17 @@ ANNOTATIONS_MAX_BYTES = 256 * 1024
 # GPUs one host (pod or SLURM node) may hold: the most any machine offers.
 MAX_GPUS_PER_HOST = 16
 
-# Directories the data and the outputs may not be mounted over.
-SYSTEM_DIRS = ("/", "/dev/shm", "/dev", "/proc", "/sys", "/etc", "/tmp")
+# Directories the data and the outputs may not be mounted at: the root, and the pods' own scratch.
+SYSTEM_DIRS = ("/", "/tmp")
+# Directories the image (trainer/Dockerfile) and the kernel provide: the data and the outputs may be
+# mounted neither at one, nor inside one, nor over a folder that holds one (which hides it).
+IMAGE_DIRS = ("/opt/venv", "/opt/jax-training", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc",
+              "/dev", "/proc", "/sys")
+
+# A Kubernetes quantity's suffixes and their factors (1.5Gi is 1.5 x 2^30), as decimal text that Go's
+# and Python's float parsers read alike; an exponent (1e3) is part of the number.
+QUANTITY_SUFFIXES = {"n": "1e-9", "u": "1e-6", "m": "1e-3", "k": "1e3", "M": "1e6", "G": "1e9", "T": "1e12",
+                     "P": "1e15", "E": "1e18", **{f"{s}i": str(2 ** (10 * n)) for n, s in enumerate("KMGTPE", 1)}}
 
 # The user and group the trainer runs as: the image's USER, the pods' runAsUser/runAsGroup/fsGroup,
 # and the owner of a host directory the pods write to.
@@ -102,6 +111,8 @@ def chart_json() -> str:
         "annotationsMaxBytes": ANNOTATIONS_MAX_BYTES,
         "maxGpusPerHost": MAX_GPUS_PER_HOST,
         "systemDirs": list(SYSTEM_DIRS),
+        "imageDirs": list(IMAGE_DIRS),
+        "quantitySuffixes": QUANTITY_SUFFIXES,
         "runAsId": RUN_AS_ID,
         "processEnv": list(PROCESS_ENV),
         "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,

@@ -8,11 +8,12 @@ import json
 import pytest
 
 from generator.targets import KUBERNETES, NAMES
+from tests.support.jaxgen import jaxgen
 from tests.support.paths import BAD_INPUTS_DIR, SCHEMA_FILE
 from trainer import models
 from trainer.contract import MAX_GPUS_PER_HOST
 
-from .helm import assert_refuses_target, comparable, helm_template, jaxgen_documents, write_values
+from .helm import CHART_DIR, assert_refuses_target, comparable, helm, helm_template, jaxgen_documents, write_values
 
 CORPUS = sorted(p.name for p in BAD_INPUTS_DIR.iterdir() if p.name != "expected.json")
 EXPECTED = json.loads((BAD_INPUTS_DIR / "expected.json").read_text())
@@ -88,8 +89,30 @@ SEMANTIC_CASES = {
     "same-dirs": ({"data": {"dir": "/x/"}, "checkpoint": {"dir": "/x//"}}, "$.checkpoint.dir: must differ from data.dir"),
     "same-dirs-cleaned": ({"data": {"dir": "//x/y/../z"}, "checkpoint": {"dir": "/x/./z"}},
                           "$.checkpoint.dir: must differ from data.dir"),
-    "system-dir": ({"data": {"dir": "/proc/"}}, "$.data.dir: '/proc/' is a system directory"),
+    "system-dir": ({"data": {"dir": "/proc/"}}, "$.data.dir: '/proc/' overlaps /proc, which the image or the kernel"),
     "root-dir": ({"checkpoint": {"dir": "/"}}, "$.checkpoint.dir: '/' is a system directory"),
+    "scratch-dir": ({"checkpoint": {"dir": "/tmp/"}}, "$.checkpoint.dir: '/tmp/' is a system directory"),
+    **{f"image-dir-{name}": ({"checkpoint": {"dir": path}}, f"$.checkpoint.dir: '{path}' overlaps {image}, ")
+       for name, path, image in (("venv", "/opt/venv", "/opt/venv"), ("inside", "/usr/local/ckpt", "/usr"),
+                                 ("holder", "/opt", "/opt/venv"), ("trainer", "/opt/jax-training/x",
+                                                                   "/opt/jax-training"),
+                                 ("proc", "/proc/self/x", "/proc"), ("lib", "/lib", "/lib"))},
+    "data-image-dir": ({"data": {"dir": "/bin/data"}}, "$.data.dir: '/bin/data' overlaps /bin, "),
+    "request-above-default-limit": ({"resources": {"requests": {"memory": "4097Mi"}}},
+                                    "$.resources.requests.memory: 4097Mi is more than its limit 4Gi "
+                                    "(resources.limits.memory); Kubernetes refuses a request above its limit"),
+    "cpu-request-above-limit": ({"resources": {"requests": {"cpu": 2}, "limits": {"cpu": "1500m"}}},
+                                "$.resources.requests.cpu: 2 is more than its limit 1500m (resources.limits.cpu)"),
+    "request-above-exponent-limit": ({"resources": {"requests": {"ephemeral-storage": "1001k"},
+                                                    "limits": {"ephemeral-storage": "1e6"}}},
+                                     "$.resources.requests.ephemeral-storage: 1001k is more than its limit 1e6"),
+    "image-tag-in-repository": ({"image": {"repository": "trainer:v2"}},
+                                "$.image.repository: 'trainer:v2' holds a tag; give it as image.tag"),
+    "image-tag-after-port": ({"image": {"repository": "localhost:5000/trainer:v2"}},
+                             "$.image.repository: 'localhost:5000/trainer:v2' holds a tag"),
+    "image-digest-in-repository": ({"image": {"repository": "trainer@sha256:" + "a" * 64}},
+                                   "$.image.repository: 'trainer@sha256:" + "a" * 64 + "' holds a digest; give it "
+                                   "as image.digest"),
     "no-data": ({"data": {"download": False}}, "$.data.volume: with data.download false"),
     "two-sources": ({"checkpoint": {"volume": {"emptyDir": {}, "hostPath": {"path": "/x"}}}},
                     "$.checkpoint.volume: give exactly one volume source, got emptyDir, hostPath"),
@@ -164,3 +187,11 @@ def test_null_value(dotted, tmp_path):
         from generator.errors import ValidationFailed
         with pytest.raises(ValidationFailed):
             jaxgen_documents(file)
+
+
+def test_an_empty_namespace_option_renders_the_default_namespace_in_both():
+    theirs = helm("template", "r", str(CHART_DIR), "-n", "", "--skip-tests")
+    assert theirs.returncode == 0, theirs.stderr
+    ours = jaxgen("render", "-n", "").documents()
+    assert {d["metadata"]["namespace"] for d in theirs.documents()} == {"default"}
+    assert {d["metadata"]["namespace"] for d in ours} == {"default"}

@@ -1,6 +1,8 @@
 """The bad-input corpus: every file exits 2, names its JSON path (or the file problem), writes nothing."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -74,3 +76,57 @@ def test_failed_render_keeps_previous_output(tmp_path):
     before = {p.name: p.read_text() for p in out.iterdir()}
     assert jaxgen("render", "--set", "hosts_count=0", "-o", str(out)).exit_code == 2
     assert {p.name: p.read_text() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("args,message", [
+    ([b"--set", b"labels.team=caf\xe9"], "--set: $.labels.team: byte 0xe9 is not UTF-8"),
+    ([b"--set-string", b"image.tag=v\xfe"], "--set-string: $.image.tag: byte 0xfe is not UTF-8"),
+    ([b"--set", b"annotations.n\xffte=x"], "--set: $.annotations.n\\udcffte: byte 0xff is not UTF-8"),
+    ([b"--set", b"name=a\xed\xa0\xbd"], "--set: $.name: byte 0xed is not UTF-8"),
+    ([b"--set-json", b'env=[{"name": "A", "value": "\\ud83d"}]'],
+     "--set-json: $.env[0].value: \\ud83d is half of a surrogate pair"),
+    ([b"--set-json", b'{"labels": {"a": "\\udc00"}}'], "--set-json: $.labels.a: \\udc00 is half of a surrogate pair"),
+], ids=ascii)
+def test_text_that_is_not_unicode_on_the_command_line_is_one_line(args, message):
+    """Bytes that are not UTF-8 (Python hands them on as lone surrogates) and JSON's lone surrogates: the
+    real command, with its real argv and stderr, names the option and the field in one line."""
+    proc = subprocess.run([sys.executable, "-m", "generator", "render", *args], capture_output=True, timeout=60)
+    stderr = proc.stderr.decode("utf-8")
+    assert proc.returncode == 2 and proc.stdout == b"", stderr
+    assert len(stderr.splitlines()) == 1 and stderr.startswith(f"error: {message}"), stderr
+
+
+def test_an_empty_namespace_option_is_the_default_namespace():
+    docs = jaxgen("render", "-n", "").documents()  # as helm template -n '' (tests/chart/test_bad_inputs.py)
+    assert {doc["metadata"]["namespace"] for doc in docs} == {"default"}
+
+
+@pytest.mark.parametrize("command", ["results", "plot"])
+def test_integers_of_thousands_of_digits_in_a_run_are_one_line(tmp_path, command):
+    """Python refuses to turn more than 4300 digits into an int; a run's files may hold any number."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"event": "step", "step": ' + "9" * 5000 + ', "loss": 0.5}\n')
+    (run / "summary.json").write_text('{"steps": ' + "9" * 5000 + "}\n")
+    args = [str(run)] if command == "results" else [str(run / "metrics.jsonl"), "-o", str(tmp_path / "c.png")]
+    result = jaxgen(command, *args)
+    assert result.exit_code == 2 and "step record needs a number from 0" in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("option", ["--set", "--set-string", "--set-json"])
+def test_integers_of_thousands_of_digits_on_the_command_line_are_one_line(option):
+    result = jaxgen("render", option, "training.seed=" + "9" * 5000)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "$.training.seed: " in result.stderr and len(result.stderr.splitlines()) <= 2, result.stderr
+
+
+def test_messages_show_values_as_written_not_as_python_reprs():
+    result = jaxgen("render", "--set", "image.pull_policy=Sometimes,hosts_count=x,labels.b=true,queue_name=null",
+                    "--set-json", 'annotations={"a": [1, {"b": null}]}')
+    assert result.exit_code == 2
+    for line in ('$.image.pull_policy: "Sometimes" is not one of "", "Always", "IfNotPresent", "Never"',
+                 '$.hosts_count: "x" is not of type integer', "$.labels.b: true is not of type string",
+                 "$.queue_name: null is not of type string", '$.annotations.a: [1, {"b": null}] is not of type string'):
+        assert line in result.stderr, result.stderr
+    assert not any(word in result.stderr for word in ("None", "True", "['", "{'"))

@@ -22,7 +22,7 @@ RESTATED = {
     "the completion-index field": re.escape(contract.COMPLETION_INDEX_FIELD),
     "the completion-index key": re.escape(f'"{contract.COMPLETION_INDEX_KEY}"'),
     "the annotations limit": rf"\b{contract.ANNOTATIONS_MAX_BYTES}\b|256 \* 1024",
-    "the system directories": r'"/dev/shm",?\s*"/dev",?\s*"/proc"',
+    "the system directories": r'"/opt/venv",?\s*"/opt/jax-training"|"/",?\s*"/tmp"',
     "the GPU limit": rf"MAX_GPUS\w*\s*=|gt \$local {contract.MAX_GPUS_PER_HOST}\b",
     "the DNS limits": rf"\w+_MAX\s*=\s*({contract.DNS_LABEL_MAX}|{contract.DNS_SUBDOMAIN_MAX})\b|"
                       rf"gt \(len .*\) ({contract.DNS_LABEL_MAX}|{contract.DNS_SUBDOMAIN_MAX})\b",

@@ -30,11 +30,18 @@ FILES = {
     "tabs.yaml": "a:\n\t- b\n",
     "metrics.jsonl": '{"event": "step", "step": 1, "loss": 0.5}\n{"event": ["x"]}\n',
     "dup.yaml": "a: 1\na: 2\ny: 1\ntrue: 2\n",
+    "surrogate.json": '{"labels": {"a": "\\ud83d"}, "env": [{"name": "A", "value": "\\udcff"}]}',
+    "huge.json": '{"training": {"seed": ' + "9" * 5000 + "}}",
+    "huge.yaml": "hosts_count: " + "9" * 5000 + "\nname: 0x" + "f" * 5000 + "\n",
+    "directive.yaml": "%YAML 1.2\n---\nname: x\n",
+    "tags.yaml": "name: !!binary //79\nlabels: !!set {a, b}\ntraining: !custom {epochs: !!int x}\n",
+    "merge.yaml": "training:\n  epochs: 1\n  <<: [{epochs: 7}, {epochs: 8}]\n  <<: 3\n",
 }
 PATHS = [*FILES, "dir", "missing.json", "/dev/null", "/proc/nope/x", ".", "..", "dir/sub", "seed.json/x", ""]
 VALUES = [*(v for v in YAML_LOOKALIKES if "\x00" not in v), "hosts_count=0", "a=b", "x", "name=Bad_Name",
           "training.epochs=1e3", "env[0].name=A", "target=slurm", "l[70000]=1", "{", "a={x,", "a\\", "=", ",", "json",
-          "yaml", *NAMES]
+          "yaml", *NAMES, '{"training": {"epochs": 2}}', "{", "[1]", "data.download=fal\u017fe",
+          "training.seed=" + "9" * 30, "image.repository=trainer:v2", "resources.requests.memory=9Ei"]
 # argv cannot hold a NUL; surrogates are left out because click's test runner cannot print them (the
 # real command writes a non-UTF-8 file name with backslash escapes)
 ARGV_TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=12)

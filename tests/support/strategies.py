@@ -87,9 +87,10 @@ def variables(draw, targets=KUBERNETES) -> dict:
         "priority_class_name": st.one_of(st.just(""), dns_name(max_size=20)),
         "shm_size": st.sampled_from(["1Gi", "512Mi", "16Gi"]),
         "image": st.fixed_dictionaries({
-            "tag": st.one_of(st.sampled_from(("1e3", "3e-05", "y", "N", "0o17", "1_000", "1.0", "012")),
+            "tag": st.one_of(st.sampled_from(("1e3", "3e-05", "y", "N", "0o17", "1_000", "1.0", "012", "latest")),
                              st.from_regex(r"\A[a-z0-9][a-z0-9._-]{0,10}\Z")),
-            "pull_policy": st.sampled_from(["Always", "IfNotPresent", "Never"]),
+            "digest": st.one_of(st.just(""), st.from_regex(r"\Asha256:[0-9a-f]{64}\Z")),
+            "pull_policy": st.sampled_from(["", "Always", "IfNotPresent", "Never"]),
             "pull_secrets": st.lists(dns_name(max_size=15), max_size=2, unique=True)}),
         "data": st.fixed_dictionaries({"download": st.just(True),
                                        "dir": st.sampled_from(["/data/mnist", "/mnt/data set/ü"])},

@@ -1,6 +1,7 @@
 """`jaxgen plot`: draws a real PNG from a metrics file; bad files give a clear error."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -51,6 +52,9 @@ GOOD_STEP = '{"event": "step", "step": 1, "loss": 1}\n'
     (b'{"event": {"a": 1}}\n', ":1: not a metrics record ('event' must be a string)"),
     (b'{"event": "step", "step": 1e308, "loss": 1}\n', ":1: step record needs a number from 0 to 9007199254740992"),
     (b'{"event": "step", "step": 1' + b"0" * 400 + b', "loss": 1}\n', ":1: step record needs a number from 0"),
+    (b'{"event": "step", "step": 1' + b"0" * 5000 + b', "loss": 1}\n', ":1: step record needs a number from 0"),
+    (b'{"event": "epoch", "epoch": -' + b"9" * 4301 + b', "step": 1, "loss": 1, "train_accuracy": 1, '
+     b'"test_accuracy": 1}\n', ":1: epoch record needs a number from 0"),
     (b'{"event": "step", "step": 1.5, "loss": 1}\n', ":1: step record needs a whole number in 'step'"),
     (b'{"event": "step", "step": 1, "loss": Infinity}\n', ":1: step record needs a number from -1e+300 to 1e+300"),
     (b'{"event": "step", "step": 1, "loss": NaN}\n', ":1: step record needs a number from -1e+300"),
@@ -103,3 +107,14 @@ def test_any_records_plot_or_are_one_user_error(tmp_path, records):
         draw(read_records(path), tmp_path / "x.png", "fuzz")
     except UserError as e:
         assert "\n" not in str(e) and len(str(e)) < 300
+
+
+def test_a_folder_name_that_is_not_utf8_is_drawn_as_its_escape(tmp_path):
+    """The run's folder names the plot; its bytes may not be UTF-8 (Python passes them as surrogates)."""
+    run = tmp_path / os.fsdecode(b"run-\xff")
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(GOOD_STEP)
+    proc = subprocess.run([sys.executable, "-m", "generator", "results", os.fsencode(run)], cwd=REPO_ROOT,
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 1 and b"Traceback" not in proc.stderr, proc.stderr
+    assert b"the run did not finish" in proc.stdout and (run / "curves.png").read_bytes().startswith(b"\x89PNG")

@@ -7,9 +7,25 @@
 {{- .Values.image.tag | default (printf "%s-%s" .Chart.AppVersion (get $variants .Values.accelerator)) -}}
 {{- end -}}
 
-{{/* The image reference, repository:tag. */}}
+{{/* The image reference: repository@digest when image.digest pins it, else repository:tag. */}}
 {{- define "jax-training.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (include "jax-training.imageTag" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* image.pull_policy, or where empty Kubernetes' default for the reference: Always for the tag
+latest, else IfNotPresent (a digest names one image for ever). */}}
+{{- define "jax-training.imagePullPolicy" -}}
+{{- if .Values.image.pull_policy -}}
+{{- .Values.image.pull_policy -}}
+{{- else if and (not .Values.image.digest) (eq (include "jax-training.imageTag" .) "latest") -}}
+Always
+{{- else -}}
+IfNotPresent
+{{- end -}}
 {{- end -}}
 
 {{/* imagePullSecrets (JSON list). */}}

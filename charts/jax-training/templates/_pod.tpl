@@ -53,7 +53,7 @@ spec:
     - name: {{ include "jax-training.containerName" $root | include "jax-training.json" }}
       {{- if not $patch }}
       image: {{ include "jax-training.image" $root | include "jax-training.json" }}
-      imagePullPolicy: {{ include "jax-training.json" $v.image.pull_policy }}
+      imagePullPolicy: {{ include "jax-training.imagePullPolicy" $root | include "jax-training.json" }}
       command: {{ include "jax-training.command" $root }}
       args: {{ include "jax-training.args" $root }}
       env:

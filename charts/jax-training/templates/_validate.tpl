@@ -62,13 +62,33 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- else if $gpuFound -}}
 {{- $errors = append $errors (printf "$.resources.%s.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'" (index (first $gpuFound) 0)) -}}
 {{- end -}}
+{{- $requests := $v.resources.requests | default dict -}}
+{{- $limits := $v.resources.limits | default dict -}}
+{{- range $name := keys $requests | sortAlpha -}}
+{{- $request := index $requests $name -}}
+{{- $limit := index $limits $name -}}
+{{- if and (hasKey $limits $name) (not (kindIs "invalid" $request)) (not (kindIs "invalid" $limit)) -}}
+{{- if gt (include "jax-training.quantity" (dict "value" $request "suffixes" $contract.quantitySuffixes) | float64) (include "jax-training.quantity" (dict "value" $limit "suffixes" $contract.quantitySuffixes) | float64) -}}
+{{- $errors = append $errors (printf "$.resources.requests.%s: %v is more than its limit %v (resources.limits.%s); Kubernetes refuses a request above its limit" $name $request $limit $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if eq (clean $v.data.dir) (clean $v.checkpoint.dir) -}}
 {{- $errors = append $errors "$.checkpoint.dir: must differ from data.dir" -}}
 {{- end -}}
 {{- range $field := list "data" "checkpoint" -}}
 {{- $dir := (index $v $field).dir -}}
-{{- if has (clean $dir) $contract.systemDirs -}}
+{{- $clean := clean $dir -}}
+{{- $overlapped := list -}}
+{{- range $image := $contract.imageDirs -}}
+{{- if or (eq $clean $image) (hasPrefix (printf "%s/" $image) $clean) (hasPrefix (printf "%s/" $clean) $image) -}}
+{{- $overlapped = append $overlapped $image -}}
+{{- end -}}
+{{- end -}}
+{{- if has $clean $contract.systemDirs -}}
 {{- $errors = append $errors (printf "$.%s.dir: '%s' is a system directory; choose a directory of its own" $field $dir) -}}
+{{- else if $overlapped -}}
+{{- $errors = append $errors (printf "$.%s.dir: '%s' overlaps %s, which the image or the kernel provides; choose a directory of its own" $field $dir (first $overlapped)) -}}
 {{- end -}}
 {{- end -}}
 {{- if and $kubernetes (not $v.data.download) (not $v.data.volume) -}}
@@ -128,6 +148,12 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- $repository := $v.image.repository -}}
+{{- if contains "@" $repository -}}
+{{- $errors = append $errors (printf "$.image.repository: '%s' holds a digest; give it as image.digest" $repository) -}}
+{{- else if contains ":" (splitList "/" $repository | last) -}}
+{{- $errors = append $errors (printf "$.image.repository: '%s' holds a tag; give it as image.tag (a registry's port, as in localhost:5000/trainer, is part of the repository)" $repository) -}}
+{{- end -}}
 {{- $size := 0 -}}
 {{- range $key, $value := $v.annotations | default dict -}}
 {{- $size = add $size (len $key) (len (toString $value)) -}}
@@ -155,4 +181,12 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- end -}}
 {{- toJson $found -}}
+{{- end -}}
+
+{{/* A Kubernetes quantity (500m, 1.5Gi, 2, 1e3) as a float (the twin of generator/checks.py's _quantity):
+the number times its suffix's factor (files/contract.json's quantitySuffixes). */}}
+{{- define "jax-training.quantity" -}}
+{{- $text := toString .value -}}
+{{- $suffix := regexFind "([KMGTPE]i|[numkMGTPE])$" $text -}}
+{{- mulf (trimSuffix $suffix $text | float64) (get .suffixes $suffix | default "1" | float64) -}}
 {{- end -}}

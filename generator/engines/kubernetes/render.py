@@ -218,9 +218,12 @@ class PodContext:
     def image(self) -> str:
         return images.reference(self.v)
 
+    def pull_policy(self) -> str:
+        return images.pull_policy(self.v)
+
     def globals(self) -> dict:
         return {name: getattr(self, name) for name in (
-            "image", "suspended",
+            "image", "pull_policy", "suspended",
             "selector_labels", "labels", "container_env", "container_resources",
             "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "jobset_failure_rules", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",

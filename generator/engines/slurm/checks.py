@@ -36,6 +36,10 @@ def slurm_errors(values: dict) -> list[str]:
             errors.append(f"$.slurm.nodes: {tasks // nodes} tasks x {values['local_device_count']} GPUs = "
                           f"{per_node} GPUs per node (max {MAX_GPUS_PER_HOST}); use more nodes")
 
+    if values["queue_name"]:
+        errors.append("$.queue_name: a Kueue queue is for Kubernetes targets; a SLURM job queues in its partition "
+                      "(set queue_name '' and slurm.partition)")
+
     metrics_port = values["metrics"]["port"]
     if metrics_port in SLURM_PORTS:  # the coordinator's port is taken from this range by job id
         errors.append(f"$.metrics.port: {metrics_port} is in {SLURM_PORTS.start}-{SLURM_PORTS.stop - 1}, where a "
