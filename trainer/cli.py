@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from trainer import config
+from trainer import config, supervisor
 from trainer.cluster import resolve_cluster
 from trainer.errors import TrainerError, as_peer_lost, report
 
@@ -54,6 +54,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     spec = None
     try:
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             local_device_count=args.local_device_count,
             coordinator_port=args.coordinator_port,
         )
+        if spec.distributed and not supervisor.supervised():  # JAX may abort on a coordination failure
+            return supervisor.run(argv, spec)
         if args.command == "train":
             from trainer.train import train
 

@@ -186,14 +186,14 @@ def test_a_stopped_peer_stops_the_job_and_process_0_shows_it(tmp_path):
                        tmp_path / f"rank{rank}.log", {**env, "JAX_PROCESS_ID": str(rank)}) for rank in range(2)]
     try:
         scrape_when(port, lambda s: s["jax_training_step"] >= 16, run[0])
-        os.kill(run[1].popen.pid, signal.SIGSTOP)
+        os.killpg(run[1].popen.pid, signal.SIGSTOP)  # the process group: the trainer runs under a supervisor
         try:
             time.sleep(2)  # the chunk in flight ends; the next one waits for process 1
             first = scrape(port)
             time.sleep(4)
             second = scrape(port)
         finally:
-            os.kill(run[1].popen.pid, signal.SIGCONT)
+            os.killpg(run[1].popen.pid, signal.SIGCONT)
         assert second["jax_training_step"] == first["jax_training_step"] < 30 * 32
         grown = second["jax_training_seconds_since_last_step"] - first["jax_training_seconds_since_last_step"]
         assert 3.5 <= grown <= 10, (first, second)
