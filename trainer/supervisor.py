@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 from trainer.errors import JAX_FATAL_MARK, PeerLostError, peer_lost_cause, report
+from trainer.goodput import LAUNCHED_ENV, launched
 
 SUPERVISED_ENV = "JAX_TRAINING_SUPERVISED"  # set in the child: it runs the command itself
 FORWARDED = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP)
@@ -41,7 +42,8 @@ def run(argv: list[str], spec) -> int:
     """Run `python -m trainer argv` as a child and return its exit code, or the peer-lost code when
     JAX aborted it on a coordination failure."""
     child = subprocess.Popen([sys.executable, "-m", "trainer", *argv], stderr=subprocess.PIPE,
-                             env={**os.environ, SUPERVISED_ENV: "1"}, preexec_fn=_die_with_parent)
+                             env={**os.environ, SUPERVISED_ENV: "1", LAUNCHED_ENV: str(launched())},
+                             preexec_fn=_die_with_parent)
     for sig in FORWARDED:
         signal.signal(sig, lambda number, frame: child.send_signal(number))
     tail = b""
