@@ -36,6 +36,7 @@ import click
 from trainer import contract, exit_codes, outputs
 from trainer.config import fields_named, flag
 from trainer.contract import PROCESS_ENV
+from trainer.fencing import ATTEMPT_ENV
 
 from .errors import UserError
 from .options import variables_files, variables_options
@@ -240,6 +241,7 @@ class Runner:
             env = dict(plan.env)
             if self.job.target:
                 env.update(engine_env(self.job.target, plan.rank, len(self.job.plans), port))
+            env[ATTEMPT_ENV] = str(attempt)  # trainer/fencing.py: an older attempt's process cannot join
             try:
                 child = subprocess.Popen(plan.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
