@@ -198,6 +198,8 @@ def _env_value(item: dict, rank: int, name: str, mounts) -> str:
     field_path = item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
     if field_path == contract.COMPLETION_INDEX_FIELD:
         return str(rank)
+    if item["name"] == ATTEMPT_ENV:
+        return "0"  # a JobSet's restart attempt: each attempt sets its own (Runner._start_all)
     if field_path in ("metadata.name", "spec.nodeName"):
         return name if field_path == "metadata.name" else socket.gethostname()
     if field_path == "status.podIP":
