@@ -66,14 +66,20 @@ def _attempts(records: list[dict]) -> list[list[dict]]:
 
 def step_seconds(attempts: list[list[dict]]) -> float | None:
     """The ideal step time: the median over every attempt of the seconds per step between consecutive
-    step records of one epoch, leaving out each attempt's first (it holds the compilation)."""
+    step records of one epoch, leaving out each attempt's first (it holds the compilation). A run with
+    fewer step records (a short epoch, a large --log-every) falls back to its fastest epoch's seconds
+    per step, which may hold the compilation."""
     rates = []
     for attempt in attempts:
         steps = [r for r in attempt if r.get("event") == "step"]
         for a, b in zip(steps[1:], steps[2:]):
             if a.get("epoch") == b.get("epoch") and b["step"] > a["step"]:
                 rates.append((b["time"] - a["time"]) / (b["step"] - a["step"]))
-    return statistics.median(rates) if rates else None
+    if rates:
+        return statistics.median(rates)
+    epochs = [r["seconds"] / r["batches"] for attempt in attempts for r in attempt
+              if r.get("event") == "epoch" and r.get("batches") and isinstance(r.get("seconds"), (int, float))]
+    return min(epochs) if epochs else None
 
 
 def account(records: list[dict]) -> dict | None:
