@@ -49,7 +49,11 @@ def run(argv: list[str], spec) -> int:
     tail = b""
     fd = child.stderr.fileno()
     while chunk := os.read(fd, 65536):
-        os.write(sys.stderr.fileno(), chunk)
+        try:
+            sys.stderr.buffer.write(chunk)
+            sys.stderr.buffer.flush()
+        except OSError:  # nobody reads our stderr any more: the child's is still drained
+            pass
         tail = (tail + chunk)[-TAIL_BYTES:]
     code = child.wait()
     if code >= 0:
