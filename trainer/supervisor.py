@@ -3,12 +3,13 @@ peer-lost exit code even when JAX aborts the process.
 
 JAX's coordination client ends the process with a C++ fatal error (SIGABRT, no Python code runs) when
 its heartbeats fail or the coordination service reports a failed task: a stopped or restarted
-coordinator, a peer that stopped sending heartbeats. Its Python hook for that moment cannot be used
-(jaxlib 0.10 cannot hand the status to Python, and the process aborts anyway). So the parent passes
-the child's stderr on as it comes, keeps its tail, and when the child dies by a signal after JAX's
-fatal line, classifies that line (trainer/errors.PEER_LOST_SIGNS), prints one line and exits with the
-peer-lost code. Stop signals are passed to the child; the child dies with the parent.
-"""
+coordinator, a peer that stopped sending heartbeats. Its hook for that moment (the client's
+missed_heartbeat_callback) cannot take a Python function in jaxlib 0.10: passing the status to it
+ends the process with std::bad_cast. So the parent passes the child's stderr on as it comes, keeps
+its tail, and when the child dies by a signal after JAX's fatal line, classifies that line
+(trainer/errors.PEER_LOST_SIGNS), prints one line and exits with the peer-lost code. Stop signals are
+passed to the child; the child dies with the parent. Any other death by a signal is reported as a
+shell does (128 + the signal)."""
 
 from __future__ import annotations
 
