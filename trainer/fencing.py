@@ -2,9 +2,9 @@
 
 Each gang has an attempt identity that its launcher gives (ATTEMPT_SOURCES, the first one set). Before
 JAX's coordination service starts, process 0 listens on the coordinator's port itself and every other
-process says hello there with its attempt and process id. Process 0 refuses a hello of another
-attempt, or of a process id already taken, and once all of its gang have said hello, it answers them,
-closes the port and starts JAX's service on it. So:
+process says hello there with its attempt and process id and waits for the answer. Process 0
+refuses a hello of another attempt, and once all of its gang have said hello, it answers them, closes
+the port and starts JAX's service on it. So:
 
 - a process of another attempt is refused before it can register with JAX (its registration would
   replace the real process's and fail the whole gang); when its attempt is the older one it ends
@@ -42,10 +42,11 @@ def _is_older(mine: str, theirs: str) -> bool:
     return mine.isdigit() and theirs.isdigit() and int(mine) < int(theirs)
 
 
-def _read_line(sock: socket.socket, deadline: float) -> str:
+def _read_line(sock: socket.socket, deadline: float, wait: float = READ_SECONDS) -> str:
+    """One line, waiting at most `wait` seconds for each part of it and never past `deadline`."""
     data = b""
     while b"\n" not in data and len(data) < 512:
-        sock.settimeout(max(min(READ_SECONDS, deadline - time.monotonic()), 0.001))
+        sock.settimeout(max(min(wait, deadline - time.monotonic()), 0.001))
         chunk = sock.recv(512)
         if not chunk:
             break
@@ -59,7 +60,7 @@ def hello(sock: socket.socket, process_id: int, attempt: str, deadline: float) -
     raises PeerLostError when this process's attempt is older than the coordinator's."""
     try:
         sock.sendall(f"{HELLO} attempt={attempt} process={process_id}\n".encode())
-        answer = _read_line(sock, deadline)
+        answer = _read_line(sock, deadline, wait=deadline)  # the answer comes once the whole gang is there
     except OSError:
         return False
     if answer == "ok":
@@ -119,9 +120,11 @@ def _admit(conn: socket.socket, joined: dict, num_processes: int, attempt: str, 
         return "not a hello of this job"
     if theirs != attempt:
         reason = f"process {process} of attempt {theirs or '(none)'}, this is attempt {attempt or '(none)'}"
-    elif not 0 < process < num_processes or process in joined:
-        reason = f"process id {process} is taken or out of range"
+    elif not 0 < process < num_processes:
+        reason = f"process id {process} is out of range"
     else:
+        if process in joined:  # the same process again (it gave up waiting and retried): the new one counts
+            joined.pop(process).close()
         joined[process] = conn
         return None
     try:
@@ -132,18 +135,23 @@ def _admit(conn: socket.socket, joined: dict, num_processes: int, attempt: str, 
 
 
 def _listen(port: int) -> socket.socket:
-    """A listening socket on every address of this host (as JAX's service binds, [::]:port)."""
-    try:
-        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        address = ("::", port)
-    except OSError:
-        sock, address = socket.socket(socket.AF_INET, socket.SOCK_STREAM), ("0.0.0.0", port)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError as e:
-        sock.close()
-        raise CoordinatorError(f"the coordinator cannot listen on port {port}: {e.strerror or e}") from None
-    sock.listen(64)
-    return sock
+    """A listening socket on every address of this host (as JAX's service binds, [::]:port; IPv4's
+    0.0.0.0 where IPv6 is off)."""
+    error = None
+    for family, address in ((socket.AF_INET6, ("::", port)), (socket.AF_INET, ("0.0.0.0", port))):
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError as e:
+            error = e
+            continue
+        try:
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(64)
+            return sock
+        except OSError as e:
+            sock.close()
+            error = e
+    raise CoordinatorError(f"the coordinator cannot listen on port {port}: {error.strerror or error}")

@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.procs import free_port, kill, small_train_args, start, trainer_argv, wait_all
 from trainer import exit_codes
-from trainer.fencing import attempt_of
+from trainer.fencing import READ_SECONDS, attempt_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -57,6 +57,24 @@ def test_a_process_that_comes_once_the_gang_has_formed_never_joins_it(tmp_path):
     assert (f"coordinator 127.0.0.1:{port} did not come up within the init timeout of 5 s (last error: it did not "
             "admit this process") in late.output
     assert "Traceback" not in late.output
+
+
+def test_a_gang_that_gathers_slowly_forms(tmp_path):
+    """Process 1 waits longer for the last process than a hello's read timeout: it is answered all
+    the same, and the 3 processes train to the end."""
+    port, procs = free_port(), []
+    try:
+        for rank in range(3):
+            env = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "3",
+                   "JAX_PROCESS_ID": str(rank), "JAX_TRAINING_ATTEMPT": "0"}
+            argv = trainer_argv(*small_train_args(tmp_path / "c", "--metrics-port", "0", "--batch-size", "48"))
+            procs.append(start(argv, tmp_path / f"rank{rank}.log", env))
+            if rank == 1:
+                time.sleep(READ_SECONDS + 5)
+        assert wait_all(procs, 300) == [0, 0, 0], "\n".join(p.output[-2000:] for p in procs)
+    finally:
+        for proc in procs:
+            kill(proc)
 
 
 def test_the_attempt_comes_from_the_launcher():
