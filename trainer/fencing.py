@@ -73,9 +73,11 @@ def hello(sock: socket.socket, process_id: int, attempt: str, deadline: float) -
     return False
 
 
-def gather(port: int, num_processes: int, attempt: str, timeout: float, log) -> float:
-    """Process 0: admit one hello per other process of this attempt on `port`, then answer them all
-    and close the port (JAX's service takes it next). Returns the seconds left of `timeout`."""
+def gather(address: str, num_processes: int, attempt: str, timeout: float, log) -> float:
+    """Process 0: admit one hello per other process of this attempt on the port of `address` (HOST:PORT),
+    then answer them all and close the port (JAX's service takes it next). Returns the seconds left
+    of `timeout`."""
+    port = int(address.rpartition(":")[2])
     deadline = time.monotonic() + timeout
     listener = _listen(port)
     joined: dict[int, socket.socket] = {}
@@ -84,8 +86,9 @@ def gather(port: int, num_processes: int, attempt: str, timeout: float, log) -> 
             left = deadline - time.monotonic()
             if left <= 0:
                 missing = sorted(set(range(1, num_processes)) - set(joined))
-                raise CoordinatorError(f"processes {', '.join(map(str, missing))} did not reach the coordinator on port "
-                                       f"{port} within the init timeout of {timeout:g} s")
+                raise CoordinatorError(f"the {num_processes} processes did not all join the coordinator {address} within "
+                                       f"the init timeout of {timeout:g} s (process 0 waited for its peers): "
+                                       f"process {', '.join(map(str, missing))} never came")
             listener.settimeout(min(left, 1.0))
             try:
                 conn, _ = listener.accept()

@@ -230,7 +230,7 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
             timeout, address = wait_for_coordinator(spec.coordinator_address, init_timeout, log, admitted=admitted)
             timeout, address = wait_for_coordinator(address, timeout, log)  # JAX's service, up once all were admitted
         else:
-            timeout = fencing.gather(_split(spec.coordinator_address)[1], spec.num_processes, attempt, init_timeout, log)
+            timeout = fencing.gather(spec.coordinator_address, spec.num_processes, attempt, init_timeout, log)
             address = own_address(spec.coordinator_address)
         local_ids = None
         if platform == "gpu" and spec.local_device_count:
