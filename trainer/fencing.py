@@ -114,13 +114,16 @@ def gather(address: str, num_processes: int, attempt: str, timeout: float, log) 
 
 
 def _admit(conn: socket.socket, joined: dict, num_processes: int, attempt: str, deadline: float) -> str | None:
-    """Keep `conn` in `joined` when it is a hello of this attempt from a process not yet there; else
+    """Keep `conn` in `joined` when it is a hello of this attempt (a retried hello replaces the earlier); else
     the reason it is refused (the process is told the coordinator's attempt)."""
     try:
-        words = dict(w.split("=", 1) for w in _read_line(conn, deadline).removeprefix(HELLO).split() if "=" in w)
+        line = _read_line(conn, deadline)
+        words = dict(w.split("=", 1) for w in line.removeprefix(HELLO).split() if "=" in w)
         theirs, process = words.get("attempt", ""), int(words.get("process", "-1"))
     except (OSError, ValueError):
-        return "not a hello of this job"
+        line = ""
+    if not line.startswith(HELLO):  # a port check, a scanner
+        return "a connection that said no hello"
     if theirs != attempt:
         reason = f"process {process} of attempt {theirs or '(none)'}, this is attempt {attempt or '(none)'}"
     elif not 0 < process < num_processes:
