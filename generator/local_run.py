@@ -38,6 +38,7 @@ from trainer import contract, exit_codes, outputs
 from trainer.config import EPHEMERAL_OUTPUTS_ENV, FROM_VARIABLES_ENV, fields_named, flag
 from trainer.contract import PROCESS_ENV
 from trainer.extras import missing
+from trainer.fencing import ATTEMPT_ENV
 
 from .errors import UserError
 from .options import variables_files, variables_options
@@ -207,6 +208,8 @@ def _env_value(item: dict, rank: int, name: str, mounts) -> str:
     field_path = item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
     if field_path == contract.COMPLETION_INDEX_FIELD:
         return str(rank)
+    if item["name"] == ATTEMPT_ENV:
+        return "0"  # a JobSet's restart attempt: each attempt sets its own (Runner._start_all)
     if field_path in ("metadata.name", "spec.nodeName"):
         return name if field_path == "metadata.name" else socket.gethostname()
     if field_path == "status.podIP":
@@ -250,6 +253,7 @@ class Runner:
             env = dict(plan.env)
             if self.job.target:
                 env.update(engine_env(self.job.target, plan.rank, len(self.job.plans), port))
+            env[ATTEMPT_ENV] = str(attempt)  # trainer/fencing.py: an older attempt's process cannot join
             try:
                 child = subprocess.Popen(plan.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)

@@ -81,6 +81,8 @@ class Workload:
     runtime: Runtime | None = None
     # A stock Kueue does not manage the kind: its integration is disabled by default (generator/kueue.py).
     kueue_opt_in: bool = False
+    # The pod field holding the gang's attempt (trainer/fencing.py), where the controller gives one.
+    attempt_field: str = ""
 
     @property
     def container(self) -> str:
@@ -159,6 +161,8 @@ def own_program_init(launcher: Launcher) -> str:
 _TRAINER_RUNTIME = Runtime(job="node", container="node", port=29500, patch_manager="jax-training.dev/pod-template",
                            resources=("trainingruntimes.trainer.kubeflow.org",))
 _JOBSET_POD_SPEC = ("spec", "replicatedJobs", 0, "template", "spec", "template", "spec")
+# A JobSet numbers its restarts on every pod it makes (ours, and a TrainJob runtime's).
+_JOBSET_ATTEMPT = "metadata.annotations['jobset.sigs.k8s.io/restart-attempt']"
 
 # A target that runs on another's objects (a TrainJob on a JobSet, a JobSet on Jobs) comes after it:
 # clean.sh deletes the kinds in reverse order, owners first.
@@ -178,12 +182,13 @@ TARGETS = {t.name: t for t in (
     Target("jobset", "kubernetes", "jobset.yaml.j2", JAX, (INDEXED_JOB,), Workload(
         "JobSet", "jobsets.jobset.x-k8s.io", Hosts.jobset("worker"), "jobset.sigs.k8s.io/jobset-name={name}",
         "Completed", pod_spec_path=_JOBSET_POD_SPEC, owner_label="jobset.sigs.k8s.io/jobset-uid",
-        restart_budget=("jobset", "max_restarts"))),
+        restart_budget=("jobset", "max_restarts"), attempt_field=_JOBSET_ATTEMPT)),
     # Kubeflow Trainer v2: the TrainJob's runtime (jax-distributed) makes a JobSet with one replicated
     # Job "node" and its JAX plugin sets JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID.
     Target("trainjob", "kubernetes", "trainjob.yaml.j2", JAX, (JAX,), Workload(
         "TrainJob", "trainjobs.trainer.kubeflow.org", Hosts.jobset(_TRAINER_RUNTIME.job),
-        "jobset.sigs.k8s.io/jobset-name={name}", "Complete", runtime=_TRAINER_RUNTIME)),
+        "jobset.sigs.k8s.io/jobset-name={name}", "Complete", runtime=_TRAINER_RUNTIME,
+        attempt_field=_JOBSET_ATTEMPT)),
     Target("slurm", "slurm", "slurm.sbatch.j2", SLURM, (SLURM,)),
 )}
 
@@ -247,7 +252,7 @@ def chart_rows() -> str:
         optional = {"podNameSuffix": w.hosts.pod_name_suffix, "replicatedJob": w.hosts.replicated_job,
                     "enginePort": w.engine_port, "runtimeJob": runtime.job,
                     "runtimeContainer": runtime.container, "patchManager": runtime.patch_manager,
-                    "kueueOptIn": w.kueue_opt_in}
+                    "kueueOptIn": w.kueue_opt_in, "attemptField": w.attempt_field}
         rows[name] = {**row, **{k: v for k, v in optional.items() if v}, "container": w.container}
     return json.dumps(rows, indent=1) + "\n"
 

@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from trainer import config
+from trainer import config, supervisor
 from trainer.cluster import resolve_cluster
 from trainer.errors import ConfigError, TrainerError, as_peer_lost, report
 from trainer.extras import missing
@@ -63,6 +63,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     args = parser.parse_args(argv)
     spec = None
@@ -88,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             local_device_count=args.local_device_count,
             coordinator_port=args.coordinator_port,
         )
+        if spec.distributed and not supervisor.supervised():  # JAX may abort on a coordination failure
+            return supervisor.run(argv, spec)
         if args.command == "train":
             from trainer.train import train
 

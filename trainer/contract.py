@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from trainer import cluster, exit_codes
+from trainer.fencing import ATTEMPT_ENV
 
 # The pod annotation an Indexed Job (and a JobSet's child Job) numbers its pods with; the renders
 # pass it to the trainer as JAX_PROCESS_ID through the downward API.
@@ -116,6 +117,7 @@ def chart_json() -> str:
         "runAsId": RUN_AS_ID,
         "processEnv": list(PROCESS_ENV),
         "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
+        "attemptEnv": ATTEMPT_ENV,
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
         "childJobFailureRules": [{"action": action, "match": match} for action, match in CHILD_JOB_FAILURE_RULES],
         "jobSetFailureRules": list(JOBSET_FAILURE_RULES),

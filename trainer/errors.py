@@ -2,6 +2,7 @@
 The codes and what each target's failure policy does with them: trainer/exit_codes.py."""
 
 import os
+import re
 import sys
 
 from trainer import exit_codes
@@ -49,15 +50,45 @@ class PeerLostError(TrainerError):
     exit_code = exit_codes.PEER_LOST
 
 
+# The line JAX's coordination client writes before it aborts the process.
+JAX_FATAL_MARK = "JAX distributed service detected fatal errors"
+# How a coordination or collective failure shows, in a Python exception's text (a step's
+# JaxRuntimeError, multihost_utils' ValueError from gloo) or in JAX's fatal log line (its coordination
+# client aborts the process, see trainer/supervisor.py), and what it means. Every one ends the process
+# with the peer-lost code; the first pattern that matches names the cause.
+PEER_LOST_SIGNS = (
+    (r"stopped sending heartbeats", "a peer stopped sending heartbeats to the coordinator (it died, was stopped "
+                                    "or was cut off)"),
+    (r"CoordinationService/Heartbeat", "the coordinator stopped answering heartbeats (it died, was stopped "
+                                       "or restarted)"),
+    (r"Failed to send RPC to coordination service", "the coordinator became unreachable (it died, was stopped "
+                                                    "or restarted)"),
+    (r"[Ii]ncarnation|not (been )?registered", "the coordinator restarted and no longer knows this process"),
+    (r"\bGloo\b.*([Cc]onnect timeout|Connection refused)", "a collective could not connect to a peer"),
+    (r"\bGloo\b.*([Tt]imed out|[Tt]imeout)", "a collective timed out waiting for a peer"),
+    (r"\bGloo\b", "a collective failed, a peer process died or became unreachable"),
+    (r"DEADLINE_EXCEEDED", "a call to the coordinator timed out"),
+    (r"UNAVAILABLE", "the coordinator or a peer became unreachable"),
+    (re.escape(JAX_FATAL_MARK), "the coordination service reported a failure"),
+)
+
+
+def peer_lost_cause(text: str) -> str | None:
+    """The cause PEER_LOST_SIGNS names for `text`, or None when it is no coordination failure."""
+    return next((cause for pattern, cause in PEER_LOST_SIGNS if re.search(pattern, text)), None)
+
+
 def as_peer_lost(error: BaseException) -> PeerLostError | None:
-    """The PeerLostError a failed collective of a distributed run means, or None for any other error:
-    a step raises JaxRuntimeError, multihost_utils' process_allgather a ValueError from gloo."""
+    """The PeerLostError a failed collective or coordination call of a distributed run means, or None
+    for any other error (an out-of-memory error, a bug)."""
     text = str(error).strip()
-    if type(error).__name__ in ("JaxRuntimeError", "XlaRuntimeError") or (isinstance(error, ValueError)
-                                                                          and "Gloo" in text):
-        first = text.splitlines()[0] if text else type(error).__name__
-        return PeerLostError(f"a collective failed, a peer process died or became unreachable: {first[:300]}")
-    return None
+    if not (type(error).__name__ in ("JaxRuntimeError", "XlaRuntimeError") or isinstance(error, ValueError)):
+        return None
+    cause = peer_lost_cause(text)
+    if cause is None:
+        return None
+    first = text.splitlines()[0] if text else type(error).__name__
+    return PeerLostError(f"{cause}: {first[:300]}")
 
 
 def report(error: TrainerError, spec=None, distributed: bool = True) -> int:

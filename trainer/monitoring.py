@@ -25,7 +25,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
-from trainer import checkpoint, results
+from trainer import checkpoint, goodput, results
 from trainer.contract import METRICS_PATH
 
 PREFIX = "jax_training_"
@@ -42,7 +42,13 @@ SERIES = {
     "last_checkpoint_age_seconds": "Seconds since the newest checkpoint was written (NaN = none)",
     "restarts": "Earlier attempts of this run (start records in metrics.jsonl before this one; process 0, 0 elsewhere)",
     "resumed_from_step": "Step this attempt resumed from (0 = started from scratch)",
+    "goodput_ratio": "Productive training time / wall time of the run so far, every attempt's (docs/goodput.md; "
+                     "process 0, NaN elsewhere)",
+    "badput_seconds": "Seconds of the run lost to each kind of loss (label kind, docs/goodput.md; process 0, "
+                      "NaN elsewhere)",
 }
+# The series computed when scraped (by the collectors below), not set by the exporter.
+COLLECTED = ("last_checkpoint_step", "last_checkpoint_age_seconds", "goodput_ratio", "badput_seconds")
 
 
 class _Checkpoints:
@@ -64,6 +70,23 @@ class _Checkpoints:
             yield GaugeMetricFamily(PREFIX + name, SERIES[name], value=value)
 
 
+class _Goodput:
+    """The run's goodput account (trainer/goodput.py) from metrics.jsonl, at scrape time."""
+
+    def __init__(self, metrics_path: Path | None):
+        self.metrics_path = metrics_path
+
+    def collect(self):
+        account = goodput.account(results.read_records(self.metrics_path)) if self.metrics_path else None
+        ratio = GaugeMetricFamily(PREFIX + "goodput_ratio", SERIES["goodput_ratio"],
+                                  value=account["goodput"] if account and account["goodput"] is not None else math.nan)
+        lost = GaugeMetricFamily(PREFIX + "badput_seconds", SERIES["badput_seconds"], labels=["kind"])
+        for kind in goodput.BADPUT:
+            lost.add_metric([kind], account["badput_seconds"][kind] if account else math.nan)
+        yield ratio
+        yield lost
+
+
 class Exporter:
     """The series of one trainer process; serve() publishes them."""
 
@@ -71,13 +94,14 @@ class Exporter:
         self.metrics_path, self.clock = metrics_path, clock
         self.registry = CollectorRegistry()
         self.gauges = {name: Gauge(PREFIX + name, help_, registry=self.registry)
-                       for name, help_ in SERIES.items() if not name.startswith("last_checkpoint")}
+                       for name, help_ in SERIES.items() if name not in COLLECTED}
         self.gauges["test_accuracy_ratio"].set(math.nan)
         self.gauges["examples_per_second"].set(math.nan)
         self.gauges["loss"].set(math.nan)
         self._last_step_at = clock()
         self.gauges["seconds_since_last_step"].set_function(lambda: self.clock() - self._last_step_at)
         self.registry.register(_Checkpoints(checkpoints))
+        self.registry.register(_Goodput(metrics_path))
 
     def stepped(self, step: int) -> None:
         """A chunk of steps completed, up to global step `step`."""

@@ -18,6 +18,8 @@ import json
 import os
 from pathlib import Path
 
+from trainer.goodput import line as goodput_line
+
 RUN_FILE = "run.json"
 CHECKPOINTS = "checkpoints"
 METRICS = "metrics.jsonl"
@@ -67,6 +69,8 @@ def describe(summary: dict, directory: str | os.PathLike) -> list[str]:
     if summary.get("restarts"):
         lines.append(f"  restarts: {summary['restarts']} (resumed from step "
                      f"{', '.join(str(s) for s in summary.get('resumed_from', []))})")
+    if summary.get("goodput"):
+        lines.append(f"  goodput:  {goodput_line(summary['goodput'])}")
     rows = [("model", d / MODEL / MODEL_FILE), ("card", d / MODEL / MODEL_CARD), ("metrics", d / METRICS),
             ("curves", d / CURVES), ("summary", d / SUMMARY)]
     lines += [f"  {label + ':':10}{path}" for label, path in rows if path.exists()]

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from trainer import __version__
+from trainer import __version__, goodput
 from trainer.errors import CheckpointError
 from trainer.outputs import MODEL, MODEL_FILE, SUMMARY, result_line
 
@@ -55,6 +55,7 @@ def summarize(cfg, spec, local_devices: int, records: list[dict], final: dict, s
         "training_seconds": round(trained, 3),
         "examples_per_second": round(examples / trained, 1) if trained else None,
         "restarts": max(len(starts) - 1, 0),
+        "goodput": goodput.account(records),
         "resumed_from": [r["step"] for r in starts if r.get("step")],
         "processes": spec.num_processes, "local_devices": local_devices,
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},

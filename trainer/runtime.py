@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 
+from trainer import fencing
 from trainer.cluster import ClusterSpec
 from trainer.errors import ConfigError, CoordinatorError, DeviceCountError
 
@@ -36,9 +37,10 @@ def configure_platform(platform: str | None, local_device_count: int | None):
     return jax
 
 
-def wait_for_coordinator(address: str, timeout: float, log, retry_every: float = 0.5) -> tuple[float, str]:
-    """Block until a TCP connection to `address` succeeds; return the seconds left of `timeout` and
-    the address that answered, as IP:PORT.
+def wait_for_coordinator(address: str, timeout: float, log, retry_every: float = 0.5,
+                         admitted=None) -> tuple[float, str]:
+    """Block until a TCP connection to `address` succeeds (and `admitted(socket, deadline)` says yes,
+    when given); return the seconds left of `timeout` and the address that answered, as IP:PORT.
 
     Followers call this before jax.distributed.initialize, whose own timeout ends in a C++ abort
     without a readable reason. DNS failures are retried too: a pod's record can appear late. Every
@@ -66,7 +68,9 @@ def wait_for_coordinator(address: str, timeout: float, log, retry_every: float =
                 with socket.socket(family, kind, proto) as sock:
                     sock.settimeout(max(min(2.0, deadline - time.monotonic()), 0.001))
                     sock.connect(sockaddr)
-                    return max(deadline - time.monotonic(), 1.0), _join(sockaddr[0], port)
+                    if admitted is None or admitted(sock, deadline):
+                        return max(deadline - time.monotonic(), 1.0), _join(sockaddr[0], port)
+                    last_error = "it did not admit this process (another attempt's coordinator, or its gang has formed)"
             except OSError as e:
                 last_error = e
         time.sleep(max(min(started + retry_every, deadline) - time.monotonic(), 0))
@@ -217,10 +221,17 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
     if spec.distributed:
         # JAX's client gets the coordinator's IP, not its name: gRPC resolves a name once and, when
         # that answer is stale (a replaced pod's old record), resolves again only 30 s later.
+        # Attempt fencing first (trainer/fencing.py): process 0 admits its gang on the port, then JAX takes it.
+        attempt = fencing.attempt_of()
         if spec.process_id != 0:
-            timeout, address = wait_for_coordinator(spec.coordinator_address, init_timeout, log)
+            def admitted(sock, deadline):
+                return fencing.hello(sock, spec.process_id, attempt, deadline)
+
+            timeout, address = wait_for_coordinator(spec.coordinator_address, init_timeout, log, admitted=admitted)
+            timeout, address = wait_for_coordinator(address, timeout, log)  # JAX's service, up once all were admitted
         else:
-            timeout, address = init_timeout, own_address(spec.coordinator_address)
+            timeout = fencing.gather(spec.coordinator_address, spec.num_processes, attempt, init_timeout, log)
+            address = own_address(spec.coordinator_address)
         local_ids = None
         if platform == "gpu" and spec.local_device_count:
             local_ids = list(range(spec.local_device_count))

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from trainer import checkpoint, data, models, monitoring, ownership, results, trainjob_status
+from trainer import checkpoint, data, goodput, models, monitoring, ownership, results, trainjob_status
 from trainer.cluster import ClusterSpec
 from trainer.checkpoint_writer import CheckpointWriter
 from trainer.config import PRECISIONS, TrainConfig, ephemeral_outputs
@@ -170,6 +170,18 @@ def _finish(cfg, spec, local_devices, metrics_path, final, step, params, outputs
     results.terminate_with(f"result: {result}" + (f"; outputs {outputs}" if outputs else ""))
 
 
+def _phases(m: dict) -> dict:
+    """The seconds of each start-up phase of trainer/goodput.py (PHASES), from the times in `m`."""
+    seconds = {
+        "program_startup": m["imported"] - m["launched"],
+        "data_loading": m["loaded"] - m["imported"],
+        "accelerator_initialization": m["initialized"] - m["loaded"],
+        "unproductive_checkpoint_restore_time": m["restored"] - m["prepared"],
+        "training_prep": (m["prepared"] - m["initialized"]) + (m["started"] - m["restored"]),
+    }
+    return {name: round(max(seconds[name], 0.0), 3) for name in goodput.PHASES}
+
+
 def _hang_forever(log, step: int) -> None:
     log(f"hang injection: this process stops making progress after step {step}")
     while True:
@@ -212,7 +224,9 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
         import jax  # noqa: F401  (the backend is created later, in runtime.initialize)
 
         from trainer import optimization, strategies  # noqa: F401
+        marks = {"launched": goodput.launched(), "imported": time.time()}  # when each start-up phase ended
         dataset = loading.result()
+        marks["loaded"] = time.time()
     if cfg.train_examples:
         dataset.train_images = dataset.train_images[: cfg.train_examples]
         dataset.train_labels = dataset.train_labels[: cfg.train_examples]
@@ -222,6 +236,7 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
 
     jax = runtime.initialize(spec, cfg.platform, cfg.init_timeout, cfg.heartbeat_timeout, log, cfg.cpu_threads,
                              compilation_cache_dir(cfg))
+    marks["initialized"] = time.time()
     local_devices = jax.local_device_count()
     check_layout(cfg, spec, local_devices, num_examples)
     log(f"{local_devices} local devices, {jax.device_count()} global devices, strategy {cfg.strategy}")
@@ -234,7 +249,9 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     optimizer = optimization.make_optimizer(cfg.optimizer, cfg.learning_rate, cfg.momentum, total, cfg.lr_schedule)
     params = models.get(cfg.model).network().init_params(cfg.seed, cfg.model_settings())
     host_state = (params, optimization.init_opt_state(optimizer, params))
+    marks["prepared"] = time.time()
     step, host_state = _restore(cfg, spec, host_state, jax, log)
+    marks["restored"] = time.time()
     strategy = make_strategy(cfg.strategy, optimizer, local_devices, cfg.model_parallelism, cfg.allreduce_dtype,
                              cfg.precision, cfg.model, cfg.model_settings())
     state = strategy.put_state(host_state)
@@ -245,9 +262,11 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     # The last epoch's figures, from an earlier attempt's records when this one resumes at the end.
     final = next((r for r in reversed(results.read_records(metrics_path if rank0 else None))
                   if r.get("event") == "epoch"), {})
+    marks["started"] = time.time()
     metrics.write({"event": "start", "step": step, "total_steps": total, "processes": spec.num_processes,
                    "local_devices": local_devices, "strategy": cfg.strategy, "batch_size": cfg.batch_size,
-                   "precision": cfg.precision})
+                   "precision": cfg.precision, "launched": round(marks["launched"], 3),
+                   "phases": _phases(marks)})
 
     # Every chunk is waited for (its losses are read back): several local CPU devices deadlock the
     # all-reduce otherwise (jax 0.10), and a log line or checkpoint needs its step done anyway.
@@ -320,8 +339,10 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     host_state = None
     if saved_step != step:  # the same decision on every process (the save may be collective)
         host_state = _save(strategy, state, step, jax, writer)
+    closing = time.perf_counter()
     writer.close()  # a stop signal's save and the final one are on disk before the process ends
-    metrics.write({"event": "preempted" if stopped else "end", "step": step})
+    metrics.write({"event": "preempted" if stopped else "end", "step": step,
+                   "save_seconds": round(time.perf_counter() - closing, 6)})
     if reporter:
         reporter.close()
     if stopped:

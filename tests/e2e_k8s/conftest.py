@@ -63,19 +63,51 @@ def cluster():
         _stop(state)
 
 
+class RealNode:
+    """The session's control plane with one real node (containerd, runc, CNI, CoreDNS, a kubelet)
+    instead of kwok: its pods run the trainer image for real. One real node fits a host, so it is
+    started on first use and stopped at the end of the session, or earlier by a test that needs the
+    host without it (the node tier's own start and stop); the next test that uses it starts it again."""
+
+    def __init__(self):
+        self.cluster: Cluster | None = None
+        self.volumes: set[str] = set()  # host volumes made on this node
+
+    def start(self) -> Cluster:
+        if os.geteuid() != 0:
+            pytest.skip("the real-node tier needs root (containerd, CNI, iptables)")
+        if self.cluster is None:
+            state = Path(tempfile.mkdtemp(prefix="jaxt-e2e-node."))
+            kubeconfig = _start(state, NODE_NAMESPACE, "--real-node")
+            self.cluster = Cluster(kubeconfig=kubeconfig, namespace=NODE_NAMESPACE, state_dir=state,
+                                   env=environ_for(kubeconfig))
+            self.volumes = set()
+        return self.cluster
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            cluster, self.cluster = self.cluster, None
+            _stop(cluster.state_dir)
+
+
 @pytest.fixture(scope="session")
-def node_cluster():
-    """A second control plane with one real node (containerd, runc, CNI, CoreDNS, a kubelet) instead
-    of kwok: its pods run the trainer image for real. Started on first use, after the kwok tier."""
-    if os.geteuid() != 0:
-        pytest.skip("the real-node tier needs root (containerd, CNI, iptables)")
-    state = Path(tempfile.mkdtemp(prefix="jaxt-e2e-node."))
-    kubeconfig = _start(state, NODE_NAMESPACE, "--real-node")
+def real_node():
+    node = RealNode()
     try:
-        yield Cluster(kubeconfig=kubeconfig, namespace=NODE_NAMESPACE, state_dir=state,
-                      env=environ_for(kubeconfig))
+        yield node
     finally:
-        _stop(state)
+        node.stop()
+
+
+@pytest.fixture
+def node_cluster(real_node) -> Cluster:
+    return real_node.start()
+
+
+@pytest.fixture
+def no_real_node(real_node) -> None:
+    """The host without the session's real node (stopped if a test before started it)."""
+    real_node.stop()
 
 
 @pytest.fixture
@@ -92,10 +124,13 @@ def image() -> tuple[str, str]:
     return repository, tag
 
 
-@pytest.fixture(scope="session")
-def real(node_cluster, image):
+@pytest.fixture
+def real(real_node, image):
     """The node cluster with MNIST on a volume, and the --set overrides every run here uses."""
-    host_volume(node_cluster, "mnist", MNIST_DIR)
+    node_cluster = real_node.start()
+    if "mnist" not in real_node.volumes:
+        host_volume(node_cluster, "mnist", MNIST_DIR)
+        real_node.volumes.add("mnist")
     repository, tag = image
     # The tag is left to its default (the release's version with the accelerator's variant): the one
     # scripts/image.sh builds, which the pods can only start with if the two agree.

@@ -1,6 +1,7 @@
 """The real-node tier itself: scripts/cluster/up.sh --real-node gives a Ready node on containerd, and
-down.sh stops it by pid and reverts every change to the host. This module runs before the tests that
-share the session's node cluster (one real node per host), hence its name.
+down.sh stops it by pid and reverts every change to the host. One real node fits a host: the test
+stops the session's node first when an earlier test started it (fixture no_real_node), so it passes
+in any order.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def host_state() -> dict:
 
 
 @pytest.mark.timeout(900)
-def test_node_tier_starts_and_leaves_the_host_as_it_was(tmp_path):
+def test_node_tier_starts_and_leaves_the_host_as_it_was(tmp_path, no_real_node):
     """up.sh --real-node gives a Ready node; down.sh stops it by pid and reverts every host change."""
     if os.geteuid() != 0:
         pytest.skip("the real-node tier needs root")

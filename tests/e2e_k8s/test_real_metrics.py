@@ -3,7 +3,7 @@ pod network (this host is the pod bridge's gateway), at the address and path the
 annotations give, on the container port the pod declares.
 
 The documented series are there while the job trains; when process 1 is stopped with SIGSTOP
-(containerd's task kill), process 0 waits for it in the all-reduce and completes no step, and its
+(containerd's task kill, to every process of the container), process 0 waits for it in the all-reduce and completes no step, and its
 endpoint, which answers all along, shows the seconds since the last completed step grow; the
 stopped process's own endpoint answers nothing. After SIGCONT the job completes.
 """
@@ -62,7 +62,8 @@ def test_metrics_over_the_pod_network_and_a_stopped_process_shows(real, tmp_path
 
         task = containerd_task(cluster, f"{name}-1-")
         ctr = containerd_cli()
-        cluster.run([*ctr, "tasks", "kill", "--signal", "SIGSTOP", task])
+        # --all: the trainer runs under a supervisor process (trainer/supervisor.py), the container's first
+        cluster.run([*ctr, "tasks", "kill", "--all", "--signal", "SIGSTOP", task])
         try:
             time.sleep(3)  # the chunk in flight ends; the next one waits for process 1
             first = prometheus.scrape(urls[0])
@@ -71,7 +72,7 @@ def test_metrics_over_the_pod_network_and_a_stopped_process_shows(real, tmp_path
             time.sleep(5)
             second = prometheus.scrape(urls[0])
         finally:
-            cluster.run([*ctr, "tasks", "kill", "--signal", "SIGCONT", task])
+            cluster.run([*ctr, "tasks", "kill", "--all", "--signal", "SIGCONT", task])
         assert second["jax_training_step"] == first["jax_training_step"] < 468
         grown = second["jax_training_seconds_since_last_step"] - first["jax_training_seconds_since_last_step"]
         assert grown >= 7, (first, second)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.paths import REPO_ROOT, SCRIPTS_DIR
+from trainer.supervisor import SUPERVISED_ENV
 
 SCRIPTS = SCRIPTS_DIR / "slurm"
 TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
@@ -68,8 +69,10 @@ class Slurm:
         return text
 
 
-def job_processes(job_id: int) -> dict[int, dict[str, str]]:
-    """{pid: SLURM_* environment} of the trainer processes that belong to a job (read from /proc)."""
+def job_processes(job_id: int, tasks_only: bool = False) -> dict[int, dict[str, str]]:
+    """{pid: SLURM_* environment} of the trainer processes that belong to a job (read from /proc);
+    tasks_only: each task's own process only, not the child a distributed trainer trains in
+    (trainer/supervisor.py)."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -82,7 +85,7 @@ def job_processes(job_id: int) -> dict[int, dict[str, str]]:
         if b"trainer" not in cmdline:
             continue
         env = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
-        if env.get("SLURM_JOB_ID") == str(job_id):
+        if env.get("SLURM_JOB_ID") == str(job_id) and not (tasks_only and env.get(SUPERVISED_ENV) == "1"):
             found[int(entry.name)] = env
     return found
 

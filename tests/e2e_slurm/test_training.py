@@ -116,7 +116,7 @@ def test_killed_task_fails_the_job_and_resubmission_resumes(slurm, tmp_path):
     job = slurm.sbatch(script, cwd=tmp_path)
     _wait_for_checkpoint(slurm, job, outputs(tmp_path, name) / "checkpoints", TRAIN_TIMEOUT)
 
-    victims = [pid for pid, env in job_processes(job).items() if env.get("SLURM_PROCID") == "1"]
+    victims = [pid for pid, env in job_processes(job, tasks_only=True).items() if env.get("SLURM_PROCID") == "1"]
     assert len(victims) == 1, f"expected one task 1 of job {job}, found {victims}"
     os.kill(victims[0], signal.SIGKILL)
     seconds = slurm.wait(job, KILL_TO_END_LIMIT)

@@ -16,8 +16,9 @@ from tests.support import prometheus
 from tests.support.prometheus import documented_series
 from tests.support import procs
 from tests.support.procs import free_port
-from trainer import checkpoint, monitoring
+from trainer import checkpoint, goodput, monitoring
 from trainer.metrics import MetricsFile
+from trainer.results import read_records
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -186,14 +187,14 @@ def test_a_stopped_peer_stops_the_job_and_process_0_shows_it(tmp_path):
                        tmp_path / f"rank{rank}.log", {**env, "JAX_PROCESS_ID": str(rank)}) for rank in range(2)]
     try:
         scrape_when(port, lambda s: s["jax_training_step"] >= 16, run[0])
-        os.kill(run[1].popen.pid, signal.SIGSTOP)
+        os.killpg(run[1].popen.pid, signal.SIGSTOP)  # the process group: the trainer runs under a supervisor
         try:
             time.sleep(2)  # the chunk in flight ends; the next one waits for process 1
             first = scrape(port)
             time.sleep(4)
             second = scrape(port)
         finally:
-            os.kill(run[1].popen.pid, signal.SIGCONT)
+            os.killpg(run[1].popen.pid, signal.SIGCONT)
         assert second["jax_training_step"] == first["jax_training_step"] < 30 * 32
         grown = second["jax_training_seconds_since_last_step"] - first["jax_training_seconds_since_last_step"]
         assert 3.5 <= grown <= 10, (first, second)
@@ -201,3 +202,23 @@ def test_a_stopped_peer_stops_the_job_and_process_0_shows_it(tmp_path):
     finally:
         for proc in run:
             procs.kill(proc)
+
+
+def test_the_goodput_series_are_the_runs_account(served):
+    """goodput_ratio and badput_seconds{kind} are trainer/goodput.py's account of metrics.jsonl at
+    scrape time (a two-attempt run; its figures are checked against real runs in test_goodput.py)."""
+    exporter, clock, port, directory = served
+    assert math.isnan(scrape(port)["jax_training_goodput_ratio"])  # no record yet
+    metrics = MetricsFile(directory / "metrics.jsonl", exporter.observe)
+    for step in (0, 24):
+        metrics.write({"event": "start", "step": step, "total_steps": 64, "launched": time.time() - 2,
+                       "phases": {"program_startup": 1.0, "training_prep": 0.5}})
+        for done in range(step + 8, step + 40, 8):
+            metrics.write({"event": "step", "epoch": 1, "step": done, "loss": 0.5})
+    metrics.write({"event": "end", "step": 56, "save_seconds": 0.1})
+    account = goodput.account(read_records(directory / "metrics.jsonl"))
+    served_families = prometheus.families(f"http://127.0.0.1:{port}/metrics")
+    assert served_families["jax_training_goodput_ratio"].samples[0].value == account["goodput"]
+    lost = {s.labels["kind"]: s.value for s in served_families["jax_training_badput_seconds"].samples}
+    assert lost == account["badput_seconds"] and set(lost) == set(goodput.BADPUT)
+    assert account["steps_redone"] == 32 - 24

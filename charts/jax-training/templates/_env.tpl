@@ -1,14 +1,19 @@
 {{/* The container's environment (the twin of container_env() in generator/engines/kubernetes/render.py). */}}
 
 {{/* The container's env (JSON list): PYTHONUNBUFFERED where the engine does not set it, our JAX_*
-variables where it does not set those, JAX_LOCAL_DEVICE_COUNT (every target), then the user's env. */}}
+variables where it does not set those, the gang's attempt where the controller gives one,
+JAX_LOCAL_DEVICE_COUNT (every target), then the user's env. */}}
 {{- define "jax-training.containerEnv" -}}
 {{- $env := list -}}
 {{- if (include "jax-training.target" . | fromJson).unbuffered -}}
 {{- $env = append $env (dict "name" "PYTHONUNBUFFERED" "value" "1") -}}
 {{- end -}}
 {{- $env = concat $env (include "jax-training.processEnv" . | fromJsonArray) -}}
-{{- $deviceCount := (.Files.Get "files/contract.json" | fromJson).localDeviceCountEnv -}}
+{{- $contract := .Files.Get "files/contract.json" | fromJson -}}
+{{- with (include "jax-training.target" . | fromJson).attemptField -}}
+{{- $env = append $env (dict "name" $contract.attemptEnv "valueFrom" (dict "fieldRef" (dict "fieldPath" .))) -}}
+{{- end -}}
+{{- $deviceCount := $contract.localDeviceCountEnv -}}
 {{- $env = append $env (dict "name" $deviceCount "value" (int64 .Values.local_device_count | toString)) -}}
 {{- include "jax-training.json" (concat $env (.Values.env | default list)) -}}
 {{- end -}}

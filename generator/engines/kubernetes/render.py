@@ -66,11 +66,14 @@ class PodContext:
 
     def container_env(self) -> list[dict]:
         """The container's env: PYTHONUNBUFFERED where the engine does not set it, our JAX_* variables
-        where it does not set those, JAX_LOCAL_DEVICE_COUNT (every target: the devices each process
-        expects), then the user's env."""
+        where it does not set those, the gang's attempt where the controller gives one,
+        JAX_LOCAL_DEVICE_COUNT (every target: the devices each process expects), then the user's env."""
         set_by_engine = targets.workload(self.v).engine_env
         env = [] if "PYTHONUNBUFFERED" in set_by_engine else [{"name": "PYTHONUNBUFFERED", "value": "1"}]
         env += self.process_env()
+        attempt = targets.workload(self.v).attempt_field
+        if attempt:  # the gang's attempt, which fences off an older one's processes (trainer/fencing.py)
+            env.append({"name": contract.ATTEMPT_ENV, "valueFrom": {"fieldRef": {"fieldPath": attempt}}})
         name, value = device_env(self.v)
         env.append({"name": name, "value": value})
         return env + list(self.v["env"])

@@ -1,0 +1,83 @@
+"""Attempt fencing (trainer/fencing.py) with real processes on 127.0.0.1: a process of an older attempt
+is refused by a newer attempt's coordinator and says so in one line, and one that comes once the gang
+has formed never joins it; the newer gang trains to the end either way. Hard timeouts throughout."""
+
+import time
+
+import pytest
+
+from tests.support.procs import free_port, kill, small_train_args, start, trainer_argv, wait_all
+from trainer import exit_codes
+from trainer.fencing import READ_SECONDS, attempt_of
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+
+def launch(tmp_path, port, rank, attempt, tag, *extra):
+    env = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(rank),
+           "JAX_TRAINING_ATTEMPT": attempt}
+    argv = trainer_argv(*small_train_args(tmp_path / "c", "--metrics-port", "0", "--init-timeout", "120", *extra))
+    return start(argv, tmp_path / f"{tag}.log", env)
+
+
+def test_a_process_of_an_older_attempt_is_refused_and_the_newer_gang_trains(tmp_path):
+    port = free_port()
+    coordinator = launch(tmp_path, port, 0, "2", "rank0-attempt2")
+    stale = launch(tmp_path, port, 1, "1", "rank1-attempt1")
+    procs = [coordinator, stale]
+    try:
+        assert wait_all([stale], 120) == [exit_codes.PEER_LOST], stale.output[-3000:]
+        follower = launch(tmp_path, port, 1, "2", "rank1-attempt2")
+        procs.append(follower)
+        assert wait_all([coordinator, follower], 240) == [0, 0], coordinator.output[-3000:] + follower.output[-3000:]
+    finally:
+        for proc in procs:
+            kill(proc)
+    errors = [line for line in stale.output.splitlines() if "error:" in line]
+    assert errors == ["Rank 1: error: this process belongs to attempt 1 of the job, the coordinator runs the newer "
+                      "attempt 2: a process of an older attempt cannot join it"], stale.output[-3000:]
+    assert "refused a process at the coordinator: process 1 of attempt 1, this is attempt 2" in coordinator.output
+    assert "training completed." in follower.output
+
+
+def test_a_process_that_comes_once_the_gang_has_formed_never_joins_it(tmp_path):
+    port = free_port()
+    gang = [launch(tmp_path, port, rank, "3", f"rank{rank}", "--epochs", "60") for rank in range(2)]
+    late = None
+    try:
+        deadline = time.monotonic() + 120
+        while "batch 8/" not in gang[0].output and time.monotonic() < deadline:
+            time.sleep(0.2)
+        late = launch(tmp_path, port, 1, "3", "rank1-late", "--init-timeout", "5")
+        assert wait_all([late], 60) == [exit_codes.COORDINATOR], late.output[-3000:]
+        assert wait_all(gang, 240) == [0, 0], gang[0].output[-3000:] + gang[1].output[-3000:]
+    finally:
+        for proc in gang + ([late] if late else []):
+            kill(proc)
+    assert (f"coordinator 127.0.0.1:{port} did not come up within the init timeout of 5 s (last error: it did not "
+            "admit this process") in late.output
+    assert "Traceback" not in late.output
+
+
+def test_a_gang_that_gathers_slowly_forms(tmp_path):
+    """Process 1 waits longer for the last process than a hello's read timeout: it is answered all
+    the same, and the 3 processes train to the end."""
+    port, procs = free_port(), []
+    try:
+        for rank in range(3):
+            env = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "3",
+                   "JAX_PROCESS_ID": str(rank), "JAX_TRAINING_ATTEMPT": "0"}
+            argv = trainer_argv(*small_train_args(tmp_path / "c", "--metrics-port", "0", "--batch-size", "48"))
+            procs.append(start(argv, tmp_path / f"rank{rank}.log", env))
+            if rank == 1:
+                time.sleep(READ_SECONDS + 5)
+        assert wait_all(procs, 300) == [0, 0, 0], "\n".join(p.output[-2000:] for p in procs)
+    finally:
+        for proc in procs:
+            kill(proc)
+
+
+def test_the_attempt_comes_from_the_launcher():
+    assert attempt_of({"JAX_TRAINING_ATTEMPT": "4", "SLURM_RESTART_COUNT": "1"}) == "4"
+    assert attempt_of({"SLURM_RESTART_COUNT": "1"}) == "1"
+    assert attempt_of({}) == ""

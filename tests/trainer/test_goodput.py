@@ -1,0 +1,58 @@
+"""Goodput from real runs (trainer/goodput.py, docs/goodput.md): 2 processes on 127.0.0.1 are killed
+after step 47 (SIGKILL; the checkpoint of step 40 on disk, step 47 recorded), and after a pause the job
+is started again and resumes from step 40. The summary's account shows the 7 steps redone, the
+restore, the pause as recovery, and its parts add up to the wall time."""
+
+import json
+import signal
+import time
+
+import pytest
+
+from tests.support.procs import free_port, outputs_of, small_train_args, start, trainer_argv, wait_all
+from trainer import goodput
+from trainer.outputs import METRICS, SUMMARY
+from trainer.results import read_records
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+ARGS = ["--epochs", "3", "--log-every", "5", "--checkpoint-every", "20", "--metrics-port", "0"]
+PAUSE = 3.0
+
+
+def run_job(tmp_path, name, extra_for_rank):
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(rank)}
+        argv = trainer_argv(*small_train_args(tmp_path / "c", *ARGS, *extra_for_rank(rank)))
+        procs.append(start(argv, tmp_path / f"{name}-rank{rank}.log", env))
+    return procs, wait_all(procs, 240)
+
+
+def test_a_restarted_run_accounts_for_redone_steps_restore_and_recovery(tmp_path):
+    # Every process gets the hook: it ends a chunk of steps there, and the processes' chunks must agree.
+    procs, codes = run_job(tmp_path, "first", lambda rank: ["--fault-after-step", "47"])
+    assert codes == [128 + signal.SIGKILL] * 2, procs[0].output[-3000:]
+    time.sleep(PAUSE)
+    procs, codes = run_job(tmp_path, "second", lambda rank: [])
+    assert codes == [0, 0], procs[0].output[-3000:]
+    assert "resuming from the checkpoint of step 40" in procs[0].output
+
+    directory = outputs_of(tmp_path / "c")
+    summary = json.loads((directory / SUMMARY).read_text())
+    account = summary["goodput"]
+    assert account == goodput.account(read_records(directory / METRICS))
+    lost = account["badput_seconds"]
+    print(json.dumps(account, indent=1))
+    assert set(lost) == set(goodput.BADPUT)
+    assert account["steps_redone"] == 7  # steps 41-47, recorded before the failure, trained again
+    assert lost["wasted_progress_from_disruption"] == pytest.approx(7 * account["step_seconds"], abs=2e-3)
+    assert lost["unproductive_checkpoint_restore_time"] > 0
+    assert lost["infrastructure_recovery_from_disruption"] >= PAUSE - 0.02  # process starts are known to 10 ms
+    for phase in ("program_startup", "accelerator_initialization", "training_prep", "evaluation"):
+        assert lost[phase] > 0, phase
+    assert account["productive_seconds"] == pytest.approx(summary["steps"] * account["step_seconds"], abs=2e-3)
+    parts = account["productive_seconds"] + sum(lost.values())
+    assert parts == pytest.approx(account["wall_seconds"], abs=0.05)
+    assert 0 < account["goodput"] < 1

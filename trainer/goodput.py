@@ -1,0 +1,147 @@
+"""Goodput: a run's wall time split into productive training and named losses, from its own metrics
+records (every attempt's), with no service behind it. Definitions: docs/goodput.md. The names are
+those of ml-goodput-measurement's BadputType where one fits (lower case), else our own.
+
+Standard library only: `jaxgen results` and the Prometheus exporter read it too.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+# Each kind of loss and what it is (docs/goodput.md says how each is measured).
+BADPUT = {
+    "program_startup": "process start to the trainer's imports done (interpreter, jax, the trainer)",
+    "data_loading": "waiting for the data set after the imports (reading, checking, decompressing)",
+    "accelerator_initialization": "joining the coordinator and the other processes, creating the backend",
+    "unproductive_checkpoint_restore_time": "reading the newest checkpoint and sending it to every process",
+    "training_prep": "building the model and optimizer, putting state and data on the devices, "
+                     "compiling the step (the first steps' time beyond the ideal step time)",
+    "unproductive_checkpoint_save_time": "the step loop blocked by checkpoint saves, and the final save",
+    "evaluation": "scoring the test set after each epoch",
+    "wasted_progress_from_disruption": "steps trained again after a restart (done after the checkpoint the "
+                                       "next attempt resumed from)",
+    "infrastructure_recovery_from_disruption": "from an attempt's last record to the next attempt's process start: "
+                                               "the failure's detection, the restart, waiting to be scheduled "
+                                               "or re-admitted",
+    "other": "the rest: logging, records, what no category above names",
+}
+# The start-up phases the trainer measures itself, in the start record's "phases" (seconds).
+PHASES = ("program_startup", "data_loading", "accelerator_initialization", "unproductive_checkpoint_restore_time",
+          "training_prep")
+
+LAUNCHED_ENV = "JAX_TRAINING_LAUNCHED"  # the process's start (epoch seconds), passed on by a supervisor
+
+
+def launched() -> float:
+    """When this process (or the supervisor that started it) began, in epoch seconds."""
+    if os.environ.get(LAUNCHED_ENV):
+        return float(os.environ[LAUNCHED_ENV])
+    try:  # the process's start in clock ticks since boot (Linux), to within a tick (10 ms)
+        ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+        return time.time() - max(age, 0.0)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return _IMPORTED
+
+
+_IMPORTED = time.time()
+
+
+def _attempts(records: list[dict]) -> list[list[dict]]:
+    """The records split at each start record (an attempt's first); records before the first start
+    (none are written) are dropped."""
+    attempts: list[list[dict]] = []
+    for record in records:
+        if not isinstance(record.get("time"), (int, float)):
+            continue
+        if record.get("event") == "start":
+            attempts.append([])
+        if attempts:
+            attempts[-1].append(record)
+    return attempts
+
+
+def step_seconds(attempts: list[list[dict]]) -> float | None:
+    """The ideal step time: the median over every attempt of the seconds per step between consecutive
+    step records of one epoch, leaving out each attempt's first (it holds the compilation). A run with
+    fewer step records (a short epoch, a large --log-every) falls back to its fastest epoch's seconds
+    per step, which may hold the compilation."""
+    rates = []
+    for attempt in attempts:
+        steps = [r for r in attempt if r.get("event") == "step"]
+        for a, b in zip(steps[1:], steps[2:]):
+            if a.get("epoch") == b.get("epoch") and b["step"] > a["step"]:
+                rates.append((b["time"] - a["time"]) / (b["step"] - a["step"]))
+    if rates:
+        return statistics.median(rates)
+    epochs = [r["seconds"] / r["batches"] for attempt in attempts for r in attempt
+              if r.get("event") == "epoch" and r.get("batches") and isinstance(r.get("seconds"), (int, float))]
+    return min(epochs) if epochs else None
+
+
+def account(records: list[dict]) -> dict | None:
+    """The goodput of the run whose metrics records are `records`: wall seconds from the first
+    process start to the last record, productive seconds (the steps kept × the ideal step time), the
+    seconds of each kind of loss (BADPUT), their ratios. None without a start record."""
+    attempts = _attempts(records)
+    if not attempts:
+        return None
+    ideal = step_seconds(attempts) or 0.0
+    lost = dict.fromkeys(BADPUT, 0.0)
+    redone = 0
+    for i, attempt in enumerate(attempts):
+        start = attempt[0]
+        for phase, seconds in (start.get("phases") or {}).items():
+            if phase in lost:
+                lost[phase] += seconds
+        steps = [r for r in attempt if r.get("event") == "step"]
+        if steps:  # the first steps' time beyond the ideal: compilation
+            first = steps[0]
+            lost["training_prep"] += max(first["time"] - start["time"] - (first["step"] - start["step"]) * ideal, 0.0)
+        for before, record in zip(attempt, attempt[1:]):
+            if record.get("event") == "epoch" and before.get("event") == "step":
+                lost["evaluation"] += record["time"] - before["time"]
+            if record.get("event") == "checkpoint":
+                lost["unproductive_checkpoint_save_time"] += record.get("blocked_seconds", 0.0)
+            if record.get("event") in ("end", "preempted"):
+                lost["unproductive_checkpoint_save_time"] += record.get("save_seconds", 0.0)
+        if i + 1 < len(attempts):
+            following = attempts[i + 1][0]
+            last_step = max((r["step"] for r in attempt if isinstance(r.get("step"), int)), default=start["step"])
+            redone += max(last_step - following["step"], 0)
+            lost["infrastructure_recovery_from_disruption"] += max(
+                following.get("launched", following["time"]) - attempt[-1]["time"], 0.0)
+    lost["wasted_progress_from_disruption"] = redone * ideal
+    final = attempts[-1]
+    kept = max((r["step"] for r in final if isinstance(r.get("step"), int)), default=0)
+    wall = final[-1]["time"] - attempts[0][0].get("launched", attempts[0][0]["time"])
+    productive = kept * ideal
+    lost["other"] = max(wall - productive - sum(v for k, v in lost.items() if k != "other"), 0.0)
+    ratio = (lambda seconds: round(seconds / wall, 4) if wall > 0 else None)
+    return {
+        "goodput": ratio(productive),
+        "wall_seconds": round(wall, 3),
+        "productive_seconds": round(productive, 3),
+        "step_seconds": round(ideal, 6),
+        "steps_redone": redone,
+        "badput_seconds": {k: round(v, 3) for k, v in lost.items()},
+        "badput": {k: ratio(v) for k, v in lost.items()},
+    }
+
+
+SHORT = {"program_startup": "start-up", "data_loading": "data", "accelerator_initialization": "init",
+         "unproductive_checkpoint_restore_time": "restore", "training_prep": "prep and compile",
+         "unproductive_checkpoint_save_time": "checkpoint save", "evaluation": "evaluation",
+         "wasted_progress_from_disruption": "redone", "infrastructure_recovery_from_disruption": "recovery",
+         "other": "other"}
+
+
+def line(goodput: dict) -> str:
+    """One line: the goodput and its losses, the largest first (those under 0.05 s left out)."""
+    losses = sorted(((s, k) for k, s in goodput["badput_seconds"].items() if s >= 0.05), reverse=True)
+    parts = ", ".join(f"{SHORT[k]} {s:.1f} s" for s, k in losses)
+    return (f"{goodput['goodput']:.3f} of {goodput['wall_seconds']:.1f} s"
+            + (f" (lost: {parts})" if parts else ""))

@@ -1,0 +1,68 @@
+"""A distributed command runs in a child process, so that a coordination failure ends with the
+peer-lost exit code even when JAX aborts the process.
+
+JAX's coordination client ends the process with a C++ fatal error (SIGABRT, no Python code runs) when
+its heartbeats fail or the coordination service reports a failed task: a stopped or restarted
+coordinator, a peer that stopped sending heartbeats. Its hook for that moment (the client's
+missed_heartbeat_callback) cannot take a Python function in jaxlib 0.10: passing the status to it
+ends the process with std::bad_cast. So the parent passes the child's stderr on as it comes, keeps
+its tail, and when the child dies by a signal after JAX's fatal line, classifies that line
+(trainer/errors.PEER_LOST_SIGNS), prints one line and exits with the peer-lost code. Stop signals are
+passed to the child; the child dies with the parent. Any other death by a signal is reported as a
+shell does (128 + the signal)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+
+from trainer.errors import JAX_FATAL_MARK, PeerLostError, peer_lost_cause, report
+from trainer.goodput import LAUNCHED_ENV, launched
+
+SUPERVISED_ENV = "JAX_TRAINING_SUPERVISED"  # set in the child: it runs the command itself
+FORWARDED = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP)
+TAIL_BYTES = 16 * 1024
+_PR_SET_PDEATHSIG = 1
+
+
+def supervised() -> bool:
+    return os.environ.get(SUPERVISED_ENV) == "1"
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the child outlives a SIGKILLed parent
+        pass
+
+
+def run(argv: list[str], spec) -> int:
+    """Run `python -m trainer argv` as a child and return its exit code, or the peer-lost code when
+    JAX aborted it on a coordination failure."""
+    child = subprocess.Popen([sys.executable, "-m", "trainer", *argv], stderr=subprocess.PIPE,
+                             env={**os.environ, SUPERVISED_ENV: "1", LAUNCHED_ENV: str(launched())},
+                             preexec_fn=_die_with_parent)
+    for sig in FORWARDED:
+        signal.signal(sig, lambda number, frame: child.send_signal(number))
+    tail = b""
+    fd = child.stderr.fileno()
+    while chunk := os.read(fd, 65536):
+        try:
+            sys.stderr.buffer.write(chunk)
+            sys.stderr.buffer.flush()
+        except OSError:  # nobody reads our stderr any more: the child's is still drained
+            pass
+        tail = (tail + chunk)[-TAIL_BYTES:]
+    code = child.wait()
+    if code >= 0:
+        return code
+    text = tail.decode(errors="replace")
+    mark = text.rfind(JAX_FATAL_MARK)
+    cause = peer_lost_cause(text[mark:]) if mark >= 0 else None
+    if cause is None:
+        return 128 - code  # a signal, as a shell reports it
+    status = text[mark:].partition("absl::Status:")[2].strip().splitlines()
+    return report(PeerLostError(f"{cause}: {(status[0] if status else 'JAX aborted')[:300]}"), spec)
