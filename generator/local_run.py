@@ -37,6 +37,7 @@ from trainer import contract, exit_codes, outputs
 from trainer.config import fields_named, flag
 from trainer.contract import PROCESS_ENV
 
+from . import confined
 from .errors import UserError
 from .options import variables_files, variables_options
 from .names import hostname
@@ -387,14 +388,16 @@ def outputs_of(job: LocalJob) -> Path | None:
     return Path(flags["--checkpoint-dir"]) / flags["--run-name"]
 
 
-def collect(source: Path, destination: Path) -> None:
-    """Copy a job's results (not its checkpoints or compilation cache) to `destination`, replacing it."""
+def collect(source: Path, destination: Path) -> list[str]:
+    """Copy a job's results (not its checkpoints or compilation cache) to `destination`, replacing it:
+    regular files and folders only (generator/confined.py); what was left out, by relative path."""
     staging = destination.with_name(f".{destination.name}.collecting")
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        shutil.copytree(source, staging, ignore=shutil.ignore_patterns(outputs.CHECKPOINTS, outputs.XLA_CACHE))
+        dropped = confined.copy_tree(source, staging, skip=(outputs.CHECKPOINTS, outputs.XLA_CACHE))
         shutil.rmtree(destination, ignore_errors=True)
         os.replace(staging, destination)
+        return dropped
     except OSError as error:
         shutil.rmtree(staging, ignore_errors=True)
         raise UserError(f"--outputs {destination.parent}: cannot collect the results: {error.strerror or error}") from None
@@ -409,8 +412,8 @@ def _finish(job: LocalJob, name: str, outputs_dir: Path | None, say) -> None:
         return
     persistent = not any(source == d or d in source.parents for d in job.pod_dirs)
     destination = outputs_dir / name
-    collect(source, destination)
-    say(f"results of {name} collected in {destination}")
+    dropped = confined.dropped_line(collect(source, destination))
+    say(f"results of {name} collected in {destination}" + (f"; {dropped}" if dropped else ""))
     hint = (f"rerun the same command: it resumes from {source / outputs.CHECKPOINTS}" if persistent else
             "none: the checkpoints were on an emptyDir, gone with the run; persistence.enabled=true keeps them")
     report(destination, resume_hint=hint)

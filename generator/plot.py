@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import click
 
+from . import confined
 from .errors import UserError, excerpt
 
 
@@ -92,8 +94,10 @@ def draw(records: list[dict], output: Path, title: str) -> None:
     fig.suptitle(title)
     fig.tight_layout()
     try:
+        image = io.BytesIO()
+        fig.savefig(image, format=output.suffix[1:] or None, dpi=100)
         output.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(output, dpi=100)
+        confined.write_file(output, image.getvalue())  # replaces a link at `output`, never writes through it
     except (OSError, ValueError) as e:  # unwritable path, or a suffix matplotlib has no writer for
         raise UserError(f"{output}: cannot write: {e}") from None
     finally:

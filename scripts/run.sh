@@ -200,6 +200,7 @@ stop_logs
 
 # --- the job's results: from its claim into BUILD_DIR/results/NAME (where run.sh --local keeps them)
 jaxgen() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" -m generator "$@"; }
+confined() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" -m generator.confined "$@"; }
 fetch_results() {
   local manifest="$build/release/results-pod.json" dest="$build/results/$NAME" pod="$NAME-results" message
   if [ ! -f "$manifest" ]; then  # no claim: rank 0's termination message is all that is left
@@ -216,12 +217,15 @@ fetch_results() {
     kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
     return 0
   fi
-  rm -rf "$dest.part" && mkdir -p "$dest.part"
-  if kube exec "$pod" -c results -- tar -C "/outputs/$NAME" -cf - --exclude ./checkpoints --exclude ./xla-cache . \
-       2>"$tmp/results.err" | tar -C "$dest.part" -xf -; then
+  rm -rf "$dest.part" && mkdir -p "$(dirname "$dest")"
+  # Regular files and folders only: a link the job left in its outputs is never followed here
+  # (generator/confined.py); what was left out is named in one line.
+  if kube exec "$pod" -c results -- python -c "$(confined pack-script)" "/outputs/$NAME" checkpoints xla-cache \
+       2>"$tmp/results.err" | confined extract "$dest.part" --pod-log "$tmp/results.err" 2>"$tmp/extract.err"; then
+    [ ! -s "$tmp/extract.err" ] || log "$(cat "$tmp/extract.err")"
     rm -rf "$dest" && mv "$dest.part" "$dest"
   else
-    log "warning: cannot copy the results from pod $pod: $(tail -n1 "$tmp/results.err")"
+    log "warning: cannot copy the results from pod $pod: $(cat "$tmp/results.err" "$tmp/extract.err" | grep -v '^dropped: ' | tail -n1)"
     rm -rf "$dest.part"
   fi
   kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
