@@ -29,9 +29,11 @@ MAX_GPUS_PER_HOST = 16
 # Directories the data and the outputs may not be mounted over.
 SYSTEM_DIRS = ("/", "/dev/shm", "/dev", "/proc", "/sys", "/etc", "/tmp")
 
-# The user and group the trainer runs as: the image's USER, the pods' runAsUser/runAsGroup/fsGroup,
-# and the owner of a host directory the pods write to.
-RUN_AS_ID = 1000
+# The user and group the trainer runs as: the image's USER (trainer/Dockerfile's RUN_AS_ID build
+# argument, which scripts/image.sh passes), the pods' runAsUser/runAsGroup/fsGroup, and the owner of a
+# host directory the pods write to. 10000 or above, so that it is no user of the node's own
+# (distributions hand out ids from 1000 up).
+RUN_AS_ID = 10000
 
 # The trainer's Prometheus endpoint (trainer/monitoring.py): the container port's name, which a
 # PodMonitor selects, and the path the scrape annotations name.
