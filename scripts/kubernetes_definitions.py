@@ -32,6 +32,7 @@ API_RULES = {
         "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]}}},
     "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement": {"properties": {
         "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]}}},
+    "io.k8s.api.networking.v1.NetworkPolicyPort": {"properties": {"protocol": {"enum": ["TCP", "UDP", "SCTP", None]}}},
     CORE + "PreferredSchedulingTerm": {"properties": {"weight": {"minimum": 1, "maximum": 100}}},
     CORE + "WeightedPodAffinityTerm": {"properties": {"weight": {"minimum": 1, "maximum": 100}}},
 }
