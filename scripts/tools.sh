@@ -63,6 +63,22 @@ build_yaml_decode() {
 }
 build_yaml_decode
 
+# checkov (tests/chart/test_checkov.py): from PyPI into a virtualenv of its own (its pins would fight
+# the project's), once per version.
+CHECKOV_VERSION=3.3.30
+install_checkov() {
+  local dir="$JAXT_CACHE/tools/checkov-$CHECKOV_VERSION"
+  if [ ! -f "$dir/.installed" ]; then  # a venv's scripts name its path: built in place, marked when whole
+    log "installing checkov $CHECKOV_VERSION (cached in $dir)"
+    rm -rf "$dir"
+    python3 -m venv "$dir" && "$dir/bin/pip" install --quiet --disable-pip-version-check \
+      "checkov==$CHECKOV_VERSION" || { rm -rf "$dir"; die "installing checkov $CHECKOV_VERSION failed"; }
+    touch "$dir/.installed"
+  fi
+  ln -sf "$dir/bin/checkov" "$JAXT_BIN/checkov"
+}
+install_checkov
+
 # Offline schemas for kubeconform, rebuilt only when their inputs change (a stamp of their digests).
 SCHEMA_DIR="$JAXT_CACHE/kubeconform-schemas"
 CRDS_DIR="$(cd "$JAXT_ROOT/.." && pwd)/shared/crds"
