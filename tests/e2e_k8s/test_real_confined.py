@@ -17,14 +17,15 @@ PROGRAM = """
 import json, os, pathlib, sys
 outside_file, outside_dir, name = sys.argv[1:4]
 if os.environ["JAX_PROCESS_ID"] == "0":
-    run = pathlib.Path("/checkpoints") / name
+    claim = pathlib.Path("/checkpoints")  # checkpoint.dir, where the outputs claim is mounted
+    run = claim / name
     run.mkdir(parents=True, exist_ok=True)
     (run / "run.json").write_text("{}")
     records = [{"event": "step", "epoch": 1, "step": s, "loss": 1.0 / s, "time": s} for s in (1, 2, 3)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in records))
     os.symlink(outside_file, run / "curves.png")
     os.symlink(outside_dir, run / "escape")
-    other = pathlib.Path("/checkpoints/another-jobs-file")
+    other = claim / "another-jobs-file"
     other.write_text("not this job's")
     os.link(other, run / "hard")
     print("planted", sorted(os.listdir(run)), flush=True)
