@@ -107,7 +107,7 @@ def copy_tree(source: Path, destination: Path, skip: Collection[str] = ()) -> li
     """Copy the regular files and folders of `source` into the new folder `destination`, leaving out
     the top-level names in `skip`; what else was left out (links, devices…), as relative paths."""
     dropped: list[str] = []
-    destination.mkdir()
+    destination.mkdir(parents=True)
     source_fd, target_fd = os.open(source, DIRECTORY), os.open(destination, DIRECTORY)
     try:
         _copy_folder(source_fd, target_fd, "", skip, dropped)
@@ -146,7 +146,7 @@ def extract_tar(stream: BinaryIO, destination: Path) -> list[str]:
     """Unpack a tar stream into the new folder `destination`: its regular files and folders only;
     what was left out (links, devices, names reaching outside), as member names."""
     dropped: list[str] = []
-    destination.mkdir()
+    destination.mkdir(parents=True)
     root = os.open(destination, DIRECTORY)
     try:
         with tarfile.open(fileobj=stream, mode="r|") as archive:
