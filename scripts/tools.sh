@@ -2,7 +2,7 @@
 # Installs the chart tooling, pinned and cached under $JAXT_CACHE (idempotent; a second run is a no-op):
 #   helm v4 (stamped), kubeconform, kube-linter, yaml-decode — built from source through the Go module proxy
 #   (`go install`; kube-linter through a wrapper module, see below) — and the offline schemas kubeconform validates against (core kinds from the kubernetes-validate
-#   wheel, CRDs from ../shared/crds).
+#   wheel, CRDs from ../shared/crds), and checkov from PyPI in a virtualenv of its own.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
@@ -97,4 +97,4 @@ if [ "$(cat "$SCHEMA_DIR/.stamp" 2>/dev/null)" != "$stamp" ]; then
   echo "$stamp" >"$SCHEMA_DIR/.stamp"
 fi
 
-log "tools ready in $JAXT_BIN: $("$JAXT_BIN/helm" version --short), kubeconform $("$JAXT_BIN/kubeconform" -v), kube-linter $("$JAXT_BIN/kube-linter" version)"
+log "tools ready in $JAXT_BIN: $("$JAXT_BIN/helm" version --short), kubeconform $("$JAXT_BIN/kubeconform" -v), kube-linter $("$JAXT_BIN/kube-linter" version), checkov $CHECKOV_VERSION"
