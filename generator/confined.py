@@ -34,6 +34,8 @@ DROPPED = "dropped: "  # how PACK names what it leaves out, one "<path> (<why>)"
 PACK = f"""
 import os, stat, sys, tarfile
 root, skip = sys.argv[1], set(sys.argv[2:])
+if not stat.S_ISDIR(os.lstat(root).st_mode):  # the outputs folder itself may be a link the job left
+    sys.exit(root + ": not a folder")
 with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
     for folder, dirs, files in os.walk(root):
         rel = os.path.relpath(folder, root)

@@ -125,9 +125,13 @@ def test_pack_script_and_extract_command(tmp_path, outside):
                                        "model/weights (symlink)\n")
     assert {str(p.relative_to(dest)) for p in dest.rglob("*")} == {"metrics.jsonl", "model", "model/card.md"}
     assert (outside / ".bashrc").read_bytes() == SECRET
-    bad = subprocess.run([sys.executable, "-m", "generator.confined", "extract", str(dest)], input=b"not a tar",
+    (tmp_path / "outputs" / "linked").symlink_to(outside)  # an outputs folder that is itself a link
+    packed = subprocess.run([sys.executable, "-c", script, str(tmp_path / "outputs" / "linked")], capture_output=True)
+    assert packed.returncode == 1 and packed.stdout == b"" and b"linked: not a folder" in packed.stderr
+    fresh = dest.with_name("fresh")
+    bad = subprocess.run([sys.executable, "-m", "generator.confined", "extract", str(fresh)], input=b"not a tar",
                          env=env, capture_output=True)
-    assert bad.returncode == 1 and bad.stderr.decode().startswith(f"error: {dest}: cannot unpack the results:")
+    assert bad.returncode == 1 and bad.stderr.decode().startswith(f"error: {fresh}: cannot unpack the results:")
 
 
 def test_results_and_plot_replace_a_link_instead_of_writing_through_it(tmp_path, outside):
