@@ -17,7 +17,7 @@ import re2
 
 from trainer import models  # the model registry's facts (no jax import)
 from trainer.contract import (ANNOTATIONS_MAX_BYTES, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, IMAGE_DIRS, MAX_GPUS_PER_HOST,
-                              PROCESS_ENV, QUANTITY_SUFFIXES, SYSTEM_DIRS)
+                              PROCESS_ENV, QUANTITY_SUFFIXES, RENDERED_ENV, SYSTEM_DIRS)
 
 from . import engines, images, kueue, set_values
 from .errors import EXCERPT, excerpt
@@ -217,10 +217,18 @@ def semantic_errors(values: dict) -> list[str]:
         errors += _volume_source_errors(f"$.{field}", volume)
     errors += _persistence_errors(values)
     errors += _metrics_errors(values)
+    first: dict[str, int] = {}
     for i, entry in enumerate(values.get("env") or []):  # every target: the trainer's own contract
-        if entry.get("name") in PROCESS_ENV:
-            errors.append(f"$.env[{i}].name: {entry['name']} is set for each process by the job; "
+        name = entry.get("name")
+        if name in PROCESS_ENV:
+            errors.append(f"$.env[{i}].name: {name} is set for each process by the job; "
                           "one value for every process would break the ranks")
+        elif name in RENDERED_ENV:
+            errors.append(f"$.env[{i}].name: {name} is set by the job itself; a container takes each name once")
+        elif name in first:
+            errors.append(f"$.env[{i}].name: {name} is already set by $.env[{first[name]}]; "
+                          "a container takes each name once")
+        first.setdefault(name, i)
     errors += images.repository_errors(values)
     size = sum(len(k.encode()) + len(v.encode()) for k, v in values["annotations"].items())
     if size > ANNOTATIONS_MAX_BYTES:

@@ -40,6 +40,7 @@ from trainer.contract import PROCESS_ENV
 from trainer.extras import missing
 from trainer.fencing import ATTEMPT_ENV
 
+from . import confined
 from .errors import UserError
 from .options import variables_files, variables_options
 from .names import hostname
@@ -414,16 +415,18 @@ def _written_since(source: Path, since: float) -> bool:
     return False
 
 
-def collect(source: Path | None, staging: Path, since: float) -> bool:
-    """Copy what this run wrote into `staging` (not the checkpoints or the compilation cache, nor a
-    summary an earlier run left in a persistent volume). Returns whether this run's summary is there."""
+def collect(source: Path | None, staging: Path, since: float) -> tuple[bool, list[str]]:
+    """Copy what this run wrote into the new folder `staging` (not the checkpoints or the compilation
+    cache, nor a summary an earlier run left in a persistent volume): regular files and folders only,
+    a link is never followed (generator/confined.py). Returns whether this run's summary is there, and
+    what was left out (links, devices…) by relative path."""
     if source is None or not source.is_dir() or not _written_since(source, since):
-        return False  # refused or stopped before it wrote anything: nothing here is this run's
+        staging.mkdir(parents=True)
+        return False, []  # refused or stopped before it wrote anything: nothing here is this run's
     stale = [outputs.SUMMARY] if (source / outputs.SUMMARY).exists() and \
         (source / outputs.SUMMARY).stat().st_mtime < since else []
-    shutil.copytree(source, staging, symlinks=True, dirs_exist_ok=True,  # a link is kept as a link, never followed
-                    ignore=shutil.ignore_patterns(outputs.CHECKPOINTS, outputs.XLA_CACHE, *stale))
-    return (staging / outputs.SUMMARY).exists()
+    dropped = confined.copy_tree(source, staging, skip=(outputs.CHECKPOINTS, outputs.XLA_CACHE, *stale))
+    return (staging / outputs.SUMMARY).exists(), dropped
 
 
 def status_of(code: int) -> str:
@@ -456,8 +459,8 @@ def _finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) 
     persistent = source is not None and not any(source == d or d in source.parents for d in job.pod_dirs)
     staging = record.folder / f".{record.run_id}.collecting"
     try:
-        staging.mkdir(parents=True)
-        finished = collect(source, staging, record.started) and code == 0
+        summarised, dropped = collect(source, staging, record.started)
+        finished = summarised and code == 0
         ended = time.time()
         runs.write_record(staging, {"run_id": record.run_id, "name": name, "status": status_of(code),
                                     "exit_code": code, "started": round(record.started, 3),
@@ -472,6 +475,8 @@ def _finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) 
         runs.set_latest(record.folder, record.run_id)
         say(f"results of {name} kept in {record.path} (run {record.run_id}; {record.folder / runs.LATEST} "
             f"is the newest; `jaxgen results {record.folder}` lists every run)")
+        if line := confined.dropped_line(dropped):
+            say(line)
         hint = (f"rerun the same command: it resumes from {source / outputs.CHECKPOINTS}" if persistent else
                 "none: the checkpoints were on an emptyDir, gone with the run; persistence.enabled=true keeps them")
         report(record.path, resume_hint=hint)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import click
 
 from trainer.extras import missing
 
-from . import yaml_text
+from . import confined, yaml_text
 from .errors import UserError, excerpt, printable
 
 
@@ -95,8 +96,10 @@ def draw(records: list[dict], output: Path, title: str) -> None:
     fig.suptitle(printable(title))  # a folder's name may hold bytes that are not UTF-8
     fig.tight_layout()
     try:
+        image = io.BytesIO()
+        fig.savefig(image, format=output.suffix[1:] or None, dpi=100)
         output.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(output, dpi=100)
+        confined.write_file(output, image.getvalue())  # replaces a link at `output`, never writes through it
     except (OSError, ValueError) as e:  # unwritable path, or a suffix matplotlib has no writer for
         raise UserError(f"{output}: cannot write: {e}") from None
     finally:

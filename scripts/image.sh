@@ -3,7 +3,7 @@
 # empty image.tag resolves to, and saves it as a docker-archive that `ctr images import` or
 # `docker load` reads; with --push, pushes it to a registry. Builds with buildah (own storage under
 # $JAXT_CACHE, no registry or daemon; what the tests use), podman or docker, whichever is present.
-# buildah builds are cached: rebuilt only when the Dockerfile, trainer/, the variant or the base change.
+# buildah builds are cached: rebuilt only when the Dockerfile, trainer/, the variant, the uid or the base change.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
@@ -110,14 +110,15 @@ debian_mirror() {
   echo "${uri:-http://deb.debian.org/debian}"
 }
 
-build_args=(--build-arg "JAX_VARIANT=$variant")
+source "$JAXT_ROOT/scripts/lib/contract.sh"  # RUN_AS_ID: the image's user is the pods' (trainer/contract.py)
+build_args=(--build-arg "JAX_VARIANT=$variant" --build-arg "RUN_AS_ID=$RUN_AS_ID")
 build_log="$images/build-$variant.log"
 build_failed() { tail -n 30 "$build_log" >&2; die "building $image with $1 failed (log: $build_log)"; }
 
 if [ "$builder" = buildah ]; then
   mkdir -p "$storage"
   [ -n "$base" ] || base="$(local_base)"
-  key="$( { echo "$version $variant $base $(bah inspect --type image --format '{{.FromImageID}}' "$base" 2>/dev/null)";
+  key="$( { echo "$version $variant $RUN_AS_ID $base $(bah inspect --type image --format '{{.FromImageID}}' "$base" 2>/dev/null)";
             cd "$JAXT_ROOT" && find trainer -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort | xargs sha256sum; } |
           sha256sum | cut -c1-16)"
   if $rebuild || [ "$(cat "$archive.key" 2>/dev/null)" != "$key" ] || [ ! -f "$archive" ]; then

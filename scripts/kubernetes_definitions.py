@@ -1,5 +1,5 @@
 """The Kubernetes types that values pass through (resources, env, volume sources, tolerations,
-affinity) as draft-07 `definitions`, from the strict JSON schemas that the kubernetes-validate
+affinity, network policy peers and egress rules) as draft-07 `definitions`, from the strict JSON schemas that the kubernetes-validate
 package bundles, so jaxgen and Helm refuse a typo such as `limts` or `opertor` with its JSON path
 instead of the API server refusing the render. variables/schema.json refers to them as
 #/definitions/<name>; scripts/generate.py adds them to the chart's values.schema.json.
@@ -14,7 +14,8 @@ from pathlib import Path
 
 KUBERNETES_VERSION = "1.37.0"  # the newest the package bundles: fields a current API server accepts
 CORE = "io.k8s.api.core.v1."
-ROOTS = ("ResourceRequirements", "EnvVar", "Volume", "Toleration", "Affinity")
+ROOTS = tuple(CORE + name for name in ("ResourceRequirements", "EnvVar", "Volume", "Toleration", "Affinity")) + (
+    "io.k8s.api.networking.v1.NetworkPolicyPeer", "io.k8s.api.networking.v1.NetworkPolicyEgressRule")
 VOLUME_SOURCE = CORE + "VolumeSource"  # a Volume without its name: what data.volume and checkpoint.volume hold
 REF = re.compile(r"^(?:(?:https://kubernetes\.io)?/api/_definitions\.json)?#/\$defs/(.+)$")
 # What the API server's validation adds to the OpenAPI types, so a value it would refuse at apply is
@@ -31,6 +32,7 @@ API_RULES = {
         "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]}}},
     "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement": {"properties": {
         "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]}}},
+    "io.k8s.api.networking.v1.NetworkPolicyPort": {"properties": {"protocol": {"enum": ["TCP", "UDP", "SCTP", None]}}},
     CORE + "PreferredSchedulingTerm": {"properties": {"weight": {"minimum": 1, "maximum": 100}}},
     CORE + "WeightedPodAffinityTerm": {"properties": {"weight": {"minimum": 1, "maximum": 100}}},
 }
@@ -75,7 +77,7 @@ def _rewrite(node, found: set[str]):
 
 def definitions() -> dict:
     bundled, out = _bundled(), {}
-    todo = [CORE + name for name in ROOTS]
+    todo = list(ROOTS)
     while todo:
         name = todo.pop()
         if name in out:

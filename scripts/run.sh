@@ -202,6 +202,7 @@ stop_logs
 
 # --- the job's results: from its claim into BUILD_DIR/results/NAME/<run id> (as run.sh --local keeps them)
 jaxgen() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" -m generator "$@"; }
+confined() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" -m generator.confined "$@"; }
 fetch_results() {
   local manifest="$build/release/results-pod.json" dest="$build/results/$NAME" pod="$NAME-results" message
   if [ ! -f "$manifest" ]; then  # no claim: rank 0's termination message is all that is left
@@ -219,14 +220,17 @@ fetch_results() {
     return 0
   fi
   local part="$build/results/.$NAME.fetching"
-  rm -rf "$part" && mkdir -p "$part"
-  if kube exec "$pod" -c results -- tar -C "/outputs/$NAME" -cf - --exclude ./checkpoints --exclude ./xla-cache . \
-       2>"$tmp/results.err" | tar -C "$part" -xf -; then
+  rm -rf "$part" && mkdir -p "$build/results"
+  # Regular files and folders only: a link the job left in its outputs is never followed here
+  # (generator/confined.py); what was left out is named in one line.
+  if kube exec "$pod" -c results -- python -c "$(confined pack-script)" "/outputs/$NAME" checkpoints xla-cache \
+       2>"$tmp/results.err" | confined extract "$part" --pod-log "$tmp/results.err" 2>"$tmp/extract.err"; then
+    [ ! -s "$tmp/extract.err" ] || log "$(cat "$tmp/extract.err")"
     kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
     # a run folder of its own beside the earlier runs' (DEST/<run id>, DEST/latest: generator/runs.py)
     jaxgen keep-run "$part" "$dest" --exit-code "$1" || true
   else
-    log "warning: cannot copy the results from pod $pod: $(tail -n1 "$tmp/results.err")"
+    log "warning: cannot copy the results from pod $pod: $(cat "$tmp/results.err" "$tmp/extract.err" | grep -v '^dropped: ' | tail -n1)"
     rm -rf "$part"
     kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   fi

@@ -2,7 +2,7 @@
 # Installs the chart tooling, pinned and cached under $JAXT_CACHE (idempotent; a second run is a no-op):
 #   helm v4 (stamped), kubeconform, kube-linter, yaml-decode — built from source through the Go module proxy
 #   (`go install`; kube-linter through a wrapper module, see below) — and the offline schemas kubeconform validates against (core kinds from the kubernetes-validate
-#   wheel, CRDs from ../shared/crds).
+#   wheel, CRDs from ../shared/crds), and checkov from PyPI in a virtualenv of its own.
 # Usage: scripts/tools.sh [helm]   (helm: helm alone, all a user needs; Go builds it)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -68,6 +68,22 @@ build_yaml_decode() {
 }
 build_yaml_decode
 
+# checkov (tests/chart/test_checkov.py): from PyPI into a virtualenv of its own (its pins would fight
+# the project's), once per version.
+CHECKOV_VERSION=3.3.30
+install_checkov() {
+  local dir="$JAXT_CACHE/tools/checkov-$CHECKOV_VERSION"
+  if [ ! -f "$dir/.installed" ]; then  # a venv's scripts name its path: built in place, marked when whole
+    log "installing checkov $CHECKOV_VERSION (cached in $dir)"
+    rm -rf "$dir"
+    python3 -m venv "$dir" && "$dir/bin/pip" install --quiet --disable-pip-version-check \
+      "checkov==$CHECKOV_VERSION" || { rm -rf "$dir"; die "installing checkov $CHECKOV_VERSION failed"; }
+    touch "$dir/.installed"
+  fi
+  ln -sf "$dir/bin/checkov" "$JAXT_BIN/checkov"
+}
+install_checkov
+
 # Offline schemas for kubeconform, rebuilt only when their inputs change (a stamp of their digests).
 SCHEMA_DIR="$JAXT_CACHE/kubeconform-schemas"
 CRDS_DIR="$(cd "$JAXT_ROOT/.." && pwd)/shared/crds"
@@ -86,4 +102,4 @@ if [ "$(cat "$SCHEMA_DIR/.stamp" 2>/dev/null)" != "$stamp" ]; then
   echo "$stamp" >"$SCHEMA_DIR/.stamp"
 fi
 
-log "tools ready in $JAXT_BIN: $("$JAXT_BIN/helm" version --short), kubeconform $("$JAXT_BIN/kubeconform" -v), kube-linter $("$JAXT_BIN/kube-linter" version)"
+log "tools ready in $JAXT_BIN: $("$JAXT_BIN/helm" version --short), kubeconform $("$JAXT_BIN/kubeconform" -v), kube-linter $("$JAXT_BIN/kube-linter" version), checkov $CHECKOV_VERSION"

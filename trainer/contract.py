@@ -39,9 +39,11 @@ IMAGE_DIRS = ("/opt/venv", "/opt/jax-training", "/usr", "/bin", "/sbin", "/lib",
 QUANTITY_SUFFIXES = {"n": "1e-9", "u": "1e-6", "m": "1e-3", "k": "1e3", "M": "1e6", "G": "1e9", "T": "1e12",
                      "P": "1e15", "E": "1e18", **{f"{s}i": str(2 ** (10 * n)) for n, s in enumerate("KMGTPE", 1)}}
 
-# The user and group the trainer runs as: the image's USER, the pods' runAsUser/runAsGroup/fsGroup,
-# and the owner of a host directory the pods write to.
-RUN_AS_ID = 1000
+# The user and group the trainer runs as: the image's USER (trainer/Dockerfile's RUN_AS_ID build
+# argument, which scripts/image.sh passes), the pods' runAsUser/runAsGroup/fsGroup, and the owner of a
+# host directory the pods write to. 10000 or above, so that it is no user of the node's own
+# (distributions hand out ids from 1000 up).
+RUN_AS_ID = 10000
 
 # The trainer's Prometheus endpoint (trainer/monitoring.py): the container port's name, which a
 # PodMonitor selects, and the path the scrape annotations name.
@@ -52,6 +54,10 @@ METRICS_PATH = "/metrics"
 # renders or the engine set them per process, so a user env entry with one of these names is refused
 # on every target (one value for every process would break the ranks).
 PROCESS_ENV = cluster.launcher_env_names(cluster.JAX, cluster.KUBEFLOW_V1, cluster.INDEXED_JOB)
+# What the renders set in the container beside PROCESS_ENV (unbuffered logs): a user env entry of
+# that name, like one given twice, would be a second entry of one name, which Helm 4's server-side
+# apply refuses.
+RENDERED_ENV = ("PYTHONUNBUFFERED",)
 # What SLURM itself sets for each task (a regular expression matching a whole name): refused on target slurm too.
 SLURM_TASK_ENV = r"SLURM_\w*|CUDA_VISIBLE_DEVICES"
 
@@ -116,6 +122,7 @@ def chart_json() -> str:
         "quantitySuffixes": QUANTITY_SUFFIXES,
         "runAsId": RUN_AS_ID,
         "processEnv": list(PROCESS_ENV),
+        "renderedEnv": list(RENDERED_ENV),
         "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
         "attemptEnv": ATTEMPT_ENV,
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],

@@ -112,6 +112,13 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
                                                  "metrics": {"pod_monitor": True}},
     "metrics-off-trainjob-own-runtime": {"target": "trainjob", "trainjob": {"own_runtime": True},
                                          "metrics": {"port": 0}},
+    "network-policy-off": {"target": "jobset", "network_policy": {"enabled": False}},
+    "network-policy-restricted": {"target": "trainjob", "network_policy": {
+        "metrics_from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                          "podSelector": {"matchLabels": {"app": "prometheus"}}}, {"ipBlock": {"cidr": "10.0.0.0/8"}}],
+        "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}],
+                    "ports": [{"port": 443, "protocol": "TCP"}, {"port": "https"}]}]}},
+    "network-policy-no-egress": {"target": "jaxjob", "network_policy": {"metrics_from": [], "egress": []}},
     "every-training-variable": {"training": {"lr_schedule": "constant", "train_examples": 4096, "log_every": 10,
                                              "steps_per_dispatch": 5, "allreduce_dtype": "bfloat16"}},
     **{f"kueue-{target}": {"target": target, "queue_name": "team-queue", "annotations": {"example.com/note": "kept"},

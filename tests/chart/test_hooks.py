@@ -123,3 +123,17 @@ def test_notes_say_where_the_outputs_live_as_jaxgen_warns(case, target, tmp_path
     if claim:
         assert f"kubectl delete pvc {claim} -n ml" in notes and "helm uninstall keeps the claim" in notes
     assert ("all 2 pods must run on the claim's node" in notes) == one_node
+
+
+@pytest.mark.parametrize("target", KUBERNETES)
+def test_the_network_policy_admits_the_hook_to_the_coordinator_port_only(target, tmp_path):
+    """The job's NetworkPolicy lets the helm test pod reach the coordinator port, and no other."""
+    path = write_values(tmp_path, target, {"name": "nt", "target": target, "coordinator_port": 2345})
+    pod = _hook(path)
+    result = helm_template("nt", path, extra=("--show-only", "templates/networkpolicy.yaml"))
+    assert result.returncode == 0, result.stderr
+    (policy,) = result.documents()
+    admitted = [rule for rule in policy["spec"]["ingress"]
+                if any(peer.get("podSelector", {}).get("matchLabels", {}).items() <= pod["metadata"]["labels"].items()
+                       for peer in rule["from"] if peer.keys() == {"podSelector"})]
+    assert [rule["ports"] for rule in admitted] == [[{"port": 2345, "protocol": "TCP"}]]

@@ -86,7 +86,7 @@ def test_kubeconform_every_render(all_renders, values_files, version):
     assert summary == {"valid": len(documents) - monitors, "invalid": 0, "errors": 0, "skipped": monitors}
     kinds = {d["kind"] for d in documents}
     assert kinds == {"Service", "Job", "PersistentVolumeClaim", "JAXJob", "JobSet", "TrainJob", "TrainingRuntime",
-                     "Pod", "PodMonitor"}  # core kinds, the CRDs, the test hook, the opt-in monitor
+                     "Pod", "PodMonitor", "NetworkPolicy"}  # core kinds, the CRDs, the test hook, the opt-in monitor
     assert len(values_files) >= 30
 
 

@@ -29,6 +29,7 @@ def test_archive_contents(archive):
                      "templates/_validate.tpl", "templates/NOTES.txt", "templates/tests/test-coordinator.yaml"):
         assert f"jax-training/{required}" in names
     assert "jax-training/.kube-linter.yaml" not in names  # .helmignore keeps tooling out
+    assert "jax-training/.checkov.yaml" not in names
 
 
 PACKAGE_CASES = ["everything-indexed-job-gpu", "everything-jaxjob-cpu", "everything-jobset-gpu",

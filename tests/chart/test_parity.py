@@ -76,7 +76,10 @@ def test_matrix(case, tmp_path):
     own_runtime = ["trainjob.own_runtime=true"] if values.get("trainjob", {}).get("own_runtime") else []
     extra = ["PersistentVolumeClaim"] if values.get("persistence", {}).get("enabled") else []
     extra += ["PodMonitor"] if values.get("metrics", {}).get("pod_monitor") else []
-    assert kinds == sorted(extra + list(default_kinds(values["target"], *own_runtime)))
+    expected = extra + list(default_kinds(values["target"], *own_runtime))
+    if not values.get("network_policy", {}).get("enabled", True):
+        expected.remove("NetworkPolicy")
+    assert kinds == sorted(expected)
 
 
 def test_yaml_values_file(tmp_path):

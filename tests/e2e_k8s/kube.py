@@ -48,7 +48,7 @@ class Cluster:
 
     def release_objects(self, name: str) -> list[str]:
         """Every object of release `name` still present (what clean.sh must leave empty)."""
-        kinds = "jobs.batch,services,pods"
+        kinds = "jobs.batch,services,pods,networkpolicies.networking.k8s.io"
         kinds += ",jobsets.jobset.x-k8s.io,jaxjobs.kubeflow.org,trainjobs.trainer.kubeflow.org"
         out = self.kubectl("get", kinds, "-l", release_selector(name), "-o", "name").stdout
         return out.split()

@@ -44,7 +44,8 @@ def test_schema_prints_the_schema_file():
 
 def test_seed_renders_a_complete_job():
     docs = jaxgen("render", SEED).documents()
-    service, job = docs
+    service, job, policy = docs
+    assert policy["kind"] == "NetworkPolicy"
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 2
@@ -62,7 +63,7 @@ def test_set_and_extra_files_merge_in_order(tmp_path):
     extra = tmp_path / "extra.yaml"
     extra.write_text("training:\n  epochs: 7\nlabels:\n  team: vision\n")
     docs = jaxgen("render", SEED, "-f", str(extra), "--set", "training.epochs=9", "--target", "jaxjob").documents()
-    (jaxjob,) = docs
+    jaxjob, _policy = docs
     (pod,) = pod_templates(docs)
     args = pod["spec"]["containers"][0]["args"]
     assert args[args.index("--epochs") + 1] == "9"
@@ -78,14 +79,15 @@ def test_user_labels_cannot_break_selectors():
 def test_stdin_and_json_format():
     result = jaxgen("render", "-", "--format", "json", stdin='{"hosts_count": 4}')
     listing = json.loads(result.stdout)
-    assert listing["kind"] == "List" and [i["kind"] for i in listing["items"]] == ["Service", "Job"]
+    assert listing["kind"] == "List" and [i["kind"] for i in listing["items"]] == ["Service", "Job", "NetworkPolicy"]
 
 
 def test_output_directory_is_replaced_as_a_whole(tmp_path):
     out = tmp_path / "build"
     assert jaxgen("render", SEED, "-o", str(out)).exit_code == 0
-    assert sorted(p.name for p in out.glob("*.yaml")) == ["job-jax-training.yaml", "service-jax-training.yaml"]
-    assert jaxgen("render", SEED, "--target", "jaxjob", "-o", str(out)).exit_code == 0
+    assert sorted(p.name for p in out.glob("*.yaml")) == ["job-jax-training.yaml", "networkpolicy-jax-training.yaml",
+                                                          "service-jax-training.yaml"]
+    assert jaxgen("render", SEED, "--target", "jaxjob", "--set", "network_policy.enabled=false", "-o", str(out)).exit_code == 0
     assert sorted(p.name for p in out.glob("*.yaml")) == ["jaxjob-jax-training.yaml"]
     assert yaml.safe_load((out / "jaxjob-jax-training.yaml").read_text())["kind"] == "JAXJob"
     assert [p.name for p in tmp_path.iterdir()] == ["build"]  # no staging leftovers
@@ -190,7 +192,7 @@ def test_kubectl_takes_what_a_trainjob_needs_first(tmp_path):
     assert result.exit_code == 0, result.stderr
     assert sorted(p.name for p in out.glob("*.yaml")) == [
         "0-persistentvolumeclaim-jax-training-outputs.yaml", "0-trainingruntime-jax-training.yaml",
-        "trainjob-jax-training.yaml"]
+        "networkpolicy-jax-training.yaml", "trainjob-jax-training.yaml"]
 
 
 def _volumes(node) -> list[dict]:

@@ -69,7 +69,7 @@ def test_free_text_is_data(field, payload):
     make, extract = FIELDS[field]
     baseline = _render(make("plain"))
     docs = _render(make(payload))
-    assert [d["kind"] for d in docs] == ["Service", "Job"]
+    assert [d["kind"] for d in docs] == ["Service", "Job", "NetworkPolicy"]
     assert extract(docs[1]) == payload
     assert _shape(docs) == _shape(baseline)
 

@@ -89,7 +89,7 @@ def test_the_rows_naming_is_the_rendered_one(name):
 
 
 def test_a_trainjob_patches_the_runtimes_job_and_container():
-    _, (trainjob,) = _render("trainjob")
+    _, (trainjob, _policy) = _render("trainjob")
     runtime = TARGETS["trainjob"].workload.runtime
     (patch,) = trainjob["spec"]["runtimePatches"]
     assert patch["manager"] == runtime.patch_manager

@@ -39,9 +39,12 @@ def test_gpu_by_default_cpu_by_build_arg():
 
 
 def test_runs_as_the_manifests_non_root_user():
+    """The uid is a build argument whose default is trainer/contract.py's (scripts/image.sh passes it)."""
+    assert int(arg("RUN_AS_ID")) == RUN_AS_ID >= 10000
     users = re.findall(r"^USER (\S+)$", DOCKERFILE, re.M)
-    assert users == [f"{RUN_AS_ID}:{RUN_AS_ID}"]
-    assert DOCKERFILE.index(f"USER {RUN_AS_ID}:{RUN_AS_ID}") > DOCKERFILE.index("pip install")  # nothing installed as the user
+    assert users == ["${RUN_AS_ID}:${RUN_AS_ID}"]
+    assert DOCKERFILE.index("USER ${RUN_AS_ID}") > DOCKERFILE.index("pip install")  # nothing installed as the user
+    assert 'useradd --uid "${RUN_AS_ID}" --gid "${RUN_AS_ID}"' in DOCKERFILE
 
 
 def test_packages_go_into_a_virtualenv_first_on_path():

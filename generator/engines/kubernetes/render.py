@@ -23,6 +23,7 @@ MANAGED_BY = "jaxgen"
 GPU_RESOURCE = "nvidia.com/gpu"
 CLAIM_TEMPLATE = "persistentvolumeclaim.yaml.j2"
 POD_MONITOR_TEMPLATE = "podmonitor.yaml.j2"
+NETWORK_POLICY_TEMPLATE = "networkpolicy.yaml.j2"
 
 
 @lru_cache(maxsize=1)
@@ -243,6 +244,8 @@ def render_text(values: dict) -> str:
         text = _environment().get_template(CLAIM_TEMPLATE).render(**context) + text
     if PodContext(values).pod_monitor():
         text += "\n---\n" + _environment().get_template(POD_MONITOR_TEMPLATE).render(values=values, **context)
+    if values["network_policy"]["enabled"]:
+        text += "\n---\n" + _environment().get_template(NETWORK_POLICY_TEMPLATE).render(values=values, **context)
     return text
 
 
