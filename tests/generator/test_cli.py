@@ -26,8 +26,8 @@ def test_render_o_says_what_it_wrote(tmp_path):
     result = jaxgen("render", SEED, "-o", str(tmp_path / "out"))
     assert result.exit_code == 0 and result.stdout == ""
     written = sorted(p.name for p in (tmp_path / "out").glob("*.yaml"))
-    assert f"wrote 2 file(s) into {tmp_path / 'out'}: " in result.stderr
-    assert all(name in result.stderr for name in written) and len(written) == 2
+    assert f"wrote {len(written)} file(s) into {tmp_path / 'out'}: " in result.stderr
+    assert all(name in result.stderr for name in written) and len(written) == 3  # Service, Job, NetworkPolicy
 
 
 def test_a_missing_file_points_at_the_examples(tmp_path):
