@@ -123,11 +123,12 @@ from .local_run import run_command  # noqa: E402  (light: click and the standard
 from .plot import plot_command  # noqa: E402  (matplotlib is imported inside the command)
 from .results import results_command  # noqa: E402
 from .job_commands import list_command, logs_command, status_command  # noqa: E402
+from .preflight import check_command  # noqa: E402
 
 cli.add_command(run_command)
 cli.add_command(plot_command)
 cli.add_command(results_command)
-for command in (status_command, logs_command, list_command):
+for command in (check_command, status_command, logs_command, list_command):
     cli.add_command(command)
 
 

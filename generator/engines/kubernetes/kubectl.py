@@ -23,11 +23,12 @@ class NotFound(UserError):
 
 
 class Kubectl:
-    def __init__(self, context: str | None = None, namespace: str | None = None):
+    def __init__(self, context: str | None = None, namespace: str | None = None, kubeconfig: str | None = None):
         self.binary = shutil.which("kubectl")
         if self.binary is None:
             raise ClusterError("kubectl: not found on PATH (install kubectl: https://kubernetes.io/docs/tasks/tools/)")
-        self.global_args = [f"--context={context}"] if context else []
+        self.global_args = ([f"--kubeconfig={kubeconfig}"] if kubeconfig else []) + (
+            [f"--context={context}"] if context else [])
         self.namespace = namespace or self._current_namespace()
 
     def _current_namespace(self) -> str:
