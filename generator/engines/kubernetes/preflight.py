@@ -234,12 +234,17 @@ class Preflight:
                              f"{claim_name}: set persistence.storage_class to one of "
                              f"[{', '.join(c['metadata']['name'] for c in classes) or 'none'}], or mark one "
                              f"default (annotation {DEFAULT_CLASS}=true)")
-        if self.v["hosts_count"] > 1 and "ReadWriteMany" not in modes:
+        if self.v["hosts_count"] > 1 and "ReadWriteMany" not in modes and self._schedulable_nodes() > 1:
             lines.append(f"persistence: claim {claim_name} is {'/'.join(modes)} and {self.v['hosts_count']} pods mount "
                          "it: pods on a second node stop in a Multi-Attach error; use a ReadWriteMany class "
                          "(persistence.access_mode=ReadWriteMany, persistence.storage_class) or keep the pods "
                          "on one node (affinity)")
         return lines
+
+    def _schedulable_nodes(self) -> int:
+        """Nodes pods may land on (a single-node cluster never splits a job's pods)."""
+        nodes = self.kube.get("nodes", namespaced=False)["items"]
+        return sum(not (n.get("spec") or {}).get("unschedulable") for n in nodes)
 
     def gpus(self) -> list[str]:
         if self.v["accelerator"] != "gpu":
