@@ -41,20 +41,28 @@ def _run(*argv: str) -> str:
     return proc.stdout
 
 
+ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "SUSPENDED")
+
+
 def _queued(name: str | None = None) -> list[dict]:
-    """squeue's jobs of the user (of one name): id, name, state, reason, elapsed seconds, script."""
-    out = _run("squeue", "-h", *(["-n", name] if name else ["--me"]), "-o", "%i|%j|%T|%r|%M|%o|%Z")
+    """squeue's jobs of the user (of one name), oldest first, finished ones too while the controller
+    still holds them (MinJobAge, 300 s by default): id, name, state, reason, elapsed, script, workdir."""
+    out = _run("squeue", "-h", "-t", "all", *(["-n", name] if name else ["--me"]), "-o", "%i|%j|%T|%r|%M|%o|%Z")
     keys = ("id", "name", "state", "reason", "elapsed", "script", "workdir")
     return [dict(zip(keys, line.split("|", 6))) for line in out.splitlines() if line.count("|") >= 6]
 
 
 def _accounted(name: str | None = None) -> list[dict]:
-    """sacct's jobs (whole jobs, not steps), oldest first; [] where accounting is not kept."""
-    try:
-        out = _run("sacct", "-n", "-P", "-X", *(["--name", name] if name else []),
-                   "-o", "JobID,JobName,State,ExitCode,WorkDir")
-    except SchedulerError:
-        return []
+    """sacct's jobs (whole jobs, not steps), oldest first: from the accounting storage, else from the
+    job completion file (-c); [] where neither is kept."""
+    out = ""
+    for source in ([], ["-c"]):
+        try:
+            out = _run("sacct", *source, "-n", "-P", "-X", *(["--name", name] if name else []),
+                       "-o", "JobID,JobName,State,ExitCode,WorkDir")
+            break
+        except SchedulerError:
+            continue
     keys = ("id", "name", "state", "exit_code", "workdir")
     return [dict(zip(keys, line.split("|", 4))) for line in out.splitlines() if line.count("|") >= 4]
 
@@ -94,7 +102,7 @@ def _status(job: dict, now: float) -> JobStatus:
 def _find(name: str) -> dict:
     queued = _queued(name)
     if queued:
-        return queued[-1]
+        return max(queued, key=lambda job: int(job["id"].split("_")[0]) if job["id"].split("_")[0].isdigit() else 0)
     done = _accounted(name)
     if done:
         return done[-1]
@@ -120,7 +128,7 @@ def logs(name: str, rank: int, follow: bool, echo, poll: float = 1.0) -> int:
         raise UserError(f"{name}: its output file is not known to SLURM any more (job {job['id']} has left the queue)")
     prefix, position = f"Rank {rank}:", 0
     while True:
-        running = bool(_queued(name)) if follow else False
+        running = follow and any(j["id"] == job["id"] and j["state"] in ACTIVE for j in _queued(name))
         try:
             with open(path) as f:
                 f.seek(position)
