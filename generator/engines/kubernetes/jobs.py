@@ -21,6 +21,7 @@ from .kubectl import ClusterError, Kubectl, NotFound
 NAME_LABEL, INSTANCE_LABEL = "app.kubernetes.io/name", "app.kubernetes.io/instance"
 PROJECT_SELECTOR = f"{NAME_LABEL}=jax-training"
 WORKLOADS = "workloads.kueue.x-k8s.io"
+METRICS_TIMEOUT = "1s"  # process 0's endpoint answers at once; one that does not is not worth a slow status
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 KINDS = {t.workload.kind: t for t in targets.TARGETS.values() if t.workload}
@@ -219,7 +220,7 @@ def _status(job: _Job, kube: Kubectl, now: float, with_metrics: bool = True) -> 
     if with_metrics and rank0 and port and rank0.get("status", {}).get("phase") == "Running":
         path = f"/api/v1/namespaces/{kube.namespace}/pods/{rank0['metadata']['name']}:{port}/proxy{METRICS_PATH}"
         try:
-            job_status.apply_series(status, job_status.parse_series(kube.raw(path)))
+            job_status.apply_series(status, job_status.parse_series(kube.raw(path, 5, METRICS_TIMEOUT)))
         except (UserError, ValueError):  # not serving yet (the data load), or gone: the rest still shows
             pass
     if trainer_status:
@@ -234,7 +235,7 @@ def _status(job: _Job, kube: Kubectl, now: float, with_metrics: bool = True) -> 
 
 def _snapshot(kube: Kubectl, selector: str) -> list[_Job]:
     objects, pods, workloads = kube.many([lambda: _find_objects(kube, selector),
-                                          lambda: kube.items("pods"),
+                                          kube.pods,
                                           lambda: kube.items(WORKLOADS)])
     return [_Job(obj, pods, workloads) for obj in objects]
 

@@ -62,8 +62,14 @@ class Kubectl:
         with ThreadPoolExecutor(max_workers=max(len(calls), 1)) as pool:
             return list(pool.map(lambda call: call(), calls))
 
-    def raw(self, path: str, timeout: float = 5) -> str:
-        return self.run("get", "--raw", path, namespaced=False, timeout=timeout).stdout
+    def raw(self, path: str, timeout: float = TIMEOUT, request_timeout: str | None = None) -> str:
+        """GET path from the API server as it answers (no conversion: a list of 1000 pods stays fast)."""
+        extra = [f"--request-timeout={request_timeout}"] if request_timeout else []
+        return self.run("get", "--raw", path, *extra, namespaced=False, timeout=timeout).stdout
+
+    def pods(self) -> list[dict]:
+        """Every pod of the namespace."""
+        return json.loads(self.raw(f"/api/v1/namespaces/{self.namespace}/pods"))["items"]
 
 
 def error_of(stderr: str) -> UserError:

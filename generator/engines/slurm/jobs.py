@@ -64,7 +64,8 @@ def _accounted(name: str | None = None) -> list[dict]:
         except SchedulerError:
             continue
     keys = ("id", "name", "state", "exit_code", "workdir")
-    return [dict(zip(keys, line.split("|", 4))) for line in out.splitlines() if line.count("|") >= 4]
+    jobs = [dict(zip(keys, line.split("|", 4))) for line in out.splitlines() if line.count("|") >= 4]
+    return [job for job in jobs if name is None or job["name"] == name]  # sacct -c does not filter by name
 
 
 def _flags(script: Path) -> dict[str, str]:
