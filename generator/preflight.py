@@ -37,8 +37,10 @@ def check_command(file, extra_files, sets, set_strings, set_jsons, target, kubec
     if not target_of(values).kubernetes:
         raise UserError(f"target {values['target']}: jaxgen check asks a Kubernetes cluster; a SLURM script is "
                         "checked by sbatch --test-only")
+    if namespace:  # the namespace the job would go to, as run.sh --namespace applies it there
+        values["namespace"] = namespace
     try:
-        kube = Kubectl(context, namespace or values["namespace"] or None, kubeconfig)
+        kube = Kubectl(context, values["namespace"] or None, kubeconfig)
         passed, failed = check(values, kube)
     except ClusterError as error:
         click.echo(f"error: {error}", err=True)
