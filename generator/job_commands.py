@@ -92,7 +92,7 @@ class Engine:
             raise UserError("--local: jaxgen run prints every process's log itself; the run's metrics are in "
                             f"{self.outputs_dir}/<name>/metrics.jsonl")
 
-        return self._call(lambda: kubernetes.follow_logs(name, rank, self.kube, echo, follow),
+        return self._call(lambda: kubernetes.logs(name, rank, follow, echo, self.kube),
                           lambda: slurm.logs(name, rank, follow, echo), local)
 
 

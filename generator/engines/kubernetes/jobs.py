@@ -259,7 +259,7 @@ def jobs(kube: Kubectl) -> list[JobStatus]:
     return kube.many([lambda j=j: _status(j, kube, now) for j in found]) if found else []
 
 
-def follow_logs(name: str, rank: int, kube: Kubectl, echo, follow: bool = True, poll: float = 2.0) -> int:
+def logs(name: str, rank: int, follow: bool, echo, kube: Kubectl, poll: float = 2.0) -> int:
     """Rank `rank`'s log; with `follow`, until the job ends, moving to the pod that replaces it."""
     followed = None
     while True:
@@ -290,4 +290,4 @@ def _stream(kube: Kubectl, args: list[str], echo) -> None:
             echo(line, nl=False)
 
 
-__all__ = ["ClusterError", "Kubectl", "NotFound", "follow_logs", "jobs", "status"]
+__all__ = ["ClusterError", "Kubectl", "NotFound", "jobs", "logs", "status"]
