@@ -27,6 +27,7 @@ class JobStatus:
     reason: str = ""  # why it is in this phase, when there is more to say (a failure, a pending pod)
     step: int | None = None
     total_steps: int | None = None
+    percent: int | None = None  # where only a percentage is known (a TrainJob's trainerStatus)
     epoch: int | None = None
     eta_seconds: float | None = None
     loss: float | None = None
@@ -44,7 +45,7 @@ class JobStatus:
 
     def progress(self) -> str:
         if self.step is None:
-            return "-"
+            return "-" if self.percent is None else f"{self.percent}%"
         if not self.total_steps:
             return f"step {self.step}"
         return f"{self.step}/{self.total_steps} ({100 * self.step // self.total_steps}%)"
@@ -62,7 +63,7 @@ class JobStatus:
         rows = [("name", f"{self.name} ({self.kind})"),
                 ("phase", self.phase + (f": {self.reason}" if self.reason else "")),
                 ("queue", self.queue), ("pods", self.pods)]
-        if self.step is not None:
+        if self.step is not None or self.percent is not None:
             progress = f"step {self.progress()}" if self.total_steps else self.progress()
             if self.epoch:
                 progress += f", epoch {self.epoch}"
@@ -120,8 +121,8 @@ def apply_trainer_status(status: JobStatus, trainer_status: dict) -> None:
 
     if "estimatedRemainingSeconds" in trainer_status:
         status.eta_seconds = float(trainer_status["estimatedRemainingSeconds"])
-    if status.step is None and "progressPercentage" in trainer_status:
-        status.step, status.total_steps = int(trainer_status["progressPercentage"]), 100
+    if "progressPercentage" in trainer_status:
+        status.percent = int(trainer_status["progressPercentage"])
     epoch = number("epoch")
     status.epoch = status.epoch or (int(epoch) if epoch else None)
     status.loss = status.loss if status.loss is not None else number("loss")
