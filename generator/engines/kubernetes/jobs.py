@@ -41,8 +41,13 @@ def _is_part(obj: dict) -> bool:
 
 
 def _find_objects(kube: Kubectl, selector: str) -> list[dict]:
-    found = kube.many([lambda r=t.workload.resource: kube.items(r, selector) for t in KINDS.values()])
-    return [obj for objs in found for obj in objs if obj.get("kind") in KINDS and not _is_part(obj)]
+    """The jobs of every kind: one kubectl call, or one per kind where the cluster lacks a kind's API."""
+    resources = [t.workload.resource for t in KINDS.values()]
+    try:
+        found = kube.get(",".join(resources), "-l", selector)["items"]
+    except NotFound:
+        found = [obj for objs in kube.many([lambda r=r: kube.items(r, selector) for r in resources]) for obj in objs]
+    return [obj for obj in found if obj.get("kind") in KINDS and not _is_part(obj)]
 
 
 class _Job:
