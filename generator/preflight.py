@@ -30,8 +30,9 @@ def check_command(file, extra_files, sets, set_strings, set_jsons, target, kubec
     missing or the variables are invalid; 3: the cluster cannot be asked."""
     from .engines.kubernetes.kubectl import ClusterError, Kubectl
     from .engines.kubernetes.preflight import check
+    from .images import unpublished
     from .targets import target as target_of
-    from .values import load_values
+    from .values import defaults, load_values
 
     values = load_values(variables_files(file, extra_files), sets, target, set_jsons=set_jsons, set_strings=set_strings)
     if not target_of(values).kubernetes:
@@ -42,6 +43,8 @@ def check_command(file, extra_files, sets, set_strings, set_jsons, target, kubec
     try:
         kube = Kubectl(context, values["namespace"] or None, kubeconfig)
         passed, failed = check(values, kube)
+        image = unpublished(values, defaults()["image"]["repository"])
+        passed, failed = (passed, failed + [image]) if image else (passed + ["image"], failed)
     except ClusterError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(EXIT_UNREACHABLE)

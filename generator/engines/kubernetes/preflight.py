@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ... import images, kueue, names, targets
-from ...values import defaults
+from ... import kueue, names, targets
 from .kubectl import Kubectl, NotFound
 from .render import render_documents
 
@@ -80,8 +79,7 @@ class Preflight:
                 checks.append(("admission", self.admission))
         checks.append(("namespace", lambda: [] if namespace else [
             f"namespace {self.kube.namespace} does not exist: kubectl create namespace {self.kube.namespace}"]))
-        checks += [("queue", lambda: self.queue(served)), ("storage", self.storage), ("GPUs", self.gpus),
-                   ("image", self.image)]
+        checks += [("queue", lambda: self.queue(served)), ("storage", self.storage), ("GPUs", self.gpus)]
         results = self.kube.many([check for _, check in checks])
         passed = [what for (what, _), failures in zip(checks, results) if not failures]
         return passed, [line for failures in results for line in failures]
@@ -258,19 +256,6 @@ class Preflight:
             return []
         return [f"accelerator gpu: no node offers {GPU}: install the NVIDIA device plugin (or GPU Operator) "
                 "on the GPU nodes, or set accelerator=cpu"]
-
-    def image(self) -> list[str]:
-        return image_problems(self.v)
-
-
-def image_problems(values: dict) -> list[str]:
-    """The default image reference is not published (no release has pushed it yet)."""
-    image = values["image"]
-    if image["repository"] != defaults()["image"]["repository"] or image.get("digest"):
-        return []
-    variant = images.VARIANTS[values["accelerator"]]
-    return [f"image {images.reference(values)} is not published: build and push it with scripts/image.sh --variant "
-            f"{variant} --push REGISTRY/jax-training, then set image.repository=REGISTRY/jax-training"]
 
 
 def check(values: dict, kube: Kubectl) -> tuple[list[str], list[str]]:
