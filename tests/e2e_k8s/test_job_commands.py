@@ -49,13 +49,15 @@ def test_list_status_and_logs_of_a_job_of_each_kind(cluster):
         def all_running():
             proc = jaxgen(cluster, "list", "-o", "json")
             assert proc.returncode == 0, proc.stderr
-            phases = {j["name"]: j["phase"] for j in json.loads(proc.stdout)}
-            assert all(phases.get(name) == "Running" for name in names.values()), phases
-            return phases
-        phases = wait_until("every job Running in jaxgen list", all_running, timeout=180, interval=2)
-        assert phases[queued] == "Queued"
-        # No child Job of the JobSet, no JobSet of the TrainJob: one row per job.
-        assert sorted(phases) == sorted([*names.values(), queued])
+            rows = [(j["name"], j["kind"], j["phase"]) for j in json.loads(proc.stdout)]
+            phases = {name: phase for name, _, phase in rows}
+            assert all(phases.get(name) == "Running" for name in names.values()), rows
+            return rows
+        rows = wait_until("every job Running in jaxgen list", all_running, timeout=180, interval=2)
+        # One row per job: no child Job of the JobSet, no JobSet of the TrainJob (both share its name).
+        ours = sorted(row for row in rows if row[0] in [*names.values(), queued])
+        assert ours == sorted([(name, KINDS[target], "Running") for target, name in names.items()]
+                              + [(queued, "Job", "Queued")]), rows
 
         table = jaxgen(cluster, "list").stdout.splitlines()
         assert table[0].split() == ["NAME", "KIND", "PHASE", "PROGRESS", "ETA", "AGE"]
