@@ -265,34 +265,45 @@ def jobs(kube: Kubectl) -> list[JobStatus]:
 
 
 def logs(name: str, rank: int, follow: bool, echo, kube: Kubectl, poll: float = 2.0) -> int:
-    """Rank `rank`'s log; with `follow`, until the job ends, moving to the pod that replaces it."""
-    followed = None
-    while True:
-        job = _one(kube, name)
-        pod = job.pod_of_rank(rank)
-        finished = job.phase()[0] in job_status.FINISHED
-        if pod is None and (finished or not follow):
-            raise NotFound(f"{name}: no started pod of rank {rank} (jaxgen status {name} says why)")
-        if pod is not None and pod["metadata"]["uid"] != followed:
-            followed = pod["metadata"]["uid"]
-            echo(f"==> pod {pod['metadata']['name']} (rank {rank}) <==")
-            args = ["logs", f"pod/{pod['metadata']['name']}", "-c", job.workload.container]
-            if follow and not finished:
-                _stream(kube, [*args, "-f"], echo)
-            else:
-                echo(kube.run(*args, check=False).stdout, nl=False)
-        if not follow or finished:
-            return 0
-        time.sleep(poll)
-
-
-def _stream(kube: Kubectl, args: list[str], echo) -> None:
+    """Rank `rank`'s log; with `follow`, until the job ends, moving to the pod that replaces it (a
+    stream of a replaced pod is ended: a deleted pod's stream does not always end by itself)."""
     import subprocess
+    import threading
 
-    argv = [kube.binary, *kube.global_args, f"--namespace={kube.namespace}", *args]
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as proc:
-        for line in proc.stdout:
-            echo(line, nl=False)
+    stream = followed = None
+    try:
+        while True:
+            job = _one(kube, name)
+            pod = job.pod_of_rank(rank)
+            finished = job.phase()[0] in job_status.FINISHED
+            if pod is None and stream is None and (finished or not follow):
+                raise NotFound(f"{name}: no started pod of rank {rank} (jaxgen status {name} says why)")
+            if pod is not None and pod["metadata"]["uid"] != followed:
+                if stream is not None:
+                    stream.terminate()
+                    stream.wait()
+                    stream = None
+                followed = pod["metadata"]["uid"]
+                echo(f"==> pod {pod['metadata']['name']} (rank {rank}) <==")
+                args = ["logs", f"pod/{pod['metadata']['name']}", "-c", job.workload.container]
+                if follow and not finished:
+                    stream = subprocess.Popen([kube.binary, *kube.global_args, f"--namespace={kube.namespace}",
+                                               *args, "-f"], stdout=subprocess.PIPE, text=True)
+                    threading.Thread(target=lambda out=stream.stdout: [echo(line, nl=False) for line in out],
+                                     daemon=True).start()
+                else:
+                    echo(kube.run(*args, check=False).stdout, nl=False)
+            if finished and stream is not None:
+                try:
+                    stream.wait(timeout=5)  # the last lines
+                except subprocess.TimeoutExpired:
+                    pass
+            if not follow or finished:
+                return 0
+            time.sleep(poll)
+    finally:
+        if stream is not None and stream.poll() is None:
+            stream.terminate()
 
 
 __all__ = ["ClusterError", "Kubectl", "NotFound", "jobs", "logs", "status"]
