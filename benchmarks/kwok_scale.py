@@ -31,6 +31,7 @@ TARGETS = ("indexed-job", "jobset")
 # (1024 pods take over 50 s at 20/s) and the scheduler's 50/s binding; see benchmarks/README.md.
 TUNED_API_QPS = 200
 HOLD_RUNNING = {"pod-complete.stage.kwok.x-k8s.io/delay": "30m"}
+IMAGE = "localhost/jax-training/trainer"  # what scripts/image.sh builds
 
 
 def node(i: int) -> dict:
@@ -81,17 +82,38 @@ def add_nodes(kube: Kube, count: int) -> dict:
             "ready_seconds": round(time.perf_counter() - started, 2)}
 
 
-def render(name: str, target: str, hosts: int, out: Path) -> float:
+def jaxgen() -> list[str]:
     script = Path(sys.executable).with_name("jaxgen")
-    argv = [str(script)] if script.exists() else [sys.executable, "-m", "generator"]
-    argv += ["render", str(REPO_ROOT / "variables" / "examples" / "seed.json"), "--format", "json",
-             "--set", f"target={target}", "--set", f"name={name}", "--set", f"namespace={NAMESPACE}",
-             "--set", f"hosts_count={hosts}", "--set", "local_device_count=1",
-             "--set", f"training.batch_size={hosts * 8}", "--set-json", f"annotations={json.dumps(HOLD_RUNNING)}"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "generator"]
+
+
+def variables(name: str, target: str, hosts: int) -> list[str]:
+    """seed.json as a release of `hosts` hosts (an image of one's own: the default is not published)."""
+    return [str(REPO_ROOT / "variables" / "examples" / "seed.json"),
+            "--set", f"target={target}", "--set", f"name={name}", "--set", f"namespace={NAMESPACE}",
+            "--set", f"hosts_count={hosts}", "--set", "local_device_count=1", "--set", f"image.repository={IMAGE}",
+            "--set", f"training.batch_size={hosts * 8}", "--set-json", f"annotations={json.dumps(HOLD_RUNNING)}"]
+
+
+def render(name: str, target: str, hosts: int, out: Path) -> float:
+    argv = [*jaxgen(), "render", "--format", "json", *variables(name, target, hosts)]
     started = time.perf_counter()
     with out.open("w") as f:
         subprocess.run(argv, cwd=REPO_ROOT, stdout=f, check=True, timeout=120)
     return time.perf_counter() - started
+
+
+def command_seconds(kube: Kube, argv: list[str], repeats: int = 3) -> float:
+    """The median wall time of a jaxgen command against the cluster (which must succeed)."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        done = subprocess.run([*jaxgen(), *argv], cwd=REPO_ROOT, env=kube.env, capture_output=True, text=True,
+                              timeout=120)
+        times.append(time.perf_counter() - started)
+        if done.returncode != 0:
+            raise RuntimeError(f"jaxgen {argv[0]} exited {done.returncode}: {done.stderr.strip()[-500:]}")
+    return sorted(times)[len(times) // 2]
 
 
 def measure(kube: Kube, target: str, hosts: int, work: Path, timeout: float) -> dict:
@@ -122,6 +144,9 @@ def measure(kube: Kube, target: str, hosts: int, work: Path, timeout: float) -> 
             if len(set(slices.split())) >= hosts:
                 marks["endpoints"] = time.perf_counter() - started
         time.sleep(0.5)
+    # What a user runs against the job while it runs: the preflight of its variables, its status.
+    marks["check"] = command_seconds(kube, ["check", *variables(name, target, hosts)])
+    marks["status"] = command_seconds(kube, ["status", name, "--namespace", NAMESPACE, "-o", "json"])
     deleted = time.perf_counter()
     kube("delete", "-f", str(manifest), "--wait=false")
     poll(f"{name}'s pods gone", lambda: not kube("get", "pods", "-l", selector, "--no-headers", "-o", "name").strip(),
@@ -157,7 +182,8 @@ def run(hosts: list[int], nodes: int, api_qps: int, timeout: float, log) -> dict
                     r = measure(kube, target, count, work, timeout)
                     log(f"{target} {count} hosts: render {r['render_seconds']} s, apply -> created "
                         f"{r.get('created_seconds')} s, scheduled {r.get('scheduled_seconds')} s, Running "
-                        f"{r['running_seconds']} s, endpoints {r['endpoints_seconds']} s")
+                        f"{r['running_seconds']} s, endpoints {r['endpoints_seconds']} s; jaxgen check "
+                        f"{r['check_seconds']} s, status {r['status_seconds']} s")
                     runs.append(r)
         finally:
             subprocess.run([str(CLUSTER / "down.sh"), str(state)], capture_output=True, timeout=120)

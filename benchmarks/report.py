@@ -115,7 +115,7 @@ def checkpoint_rows(stall: dict | None) -> list[tuple[str, str, str, str]]:
     ]
 
 
-KWOK_COLUMNS = ("render", "applied", "created", "scheduled", "running", "endpoints")
+KWOK_COLUMNS = ("render", "applied", "created", "scheduled", "running", "endpoints", "check", "status")
 
 
 def kwok_rows(scale: dict | None) -> list[tuple[str, ...]]:
@@ -130,9 +130,11 @@ def kwok_markdown(scale: dict) -> list[str]:
     qps = scale.get("api_qps") or "component defaults (20 / 50)"
     return ["", f"kwok tier: {scale['nodes']} fake nodes (Ready {scale['ready_seconds']} s after creation), "
                 f"controller-manager and scheduler API QPS {qps}; seconds from the start of `kubectl apply` "
-                "(render: jaxgen's wall, before it):", "",
-            "| target | hosts | render | applied | all pods created | all bound | all Running | EndpointSlices complete |",
-            "|---|---|---|---|---|---|---|---|",
+                "(render: jaxgen's wall, before it; check and status: the median wall of `jaxgen check` and "
+                "`jaxgen status` while the job runs):", "",
+            "| target | hosts | render | applied | all pods created | all bound | all Running | EndpointSlices complete "
+            "| jaxgen check | jaxgen status |",
+            "|---|---|---|---|---|---|---|---|---|---|",
             *[f"| {' | '.join(row)} |" for row in kwok_rows(scale)]]
 
 

@@ -135,11 +135,15 @@ def schema():
 from .local_run import run_command  # noqa: E402  (light: click and the standard library only)
 from .plot import plot_command  # noqa: E402  (matplotlib is imported inside the command)
 from .results import keep_run_command, results_command  # noqa: E402
+from .job_commands import list_command, logs_command, status_command  # noqa: E402
+from .preflight import check_command  # noqa: E402
 
 cli.add_command(run_command)
 cli.add_command(plot_command)
 cli.add_command(results_command)
 cli.add_command(keep_run_command)
+for command in (check_command, status_command, logs_command, list_command):
+    cli.add_command(command)
 
 
 def main() -> None:

@@ -39,6 +39,17 @@ def repository_errors(values: dict) -> list[str]:
     return []
 
 
+def unpublished(values: dict, default_repository: str) -> str:
+    """Why the image cannot be pulled where the job runs: the default repository, which no release has
+    published yet ("" for any other image)."""
+    image = values["image"]
+    if image["repository"] != default_repository or image.get("digest"):
+        return ""
+    return (f"image {reference(values)} is not published: build and push it with scripts/image.sh --variant "
+            f"{VARIANTS[values['accelerator']]} --push REGISTRY/jax-training, then set "
+            "image.repository=REGISTRY/jax-training")
+
+
 def variants_json() -> str:
     """The table for the chart (files/image-variants.json, make generate)."""
     return json.dumps(VARIANTS, indent=2, sort_keys=True) + "\n"

@@ -28,16 +28,22 @@ Options:
   --replace               delete this release's previous objects (scripts/clean.sh) before applying
                           (required when the job already finished)
   --no-logs               do not stream rank 0's logs
+  --no-check              do not run the preflight (jaxgen check) before applying
 $KUBE_OPTIONS_HELP
   -h, --help              show this help
 
+Before it applies, \`jaxgen check\` asks the cluster for what the build needs (the target's API and
+controller, the namespace's admission, the queue, storage, GPUs, a published image); a problem is
+one line each and nothing is applied.
+
 Exit codes: 0 the job succeeded; 1 it failed (the failed indexes are named), was deleted, or its
-image cannot be pulled; 2 bad usage, or the job already finished (use --replace); 124 the timeout
+image cannot be pulled; 2 bad usage, the job already finished (use --replace) or the preflight
+found something missing; 124 the timeout
 expired (the job is left running; the pods' state is printed).
 EOF
 }
 
-timeout=3600 replace=false logs=true local_run=false build="" passthrough=()
+timeout=3600 replace=false logs=true check=true local_run=false build="" passthrough=()
 while [ $# -gt 0 ]; do
   parse_kube_option "$@"
   if [ "$KUBE_SHIFT" -gt 0 ]; then shift "$KUBE_SHIFT"; continue; fi
@@ -45,6 +51,7 @@ while [ $# -gt 0 ]; do
     --timeout) need_value "$@"; timeout="$2"; shift ;;
     --replace) replace=true ;;
     --no-logs) logs=false ;;
+    --no-check) check=false ;;
     --local) local_run=true ;;
     -h|--help) usage; exit 0 ;;
     --) shift; passthrough=("$@"); break ;;
@@ -83,6 +90,18 @@ if $replace; then
 elif finished="$(conditions 2>/dev/null)" && [[ " $finished " =~ \ (Failed|$ok)\  ]]; then
   echo "error: $what already finished (${BASH_REMATCH[1]}); run.sh --replace $build deletes it and runs the build again" >&2
   exit 2
+fi
+
+# --- preflight: the cluster has what the build needs (jaxgen check), or nothing is applied
+jaxgen() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" -m generator "$@"; }
+if $check; then
+  checked=0
+  jaxgen check "$build/release/values.json" "${kube_args[@]}" --namespace "$NAMESPACE" >/dev/null || checked=$?
+  case "$checked" in
+    0) ;;
+    2) log "$what: nothing applied (jaxgen check, above, names what the cluster lacks; --no-check skips it)"; exit 2 ;;
+    *) die "$what: the preflight (jaxgen check) could not ask the cluster; nothing applied" ;;
+  esac
 fi
 
 # --- apply
@@ -201,7 +220,6 @@ done
 stop_logs
 
 # --- the job's results: from its claim into BUILD_DIR/results/NAME/<run id> (as run.sh --local keeps them)
-jaxgen() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" -m generator "$@"; }
 confined() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" -m generator.confined "$@"; }
 fetch_results() {
   local manifest="$build/release/results-pod.json" dest="$build/results/$NAME" pod="$NAME-results" message

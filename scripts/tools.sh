@@ -10,6 +10,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 HELM_VERSION=v4.2.4
 KUBECONFORM_VERSION=v0.7.0
 KUBE_LINTER_VERSION=v0.8.3
+ACTIONLINT_VERSION=v1.7.12
+ZIZMOR_VERSION=1.32.0
 
 go_tool helm helm.sh/helm/v4/cmd/helm "$HELM_VERSION" \
   "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
@@ -19,6 +21,22 @@ if [ "${1:-}" = helm ]; then
 fi
 go_tool kubeconform github.com/yannh/kubeconform/cmd/kubeconform "$KUBECONFORM_VERSION" \
   "-X main.version=$KUBECONFORM_VERSION"
+
+# The release workflow's linters: actionlint (Go) and zizmor (PyPI, in a virtualenv of its own).
+go_tool actionlint github.com/rhysd/actionlint/cmd/actionlint "$ACTIONLINT_VERSION" \
+  "-X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION"
+install_zizmor() {
+  local version="$1" dir="$JAXT_CACHE/tools/zizmor-$1"
+  if [ ! -e "$dir/.installed" ]; then  # a venv stays where it was made: marked complete once installed
+    log "installing zizmor $version (cached in $dir)"
+    rm -rf "$dir"
+    python3 -m venv "$dir" && "$dir/bin/pip" install -q "zizmor==$version" \
+      || { rm -rf "$dir"; die "pip install zizmor==$version failed"; }
+    touch "$dir/.installed"
+  fi
+  ln -sf "$dir/bin/zizmor" "$JAXT_BIN/zizmor"
+}
+install_zizmor "$ZIZMOR_VERSION"
 
 # kube-linter's module path is golang.stackrox.io/kube-linter, a vanity host the module proxy here does
 # not serve (403); the proxy does serve the same tagged source under github.com/stackrox/kube-linter.

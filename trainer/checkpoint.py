@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from trainer import outputs
 from trainer.config import named
 from trainer.errors import CheckpointError
 
-PATTERN = re.compile(r"^ckpt-(\d{10})\.npz$")
+PATTERN = outputs.CHECKPOINT_FILE
 KEEP = 2
 # Temporary files, renamed into place once complete; one a killed process left is removed at the next save.
 TEMP_PREFIX, TEMP_SUFFIX = ".ckpt-", ".tmp"

@@ -27,6 +27,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from trainer import checkpoint, goodput, results
 from trainer.contract import METRICS_PATH
+from trainer.metrics import Pace
 
 PREFIX = "jax_training_"
 SERIES = {
@@ -40,6 +41,8 @@ SERIES = {
                                "when none has completed); grows while training makes no progress",
     "last_checkpoint_step": "Global step of the newest checkpoint in the outputs directory (0 = none)",
     "last_checkpoint_age_seconds": "Seconds since the newest checkpoint was written (NaN = none)",
+    "estimated_remaining_seconds": "Seconds to the run's last step at this attempt's pace so far (NaN until "
+                                   "two chunks of steps have completed; 0 at the end)",
     "restarts": "Earlier attempts of this run (start records in metrics.jsonl before this one; process 0, 0 elsewhere)",
     "resumed_from_step": "Step this attempt resumed from (0 = started from scratch)",
     "goodput_ratio": "Productive training time / wall time of the run so far, every attempt's (docs/goodput.md; "
@@ -100,12 +103,19 @@ class Exporter:
         self.gauges["loss"].set(math.nan)
         self._last_step_at = clock()
         self.gauges["seconds_since_last_step"].set_function(lambda: self.clock() - self._last_step_at)
+        self._pace = Pace(0, 0, clock)
+        self.gauges["estimated_remaining_seconds"].set_function(self._remaining_seconds)
         self.registry.register(_Checkpoints(checkpoints))
         self.registry.register(_Goodput(metrics_path))
+
+    def _remaining_seconds(self) -> float:
+        remaining = self._pace.remaining_seconds() if self._pace.total else None
+        return math.nan if remaining is None else remaining
 
     def stepped(self, step: int) -> None:
         """A chunk of steps completed, up to global step `step`."""
         self._last_step_at = self.clock()
+        self._pace.stepped(step)
         self.gauges["step"].set(step)
 
     def observe(self, record: dict) -> None:
@@ -115,6 +125,8 @@ class Exporter:
             set_("step", "step")
             set_("total_steps", "total_steps")
             set_("resumed_from_step", "step")
+            self._pace = Pace(record["total_steps"], 0, self.clock)
+            self._pace.step = record["step"]
             starts = sum(r.get("event") == "start" for r in results.read_records(self.metrics_path))
             self.gauges["restarts"].set(max(starts - 1, 0))
         elif event == "step":

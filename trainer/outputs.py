@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from trainer.goodput import line as goodput_line
@@ -30,6 +31,7 @@ MODEL_CARD = "README.md"
 SUMMARY = "summary.json"
 CURVES = "curves.png"
 XLA_CACHE = "xla-cache"
+CHECKPOINT_FILE = re.compile(r"^ckpt-(\d{10})\.npz$")  # in CHECKPOINTS; the group: its step
 
 
 def run_dir(checkpoint_dir: str | os.PathLike, run_name: str) -> Path:
@@ -76,3 +78,16 @@ def describe(summary: dict, directory: str | os.PathLike) -> list[str]:
     lines += [f"  {label + ':':10}{path}" for label, path in rows if path.exists()]
     lines.append(f"  {'evaluate:':10}{evaluate_command(d / MODEL)}")
     return lines
+
+
+def newest_checkpoint(directory: str | os.PathLike) -> tuple[int, float] | None:
+    """(step, modification time) of the newest checkpoint in an outputs directory, or None."""
+    found = []
+    try:
+        with os.scandir(Path(directory) / CHECKPOINTS) as entries:
+            for entry in entries:
+                if m := CHECKPOINT_FILE.match(entry.name):
+                    found.append((int(m.group(1)), entry.stat().st_mtime))
+    except OSError:
+        return None
+    return max(found, default=None)

@@ -16,7 +16,7 @@ from trainer.checkpoint_writer import CheckpointWriter
 from trainer.config import PRECISIONS, TrainConfig, ephemeral_outputs
 from trainer.errors import ConfigError
 from trainer.exit_codes import PREEMPTED
-from trainer.metrics import Logger, MetricsFile, progress
+from trainer.metrics import Logger, MetricsFile, Pace, progress
 from trainer.outputs import CHECKPOINTS, METRICS, XLA_CACHE, run_dir as outputs_dir
 from trainer.preemption import StopRequest
 from trainer.watchdog import Watchdog
@@ -273,6 +273,7 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     chunk = min(cfg.steps_per_dispatch, cfg.log_every, spe)
     indices = np.zeros((chunk, cfg.batch_size // spec.num_processes), np.int32)
     saved_step = start_step = step
+    pace = Pace(total, cfg.batch_size)
     stop.training = True  # from here on a stop signal saves the state
     watchdog = Watchdog(cfg.hang_timeout, log)
     stopped = False
@@ -294,14 +295,17 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
             s = end
             watchdog.beat(step)
             writer.poll()  # a finished background write: its log line, or its error
+            pace.stepped(step)
             for follower in followers:
                 follower.stepped(step)
             if bar is not None:
                 bar.update(len(chunk_losses))
             if s % cfg.log_every == 0 or s == spe:
                 if bar is None:
-                    log.progress(f"epoch {epoch + 1}/{cfg.epochs}, batch {s}/{spe}, loss={losses[-1]:.4f}")
-                metrics.write({"event": "step", "epoch": epoch + 1, "step": step, "loss": losses[-1]})
+                    log.progress(f"epoch {epoch + 1}/{cfg.epochs}, batch {s}/{spe}, loss={losses[-1]:.4f}, "
+                                 f"{pace.describe()}")
+                metrics.write({"event": "step", "epoch": epoch + 1, "step": step, "loss": losses[-1],
+                               **pace.record()})
             if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < total:
                 _save(strategy, state, step, jax, writer)
                 saved_step = step

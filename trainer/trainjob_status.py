@@ -26,6 +26,8 @@ import urllib.error
 import urllib.request
 from datetime import datetime, timezone
 
+from trainer.metrics import Pace
+
 ENV_URL = "KUBEFLOW_TRAINER_SERVER_URL"
 ENV_CA_CERT = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
 ENV_TOKEN = "KUBEFLOW_TRAINER_SERVER_TOKEN"
@@ -62,8 +64,7 @@ class Reporter:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
-        self._step = self._total = self._start_step = 0
-        self._started_at: float | None = None  # clock() at this attempt's first step
+        self._pace = Pace(0, 0, clock)
         self._finished = False
         self._metrics: dict[str, str] = {}
         self._version = self._sent_version = 0  # the figures' change count, and the one last posted
@@ -80,11 +81,10 @@ class Reporter:
         event = record.get("event")
         with self._lock:
             if event == "start":
-                self._step = self._start_step = record["step"]
-                self._total = record["total_steps"]
-                self._started_at = None
+                self._pace = Pace(record["total_steps"], 0, self.clock)
+                self._pace.step = record["step"]
             elif event in ("end", "preempted"):
-                self._step = record["step"]
+                self._pace.step = record["step"]
                 self._finished = event == "end"
             for name, (events, key, fmt) in METRICS.items():
                 value = record.get(key) if event in events else None
@@ -95,9 +95,7 @@ class Reporter:
     def stepped(self, step: int) -> None:
         """A chunk of steps completed, up to global step `step`."""
         with self._lock:
-            if self._started_at is None:  # the first chunk of this attempt (its compile time is left out)
-                self._started_at, self._start_step = self.clock(), step
-            self._step = step
+            self._pace.stepped(step)
             self._version += 1
 
     def close(self) -> None:
@@ -114,8 +112,8 @@ class Reporter:
         """The UpdateTrainJobStatusRequest of the current figures."""
         with self._lock:
             trainer_status: dict = {"lastUpdatedTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-            if self._total:
-                progress = 100 if self._finished else min(int(100 * self._step / self._total), 99)
+            if self._pace.total:
+                progress = 100 if self._finished else min(int(100 * self._pace.step / self._pace.total), 99)
                 trainer_status["progressPercentage"] = progress
                 remaining = self._remaining_seconds()
                 if remaining is not None:
@@ -127,10 +125,8 @@ class Reporter:
     def _remaining_seconds(self) -> int | None:
         if self._finished:
             return 0
-        done = self._step - self._start_step
-        if self._started_at is None or done <= 0:
-            return None
-        return max(round((self.clock() - self._started_at) / done * (self._total - self._step)), 0)
+        remaining = self._pace.remaining_seconds()
+        return None if remaining is None else max(round(remaining), 0)
 
     def _run(self) -> None:
         while True:

@@ -1,6 +1,8 @@
 """The renderers, one package per engine family, and the one place that picks one: the target row's
 `engine` (generator/targets.py) names the package. Each package offers the same functions:
-render_text(values), files(values, fmt), stream(values, fmt) and errors(values) (its own rules)."""
+render_text(values), files(values, fmt), stream(values, fmt) and errors(values) (its own rules), and
+in its jobs module what `jaxgen status|list|logs` ask of it (generator/job_commands.py): status(name),
+jobs() and logs(name, rank, follow, echo), in generator/job_status.py's terms."""
 
 from __future__ import annotations
 

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Callable
 
 from tests.support.paths import EXAMPLES_DIR, SCRIPTS_DIR as SCRIPTS
+# An image of one's own (scripts/image.sh's repository): run.sh's preflight refuses the default
+# reference, which no release has published; kwok pulls nothing, the real-node tier sets its own.
+OWN_IMAGE = "localhost/jax-training/trainer"
 # kwok (scripts/cluster/kwok/stages.yaml) fails the pod whose index equals this annotation.
 FAIL_INDEX = "e2e.jax-training.io/fail-index"
 # Keep pods Pending (IP assigned, not ready) this long, so tests can observe that state.
@@ -81,7 +84,7 @@ def prepare(cluster: Cluster, build_dir: Path, name: str, *sets: str,
             base: str = "seed.json", target: str | None = None) -> subprocess.CompletedProcess:
     """scripts/prepare.sh of a variables example into build_dir, in the cluster's namespace."""
     args = [SCRIPTS / "prepare.sh", EXAMPLES_DIR / base, "-o", build_dir,
-            "--set", f"name={name}", "--set", f"namespace={cluster.namespace}"]
+            "--set", f"name={name}", "--set", f"namespace={cluster.namespace}", "--set", f"image.repository={OWN_IMAGE}"]
     if target:
         args += ["--target", target]
     for s in sets:

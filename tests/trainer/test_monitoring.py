@@ -93,6 +93,18 @@ def test_seconds_since_the_last_step_grow_between_scrapes(served):
     assert scrape(port)["jax_training_seconds_since_last_step"] == 0
 
 
+def test_the_time_to_go_is_computed_at_scrape_time(served):
+    exporter, clock, port, directory = served
+    MetricsFile(None, exporter.observe).write({"event": "start", "step": 0, "total_steps": 64})
+    exporter.stepped(8)  # the first chunk (with its compilation) is not the pace
+    assert math.isnan(scrape(port)["jax_training_estimated_remaining_seconds"])
+    clock.now += 4
+    exporter.stepped(16)  # 8 steps in 4 s, 48 to go
+    assert scrape(port)["jax_training_estimated_remaining_seconds"] == 24
+    clock.now += 4  # no step since: the pace slows down, the time to go grows
+    assert scrape(port)["jax_training_estimated_remaining_seconds"] == 48
+
+
 def test_the_newest_checkpoint_is_read_at_scrape_time(served):
     exporter, clock, port, directory = served
     got = scrape(port)

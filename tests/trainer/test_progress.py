@@ -1,13 +1,16 @@
 """A progress bar only when stdout is a terminal; plain `Rank i:` batch lines otherwise."""
 
+import json
 import os
 import pty
+import re
 import subprocess
 import time
 
 import pytest
 
 from tests.support.paths import REPO_ROOT
+from trainer.metrics import Pace, format_duration
 from tests.support.procs import small_train_args, trainer_argv
 
 
@@ -38,3 +41,39 @@ def test_progress_bar_on_a_tty_and_log_lines_otherwise(tmp_path):
                            text=True, timeout=150)
     assert piped.returncode == 0
     assert "Rank 0: epoch 1/1, batch 8/32, loss=" in piped.stdout and "it/s" not in piped.stdout + piped.stderr
+    # Each progress line: step/total, then the throughput and the time to go once two chunks are done.
+    lines = [line for line in piped.stdout.splitlines() if ", batch " in line]
+    assert [re.search(r"step (\d+)/32", line).group(1) for line in lines] == ["8", "16", "24", "32"], lines
+    assert "ETA unknown" in lines[0]
+    for line in lines[1:]:
+        assert re.search(r", \d+ examples/s, ETA \d+:\d\d:\d\d$", line), line
+    assert lines[-1].endswith("ETA 0:00:00")
+    metrics = next((tmp_path / "pipe").glob("*/metrics.jsonl"))
+    steps = [json.loads(r) for r in metrics.read_text().splitlines()]
+    steps = [r for r in steps if r["event"] == "step"]
+    assert all(r["examples_per_second"] > 0 and r["eta_seconds"] >= 0 for r in steps[1:])
+    assert steps[-1]["eta_seconds"] == 0
+
+
+def test_pace_leaves_the_first_chunk_out_and_counts_down():
+    clock = Clock()
+    pace = Pace(100, 64, clock)
+    assert (pace.remaining_seconds(), pace.describe()) == (None, "step 0/100, ETA unknown")
+    clock.now = 30.0  # the first chunk: its compile time is not the pace
+    pace.stepped(10)
+    assert pace.remaining_seconds() is None
+    clock.now = 32.0
+    pace.stepped(20)  # 10 steps in 2 s
+    assert pace.remaining_seconds() == 16.0
+    assert pace.describe() == "step 20/100, 320 examples/s, ETA 0:00:16"
+    assert pace.record() == {"examples_per_second": 320.0, "eta_seconds": 16.0}
+    pace.stepped(100)
+    assert pace.remaining_seconds() == 0.0
+    assert format_duration(3725.4) == "1:02:05"
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self):
+        return self.now

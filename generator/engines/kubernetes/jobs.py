@@ -1,0 +1,309 @@
+"""`jaxgen status|list|logs` on Kubernetes: what the cluster already has about a job of this project.
+
+A job is the object of a target in generator/targets.py (Job, JobSet, JAXJob, TrainJob) with the
+project's name label; a JobSet's child Jobs and a TrainJob's JobSet are parts of another job, not
+jobs. For each: its conditions (phase), its pods (selected as scripts/run.sh selects them, by the
+target's pod selector and the job's uid), Kueue's Workload of it (queue state), the TrainJob's
+trainerStatus, and process 0's metrics endpoint, read through the API server's pod proxy."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+from trainer.contract import METRICS_PATH, METRICS_PORT_NAME
+
+from ... import job_status, targets
+from ...errors import UserError
+from ...job_status import FAILED, PENDING, QUEUED, RUNNING, STOPPED, SUCCEEDED, JobStatus
+from .kubectl import ClusterError, Kubectl, NotFound
+
+NAME_LABEL, INSTANCE_LABEL = "app.kubernetes.io/name", "app.kubernetes.io/instance"
+PROJECT_SELECTOR = f"{NAME_LABEL}=jax-training"
+WORKLOADS = "workloads.kueue.x-k8s.io"
+METRICS_TIMEOUT = "1s"  # process 0's endpoint answers at once; one that does not is not worth a slow status
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+KINDS = {t.workload.kind: t for t in targets.TARGETS.values() if t.workload}
+WAITING_TROUBLE = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+                   "CreateContainerConfigError", "CrashLoopBackOff")
+
+
+def _age(timestamp: str | None, now: float) -> float | None:
+    if not timestamp:
+        return None
+    return max(now - datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp(), 0.0)
+
+
+def _is_part(obj: dict) -> bool:
+    """A JobSet's child Job, a TrainJob's JobSet: part of another job of the table."""
+    return any(ref.get("kind") in KINDS for ref in obj["metadata"].get("ownerReferences") or [])
+
+
+def _find_objects(kube: Kubectl, selector: str) -> list[dict]:
+    """The jobs of every kind: one kubectl call, or one per kind where the cluster lacks a kind's API."""
+    resources = [t.workload.resource for t in KINDS.values()]
+    try:
+        found = kube.get(",".join(resources), "-l", selector)["items"]
+    except NotFound:
+        found = [obj for objs in kube.many([lambda r=r: kube.items(r, selector) for r in resources]) for obj in objs]
+    return [obj for obj in found if obj.get("kind") in KINDS and not _is_part(obj)]
+
+
+class _Job:
+    """One job object and what the cluster has about it."""
+
+    def __init__(self, obj: dict, pods: list[dict], workloads: list[dict]):
+        self.obj, self.meta = obj, obj["metadata"]
+        self.target = KINDS[obj["kind"]]
+        self.workload = self.target.workload
+        self.name, self.uid = self.meta["name"], self.meta["uid"]
+        self.pods = [p for p in pods if self._owns(p)]
+        self.kueue = next((w for w in workloads if self._kueue_of(w)), None)
+
+    def _owns(self, pod: dict) -> bool:
+        labels = pod["metadata"].get("labels") or {}
+        want = dict(item.split("=", 1) for item in self.workload.pod_selector.format(name=self.name).split(","))
+        if any(labels.get(k) != v for k, v in want.items()):
+            return False
+        if self.workload.owner_label:
+            return labels.get(self.workload.owner_label) == self.uid
+        if self.workload.owns_pods:
+            return any(ref.get("uid") == self.uid for ref in pod["metadata"].get("ownerReferences") or [])
+        return True  # a runtime's pods (TrainJob): owned by objects it made, found by name only
+
+    def _kueue_of(self, workload: dict) -> bool:
+        return ((workload["metadata"].get("labels") or {}).get(JOB_UID_LABEL) == self.uid
+                or any(ref.get("uid") == self.uid for ref in workload["metadata"].get("ownerReferences") or []))
+
+    def conditions(self) -> dict[str, dict]:
+        return {c["type"]: c for c in (self.obj.get("status") or {}).get("conditions") or []
+                if c.get("status") == "True"}
+
+    def rank(self, pod: dict) -> int | None:
+        value = (pod["metadata"].get("labels") or {}).get(self.workload.index_label)
+        return int(value) if value is not None and value.isdigit() else None
+
+    def pod_of_rank(self, rank: int, started: bool = True) -> dict | None:
+        """The newest pod of that rank (a replaced pod's successor), started ones only if `started`."""
+        pods = [p for p in self.pods if self.rank(p) == rank
+                and (not started or p.get("status", {}).get("phase") != "Pending")]
+        return max(pods, key=lambda p: p["metadata"]["creationTimestamp"], default=None)
+
+    def hosts(self) -> int | None:
+        spec = self.obj.get("spec") or {}
+        kind = self.obj["kind"]
+        if kind == "Job":
+            return spec.get("parallelism")
+        if kind == "JobSet":
+            return sum((r.get("template", {}).get("spec", {}).get("parallelism") or 1) * (r.get("replicas") or 1)
+                       for r in spec.get("replicatedJobs") or [])
+        if kind == "JAXJob":
+            return (spec.get("jaxReplicaSpecs", {}).get("Worker") or {}).get("replicas")
+        return (spec.get("trainer") or {}).get("numNodes")
+
+    def queue(self) -> str:
+        queue = (self.meta.get("labels") or {}).get(QUEUE_LABEL)
+        if not queue:
+            return ""
+        if self.kueue is None:
+            return f"LocalQueue {queue}: no Kueue Workload yet (is Kueue running and its integration for " \
+                   f"{self.obj['kind']} enabled?)"
+        status = self.kueue.get("status") or {}
+        conditions = {c["type"]: c for c in status.get("conditions") or []}
+        admitted = conditions.get("Admitted", {})
+        if admitted.get("status") == "True":
+            cluster_queue = (status.get("admission") or {}).get("clusterQueue", "?")
+            return f"admitted by ClusterQueue {cluster_queue} (LocalQueue {queue})"
+        if conditions.get("Finished", {}).get("status") == "True":
+            return f"finished (LocalQueue {queue})"
+        why = next((c.get("message") for name in ("QuotaReserved", "Admitted", "Evicted")
+                    if (c := conditions.get(name)) and c.get("message")), "waiting for quota")
+        return f"pending in LocalQueue {queue}: {why}"
+
+    def restarts(self) -> int:
+        status = self.obj.get("status") or {}
+        counted = [status.get("restarts") or 0]  # a JobSet's
+        counted.append(sum(cs.get("restartCount", 0) for p in self.pods
+                           for cs in (p.get("status") or {}).get("containerStatuses") or []))
+        if self.obj["kind"] == "Job":
+            counted.append(status.get("failed") or 0)
+        return max(counted)
+
+    def trouble(self) -> str:
+        """Why a pod does not start: an unpullable image, an unschedulable pod."""
+        for pod in self.pods:
+            status = pod.get("status") or {}
+            for cs in status.get("containerStatuses") or []:
+                waiting = (cs.get("state") or {}).get("waiting") or {}
+                if waiting.get("reason") in WAITING_TROUBLE:
+                    return f"pod {pod['metadata']['name']}: {waiting['reason']}: {waiting.get('message', '')}".strip()
+            for condition in status.get("conditions") or []:
+                if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                    return f"pod {pod['metadata']['name']} unschedulable: {condition.get('message', '')}"
+        return ""
+
+    def phase(self) -> tuple[str, str]:
+        conditions = self.conditions()
+        if "Failed" in conditions:
+            c = conditions["Failed"]
+            return FAILED, c.get("message") or c.get("reason", "")
+        if self.workload.succeeded in conditions:
+            return SUCCEEDED, ""
+        if "Suspended" in conditions or (self.obj.get("spec") or {}).get("suspend"):
+            return (QUEUED, "") if (self.meta.get("labels") or {}).get(QUEUE_LABEL) else (STOPPED, "suspended")
+        running = sum((p.get("status") or {}).get("phase") == "Running" for p in self.pods)
+        if running and running >= (self.hosts() or 1):
+            return RUNNING, ""
+        return PENDING, self.trouble()
+
+    def pods_line(self) -> str:
+        if not self.pods:
+            return ""
+        phases = [(p.get("status") or {}).get("phase", "Unknown") for p in self.pods]
+        counts = {phase: phases.count(phase) for phase in dict.fromkeys(phases)}
+        expected = self.hosts()
+        head = f"{counts.get('Running', 0)}/{expected} running" if expected else f"{counts.get('Running', 0)} running"
+        rest = ", ".join(f"{n} {phase.lower()}" for phase, n in counts.items() if phase != "Running")
+        return head + (f", {rest}" if rest else "")
+
+    def pod_spec(self) -> dict:
+        pod = self.pod_of_rank(0, started=False)
+        if pod:
+            return pod.get("spec") or {}
+        node = self.obj
+        for key in self.workload.pod_spec_path:
+            try:
+                node = node[key]
+            except (KeyError, IndexError, TypeError):
+                return {}
+        return node
+
+    def results(self) -> str:
+        """Where the outputs are: the trainer's --checkpoint-dir/--run-name, on the volume mounted there."""
+        spec = self.pod_spec()
+        container = next((c for c in spec.get("containers") or [] if c.get("name") == self.workload.container), None)
+        if not container:
+            return ""
+        args = container.get("args") or []
+        flag = lambda name: args[args.index(name) + 1] if name in args[:-1] else None  # noqa: E731
+        directory, run_name = flag("--checkpoint-dir"), flag("--run-name")
+        if not directory:
+            return ""
+        where = f"{directory}/{run_name}" if run_name else directory
+        mounts = sorted((m for m in container.get("volumeMounts") or []
+                         if directory == m["mountPath"] or directory.startswith(m["mountPath"].rstrip("/") + "/")),
+                        key=lambda m: len(m["mountPath"]))
+        volumes = {v["name"]: v for v in spec.get("volumes") or []}
+        volume = volumes.get(mounts[-1]["name"], {}) if mounts else {}
+        if "persistentVolumeClaim" in volume:
+            claim = volume["persistentVolumeClaim"]["claimName"]
+            return f"{where} on claim {claim} (scripts/run.sh fetches it; then jaxgen results DIR)"
+        if "hostPath" in volume:
+            return f"{where} on the node's {volume['hostPath']['path']}"
+        return f"{where} in process 0's pod (an emptyDir: lost with the pod)"
+
+    def metrics_port(self, pod: dict) -> str | None:
+        port = (pod["metadata"].get("annotations") or {}).get("prometheus.io/port")
+        if port:
+            return port
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            for p in container.get("ports") or []:
+                if p.get("name") == METRICS_PORT_NAME:
+                    return str(p["containerPort"])
+        return None
+
+
+def _status(job: _Job, kube: Kubectl, now: float, with_metrics: bool = True) -> JobStatus:
+    phase, reason = job.phase()
+    status = JobStatus(name=job.name, kind=job.obj["kind"], phase=phase, reason=reason, queue=job.queue(),
+                       pods=job.pods_line(), restarts=job.restarts(), results=job.results(),
+                       age_seconds=_age(job.meta.get("creationTimestamp"), now))
+    trainer_status = (job.obj.get("status") or {}).get("trainerStatus")
+    rank0 = job.pod_of_rank(0)
+    port = job.metrics_port(rank0) if rank0 else None
+    if with_metrics and rank0 and port and rank0.get("status", {}).get("phase") == "Running":
+        path = f"/api/v1/namespaces/{kube.namespace}/pods/{rank0['metadata']['name']}:{port}/proxy{METRICS_PATH}"
+        try:
+            job_status.apply_series(status, job_status.parse_series(kube.raw(path, 5, METRICS_TIMEOUT)))
+        except (UserError, ValueError):  # not serving yet (the data load), or gone: the rest still shows
+            pass
+    if trainer_status:
+        job_status.apply_trainer_status(status, trainer_status)
+    if phase == SUCCEEDED and rank0:
+        message = next((cs.get("state", {}).get("terminated", {}).get("message", "")
+                        for cs in rank0.get("status", {}).get("containerStatuses") or []
+                        if cs.get("name") == job.workload.container), "")
+        status.result = message.strip().splitlines()[-1] if message.strip() else ""
+    return status
+
+
+def _snapshot(kube: Kubectl, selector: str) -> list[_Job]:
+    objects, pods, workloads = kube.many([lambda: _find_objects(kube, selector),
+                                          kube.pods,
+                                          lambda: kube.items(WORKLOADS)])
+    return [_Job(obj, pods, workloads) for obj in objects]
+
+
+def _one(kube: Kubectl, name: str) -> _Job:
+    jobs = _snapshot(kube, f"{PROJECT_SELECTOR},{INSTANCE_LABEL}={name}")
+    jobs = [j for j in jobs if j.name == name]
+    if not jobs:
+        raise NotFound(f"{name}: no job of this project by that name in namespace {kube.namespace} "
+                       f"(jaxgen list shows them)")
+    return jobs[0]
+
+
+def status(name: str, kube: Kubectl) -> JobStatus:
+    return _status(_one(kube, name), kube, time.time())
+
+
+def jobs(kube: Kubectl) -> list[JobStatus]:
+    now = time.time()
+    found = sorted(_snapshot(kube, PROJECT_SELECTOR), key=lambda j: j.meta.get("creationTimestamp", ""))
+    return kube.many([lambda j=j: _status(j, kube, now) for j in found]) if found else []
+
+
+def logs(name: str, rank: int, follow: bool, echo, kube: Kubectl, poll: float = 2.0) -> int:
+    """Rank `rank`'s log; with `follow`, until the job ends, moving to the pod that replaces it (a
+    stream of a replaced pod is ended: a deleted pod's stream does not always end by itself)."""
+    import subprocess
+    import threading
+
+    stream = followed = None
+    try:
+        while True:
+            job = _one(kube, name)
+            pod = job.pod_of_rank(rank)
+            finished = job.phase()[0] in job_status.FINISHED
+            if pod is None and stream is None and (finished or not follow):
+                raise NotFound(f"{name}: no started pod of rank {rank} (jaxgen status {name} says why)")
+            if pod is not None and pod["metadata"]["uid"] != followed:
+                if stream is not None:
+                    stream.terminate()
+                    stream.wait()
+                    stream = None
+                followed = pod["metadata"]["uid"]
+                echo(f"==> pod {pod['metadata']['name']} (rank {rank}) <==")
+                args = ["logs", f"pod/{pod['metadata']['name']}", "-c", job.workload.container]
+                if follow and not finished:
+                    stream = subprocess.Popen([kube.binary, *kube.global_args, f"--namespace={kube.namespace}",
+                                               *args, "-f"], stdout=subprocess.PIPE, text=True)
+                    threading.Thread(target=lambda out=stream.stdout: [echo(line, nl=False) for line in out],
+                                     daemon=True).start()
+                else:
+                    echo(kube.run(*args, check=False).stdout, nl=False)
+            if finished and stream is not None:
+                try:
+                    stream.wait(timeout=5)  # the last lines
+                except subprocess.TimeoutExpired:
+                    pass
+            if not follow or finished:
+                return 0
+            time.sleep(poll)
+    finally:
+        if stream is not None and stream.poll() is None:
+            stream.terminate()
+
+
+__all__ = ["ClusterError", "Kubectl", "NotFound", "jobs", "logs", "status"]

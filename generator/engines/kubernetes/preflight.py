@@ -1,0 +1,262 @@
+"""`jaxgen check FILE` on Kubernetes: ask the cluster, before anything is applied, for every piece
+this render needs, and name what to install or set, one line each. Nothing is created: the only
+writes are server-side dry runs, which admission (webhooks, PodSecurity) answers and which persist
+nothing."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ... import kueue, names, targets
+from .kubectl import Kubectl, NotFound
+from .render import render_documents
+
+DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+GPU = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class Component:
+    """An upstream component a target needs, the version the tests run, and its install command."""
+
+    name: str
+    version: str  # scripts/cluster/<component>/go.mod pins the one the tests run (a test compares them)
+    install: str
+    kueue_framework: str  # its name in Kueue's integrations.frameworks
+
+
+COMPONENTS = {
+    "batch": Component("the Job controller", "", "", "batch/job"),
+    "jobset.x-k8s.io": Component(
+        "JobSet", "v0.12.0",
+        "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/"
+        "manifests.yaml", "jobset.x-k8s.io/jobset"),
+    "kubeflow.org": Component(
+        "the Kubeflow training-operator (JAXJob)", "v1.9.4",
+        'kubectl apply --server-side -k "github.com/kubeflow/training-operator.git/manifests/overlays/'
+        'standalone?ref=v1.9.4"', "kubeflow.org/jaxjob"),
+    "trainer.kubeflow.org": Component(
+        "Kubeflow Trainer", "v2.3.0",
+        'kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/'
+        'manager?ref=v2.3.0"', "trainer.kubeflow.org/trainjob"),
+}
+KUEUE = Component("Kueue", "v0.19.2", "kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
+                  "releases/download/v0.19.2/manifests.yaml", "")
+TRAINER_RUNTIMES = ('kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/'
+                    'runtimes?ref=v2.3.0"')
+KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
+# Kueue's webhook configurations (upstream names) also cover the job kinds it queues: not their controllers'.
+KUEUE_WEBHOOKS = "kueue-"
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0] or "core"
+
+
+def _component_line(component: Component, problem: str) -> str:
+    return f"{problem}: install {component.name} {component.version}: {component.install}"
+
+
+class Preflight:
+    """Each check returns its failures (one line each); run() all of them, in dependency order."""
+
+    def __init__(self, values: dict, kube: Kubectl):
+        self.v, self.kube = values, kube
+        self.docs = render_documents(values)
+        self.workload = targets.workload(values)
+        self.job = next(d for d in self.docs if d["kind"] == self.workload.kind)
+        self.group = _group(self.job["apiVersion"])
+        self.component = COMPONENTS[self.group]
+
+    def run(self) -> tuple[list[str], list[str]]:
+        """(passed, failed): a line per check."""
+        served, namespace = self.kube.many([self.kube_api_versions, self.namespace_exists])
+        checks = [("API", lambda: self.api(served))]
+        if not any(self._unserved(served)):
+            checks += [("controller", self.controller), ("runtime", self.runtime)]
+            if namespace:
+                checks.append(("admission", self.admission))
+        checks.append(("namespace", lambda: [] if namespace else [
+            f"namespace {self.kube.namespace} does not exist: kubectl create namespace {self.kube.namespace}"]))
+        checks += [("queue", lambda: self.queue(served)), ("storage", self.storage), ("GPUs", self.gpus)]
+        results = self.kube.many([check for _, check in checks])
+        passed = [what for (what, _), failures in zip(checks, results) if not failures]
+        return passed, [line for failures in results for line in failures]
+
+    # --- what the cluster serves
+
+    def kube_api_versions(self) -> set[str]:
+        return set(self.kube.run("api-versions", namespaced=False).stdout.split())
+
+    def namespace_exists(self) -> bool:
+        try:
+            self.kube.get("namespace", self.kube.namespace, namespaced=False)
+            return True
+        except NotFound:
+            return False
+
+    def _unserved(self, served: set[str]) -> list[dict]:
+        return [d for d in self.docs if d["apiVersion"] != "v1" and d["apiVersion"] not in served]
+
+    def api(self, served: set[str]) -> list[str]:
+        lines = []
+        for doc in self._unserved(served):
+            component = COMPONENTS.get(_group(doc["apiVersion"]))
+            problem = f"{doc['kind']} ({doc['apiVersion']}) is not served by this cluster"
+            if component and component.install:
+                lines.append(_component_line(component, problem))
+            elif doc["kind"] == "PodMonitor":
+                lines.append(f"{problem}: install the Prometheus Operator's CRDs, or set metrics.pod_monitor=false")
+            else:
+                lines.append(problem)
+        return list(dict.fromkeys(lines))
+
+    def runtime(self) -> list[str]:
+        ref = (self.job.get("spec") or {}).get("runtimeRef") or {}
+        if ref.get("kind") != "ClusterTrainingRuntime":
+            return []
+        try:
+            self.kube.get("clustertrainingruntimes.trainer.kubeflow.org", ref["name"], namespaced=False)
+            return []
+        except NotFound:
+            return [f"ClusterTrainingRuntime {ref['name']} does not exist: install Kubeflow Trainer's runtimes: "
+                    f"{TRAINER_RUNTIMES}"]
+
+    def controller(self) -> list[str]:
+        """Upstream installs a webhook with each controller: none for the job's kind means no controller;
+        one that does not answer the dry run means a controller that is not running."""
+        if not self.component.install:
+            return []
+        resource = self.workload.resource.split(".", 1)[0]
+        hooks = self.kube.get("validatingwebhookconfigurations,mutatingwebhookconfigurations", namespaced=False)
+        covered = any(self.group in rule.get("apiGroups", []) and resource in rule.get("resources", [])
+                      for config in hooks["items"] if not config["metadata"]["name"].startswith(KUEUE_WEBHOOKS)
+                      for hook in config.get("webhooks") or [] for rule in hook.get("rules") or [])
+        if not covered:
+            return [_component_line(self.component, f"no {self.workload.kind} controller: no webhook answers for "
+                                                   f"{self.workload.resource}")]
+        failed = self._dry_run([self.job])
+        if failed and "webhook" in failed:
+            return [_component_line(self.component, f"the {self.workload.kind} controller does not answer "
+                                                   f"({failed})")]
+        return []
+
+    def admission(self) -> list[str]:
+        """The job object and its pods, created server-side as a dry run: admission (PodSecurity,
+        webhooks, quotas, limit ranges) answers as it would for the real ones."""
+        failed = self._dry_run([self.job])
+        if failed and "webhook" not in failed:
+            return [f"{self.workload.kind} {self.v['name']} is refused by the cluster: {failed}"]
+        pod = self._pod()
+        failed = pod and self._dry_run([pod])
+        return [f"the pods of {self.v['name']} are refused by the cluster: {failed}"] if failed else []
+
+    def _pod(self) -> dict | None:
+        node = self.job
+        for key in self.workload.pod_spec_path:
+            node = node[key]
+        if node is self.job:
+            return None  # the runtime assembles the pods (TrainJob)
+        template = self._template_metadata()
+        return {"apiVersion": "v1", "kind": "Pod", "spec": node,
+                "metadata": {"generateName": f"{self.v['name']}-preflight-", "namespace": self.kube.namespace,
+                             "labels": template.get("labels", {}), "annotations": template.get("annotations", {})}}
+
+    def _template_metadata(self) -> dict:
+        path = self.workload.pod_spec_path
+        node = self.job
+        for key in path[:-1]:
+            node = node[key]
+        return node.get("metadata", {})
+
+    def _dry_run(self, docs: list[dict]) -> str:
+        """"" when the cluster admits them, else its last error line."""
+        body = json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+        proc = self.kube.run("create", "--dry-run=server", "-f", "-", "-o", "name", check=False, stdin=body)
+        if proc.returncode == 0:
+            return ""
+        lines = [line.strip() for line in proc.stderr.strip().splitlines() if line.strip()]
+        if lines and "(AlreadyExists)" in lines[-1]:
+            return ""  # this release's job is there already (run.sh follows or replaces it)
+        return (lines[-1] if lines else f"kubectl exit {proc.returncode}").removeprefix("Error from server ")
+
+    # --- what the render asks for
+
+    def queue(self, served: set[str]) -> list[str]:
+        queue = self.v["queue_name"]
+        if not queue or kueue.unmanaged(self.v):
+            return []
+        if not any(v.startswith("kueue.x-k8s.io/") for v in served):
+            return [_component_line(KUEUE, f"queue_name {queue}: Kueue is not installed")]
+        lines = []
+        try:
+            self.kube.get("localqueues.kueue.x-k8s.io", queue)
+        except NotFound:
+            lines.append(f"queue_name: LocalQueue {queue} does not exist in namespace {self.kube.namespace}: "
+                         "create it (kind LocalQueue, spec.clusterQueue) or set queue_name to one that exists "
+                         "(kubectl get localqueues)")
+        frameworks = self._kueue_frameworks()
+        framework = self.component.kueue_framework
+        if frameworks is not None and framework not in frameworks:
+            lines.append(f"queue_name: Kueue's integration {framework} is not enabled: add it to "
+                         f"integrations.frameworks in ConfigMap {KUEUE_CONFIG[0]}/{KUEUE_CONFIG[1]} and restart Kueue")
+        return lines
+
+    def _kueue_frameworks(self) -> list[str] | None:
+        """integrations.frameworks of an upstream Kueue install's configuration; None where unreadable."""
+        import yaml
+
+        namespace, name, key = KUEUE_CONFIG
+        try:
+            config = self.kube.run("get", "configmap", name, f"--namespace={namespace}", "-o", "json",
+                                   namespaced=False, check=False)
+            text = json.loads(config.stdout)["data"][key] if config.returncode == 0 else None
+            return (yaml.safe_load(text).get("integrations") or {}).get("frameworks") if text else None
+        except (ValueError, KeyError, AttributeError, yaml.YAMLError):
+            return None
+
+    def storage(self) -> list[str]:
+        p = self.v["persistence"]
+        claim_name = names.outputs_claim(self.v)
+        if not claim_name:
+            return []
+        lines, modes = [], [p["access_mode"]]
+        if p["existing_claim"]:
+            try:
+                claim = self.kube.get("persistentvolumeclaim", p["existing_claim"])
+                modes = (claim.get("spec") or {}).get("accessModes") or modes
+            except NotFound:
+                return [f"persistence.existing_claim: PersistentVolumeClaim {p['existing_claim']} does not exist in "
+                        f"namespace {self.kube.namespace}: create it, or leave existing_claim empty to render one"]
+        elif not p["storage_class"]:
+            classes = self.kube.get("storageclasses", namespaced=False)["items"]
+            if not any((c["metadata"].get("annotations") or {}).get(DEFAULT_CLASS) == "true" for c in classes):
+                lines.append("persistence: the cluster has no default StorageClass for the claim "
+                             f"{claim_name}: set persistence.storage_class to one of "
+                             f"[{', '.join(c['metadata']['name'] for c in classes) or 'none'}], or mark one "
+                             f"default (annotation {DEFAULT_CLASS}=true)")
+        if self.v["hosts_count"] > 1 and "ReadWriteMany" not in modes and self._schedulable_nodes() > 1:
+            lines.append(f"persistence: claim {claim_name} is {'/'.join(modes)} and {self.v['hosts_count']} pods mount "
+                         "it: pods on a second node stop in a Multi-Attach error; use a ReadWriteMany class "
+                         "(persistence.access_mode=ReadWriteMany, persistence.storage_class) or keep the pods "
+                         "on one node (affinity)")
+        return lines
+
+    def _schedulable_nodes(self) -> int:
+        """Nodes pods may land on (a single-node cluster never splits a job's pods)."""
+        nodes = self.kube.get("nodes", namespaced=False)["items"]
+        return sum(not (n.get("spec") or {}).get("unschedulable") for n in nodes)
+
+    def gpus(self) -> list[str]:
+        if self.v["accelerator"] != "gpu":
+            return []
+        nodes = self.kube.get("nodes", namespaced=False)["items"]
+        if any(str((n.get("status") or {}).get("allocatable", {}).get(GPU, "0")) not in ("0", "") for n in nodes):
+            return []
+        return [f"accelerator gpu: no node offers {GPU}: install the NVIDIA device plugin (or GPU Operator) "
+                "on the GPU nodes, or set accelerator=cpu"]
+
+
+def check(values: dict, kube: Kubectl) -> tuple[list[str], list[str]]:
+    return Preflight(values, kube).run()

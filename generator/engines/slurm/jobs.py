@@ -1,0 +1,144 @@
+"""`jaxgen status|list|logs --slurm`: a batch job by its name (the sbatch script's --job-name, the
+variables' name), from squeue while it is queued or running and sacct after; the training figures
+from its outputs directory on the shared filesystem (the script's --checkpoint-dir and --run-name),
+its log from its output file, whose lines carry `Rank i:`."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from trainer import outputs
+from trainer.results import read_records
+
+from ... import job_status
+from ...errors import UserError
+from ...job_status import FAILED, PENDING, QUEUED, RUNNING, STOPPED, SUCCEEDED, JobStatus
+
+TIMEOUT = 20
+PHASES = {"PENDING": QUEUED, "CONFIGURING": PENDING, "RUNNING": RUNNING, "COMPLETING": RUNNING,
+          "COMPLETED": SUCCEEDED, "FAILED": FAILED, "TIMEOUT": FAILED, "NODE_FAIL": FAILED, "OUT_OF_MEMORY": FAILED,
+          "CANCELLED": STOPPED, "PREEMPTED": STOPPED, "REQUEUED": QUEUED, "SUSPENDED": STOPPED}
+
+
+class SchedulerError(UserError):
+    """SLURM cannot be asked (no squeue/sacct, no controller)."""
+
+
+def _run(*argv: str) -> str:
+    if shutil.which(argv[0]) is None:
+        raise SchedulerError(f"{argv[0]}: not found on PATH (is this a SLURM login node?)")
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise SchedulerError(f"{argv[0]}: no answer from SLURM in {TIMEOUT} s") from None
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"]
+        raise SchedulerError(f"{argv[0]}: {lines[-1]}")
+    return proc.stdout
+
+
+ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "SUSPENDED")
+
+
+def _queued(name: str | None = None) -> list[dict]:
+    """squeue's jobs of the user (of one name), oldest first, finished ones too while the controller
+    still holds them (MinJobAge, 300 s by default): id, name, state, reason, elapsed, script, workdir."""
+    out = _run("squeue", "-h", "-t", "all", *(["-n", name] if name else ["--me"]), "-o", "%i|%j|%T|%r|%M|%o|%Z")
+    keys = ("id", "name", "state", "reason", "elapsed", "script", "workdir")
+    return [dict(zip(keys, line.split("|", 6))) for line in out.splitlines() if line.count("|") >= 6]
+
+
+def _accounted(name: str | None = None) -> list[dict]:
+    """sacct's jobs (whole jobs, not steps), oldest first: from the accounting storage, else from the
+    job completion file (-c); [] where neither is kept."""
+    out = ""
+    for source in ([], ["-c"]):
+        try:
+            out = _run("sacct", *source, "-n", "-P", "-X", *(["--name", name] if name else []),
+                       "-o", "JobID,JobName,State,ExitCode,WorkDir")
+            break
+        except SchedulerError:
+            continue
+    keys = ("id", "name", "state", "exit_code", "workdir")
+    jobs = [dict(zip(keys, line.split("|", 4))) for line in out.splitlines() if line.count("|") >= 4]
+    return [job for job in jobs if name is None or job["name"] == name]  # sacct -c does not filter by name
+
+
+def _flags(script: Path) -> dict[str, str]:
+    """--checkpoint-dir and --run-name of the trainer in an sbatch script, where readable."""
+    try:
+        words = shlex.split(script.read_text(), comments=True)
+    except (OSError, ValueError):
+        return {}
+    return {w: words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--checkpoint-dir", "--run-name")}
+
+
+def _status(job: dict, now: float) -> JobStatus:
+    state = job["state"].split()[0] if job["state"] else "UNKNOWN"
+    status = JobStatus(name=job["name"], kind="SLURM", phase=PHASES.get(state, job_status.UNKNOWN),
+                       queue=f"job {job['id']}: {state}" + (f" ({job['reason']})" if job.get("reason") not in
+                                                            (None, "", "None") else ""))
+    if job.get("exit_code") and status.phase == FAILED:
+        status.reason = f"exit code {job['exit_code']}"
+    script = Path(job["script"]) if job.get("script") else None
+    flags = _flags(script) if script else {}
+    if "--checkpoint-dir" in flags:
+        directory = Path(job.get("workdir") or ".") / flags["--checkpoint-dir"]
+        directory = directory / flags["--run-name"] if "--run-name" in flags else directory
+        job_status.apply_records(status, read_records(directory / outputs.METRICS), now)
+        newest = outputs.newest_checkpoint(directory)
+        if newest:
+            status.checkpoint_step, status.checkpoint_age_seconds = newest[0], max(now - newest[1], 0.0)
+        summary = outputs.read_summary(directory)
+        if summary:
+            status.result = outputs.result_line(summary)
+        status.results = str(directory)
+    return status
+
+
+def _find(name: str) -> dict:
+    queued = _queued(name)
+    if queued:
+        return max(queued, key=lambda job: int(job["id"].split("_")[0]) if job["id"].split("_")[0].isdigit() else 0)
+    done = _accounted(name)
+    if done:
+        return done[-1]
+    raise UserError(f"{name}: no SLURM job by that name in the queue or the accounting (jaxgen list --slurm)")
+
+
+def status(name: str) -> JobStatus:
+    return _status(_find(name), time.time())
+
+
+def jobs() -> list[JobStatus]:
+    now = time.time()
+    return [_status(job, now) for job in _queued()]
+
+
+def logs(name: str, rank: int, follow: bool, echo, poll: float = 1.0) -> int:
+    """Rank `rank`'s lines of the job's output file (sbatch --output); with `follow`, until it leaves the queue."""
+    job = _find(name)
+    out = _run("scontrol", "show", "job", job["id"], "-o") if job.get("script") else ""
+    fields = dict(item.split("=", 1) for item in out.split() if "=" in item)
+    path = Path(fields.get("StdOut", ""))
+    if not fields.get("StdOut"):
+        raise UserError(f"{name}: its output file is not known to SLURM any more (job {job['id']} has left the queue)")
+    prefix, position = f"Rank {rank}:", 0
+    while True:
+        running = follow and any(j["id"] == job["id"] and j["state"] in ACTIVE for j in _queued(name))
+        try:
+            with open(path) as f:
+                f.seek(position)
+                for line in f:
+                    if line.startswith(prefix) or "Rank " not in line[:12]:
+                        echo(line, nl=False)
+                position = f.tell()
+        except OSError:
+            pass
+        if not running:
+            return 0
+        time.sleep(poll)

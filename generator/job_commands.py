@@ -1,0 +1,199 @@
+"""`jaxgen status NAME`, `jaxgen logs NAME`, `jaxgen list`: the jobs of this project where they run.
+
+The commands know no engine: they pick one by option (a Kubernetes cluster by default, `--slurm`,
+`--local`) and ask it for JobStatus objects (generator/job_status.py) or a rank's log. Exit codes:
+0 shown; 2 bad input (an invalid name, no such job); 3 the cluster or scheduler cannot be asked
+(no kubectl or squeue, no context, the API server does not answer)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from .errors import UserError
+from .local_run import DEFAULT_OUTPUTS
+
+EXIT_INVALID, EXIT_UNREACHABLE = 2, 3
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS-1123 label, as every target's job name
+
+
+class Unreachable(UserError):
+    """The engine cannot be asked (exit 3)."""
+
+
+def _where(command):
+    """--context, --namespace (Kubernetes, as kubectl takes them; KUBECONFIG is kubectl's), --slurm,
+    --local and --outputs."""
+    options = [
+        click.option("--context", metavar="CONTEXT", help="The kubeconfig context (default: the current one)."),
+        click.option("-n", "--namespace", metavar="NS", help="The namespace (default: the context's)."),
+        click.option("--slurm", is_flag=True, help="A SLURM job (squeue, sacct) instead of a Kubernetes one."),
+        click.option("--local", is_flag=True, help="A run of `jaxgen run` on this machine, under --outputs."),
+        click.option("--outputs", "outputs_dir", type=click.Path(file_okay=False, path_type=Path),
+                     default=DEFAULT_OUTPUTS, show_default=True, help="With --local: the outputs folder of `jaxgen run`."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+class Engine:
+    """The engine the options name, behind status(name), jobs() and logs(name, rank, follow, echo)."""
+
+    def __init__(self, context, namespace, slurm, local, outputs_dir):
+        if slurm and local:
+            raise UserError("--slurm and --local: choose one")
+        self.local, self.slurm, self.outputs_dir = local, slurm, outputs_dir
+        self.kube = None
+        if not (slurm or local):
+            from .engines.kubernetes.jobs import ClusterError, Kubectl
+
+            try:
+                self.kube = Kubectl(context, namespace)
+            except ClusterError as error:
+                raise Unreachable(str(error)) from None
+
+    def _call(self, kubernetes, slurm, local):
+        from .engines.kubernetes.jobs import ClusterError
+        from .engines.slurm.jobs import SchedulerError
+
+        try:
+            if self.local:
+                return local()
+            return slurm() if self.slurm else kubernetes()
+        except (ClusterError, SchedulerError) as error:
+            raise Unreachable(str(error)) from None
+
+    def status(self, name: str):
+        from .engines.kubernetes import jobs as kubernetes
+        from .engines.slurm import jobs as slurm
+        from . import local_jobs
+
+        return self._call(lambda: kubernetes.status(name, self.kube), lambda: slurm.status(name),
+                          lambda: local_jobs.status(name, self.outputs_dir))
+
+    def jobs(self):
+        from .engines.kubernetes import jobs as kubernetes
+        from .engines.slurm import jobs as slurm
+        from . import local_jobs
+
+        return self._call(lambda: kubernetes.jobs(self.kube), slurm.jobs, lambda: local_jobs.jobs(self.outputs_dir))
+
+    def logs(self, name: str, rank: int, follow: bool, echo):
+        from .engines.kubernetes import jobs as kubernetes
+        from .engines.slurm import jobs as slurm
+
+        def local():
+            raise UserError("--local: jaxgen run prints every process's log itself; the run's metrics are in "
+                            f"{self.outputs_dir}/<name>/metrics.jsonl")
+
+        return self._call(lambda: kubernetes.logs(name, rank, follow, echo, self.kube),
+                          lambda: slurm.logs(name, rank, follow, echo), local)
+
+
+def _check_name(name: str) -> str:
+    if not NAME.match(name):
+        raise UserError(f"NAME: {name!r} is not a job name (lowercase letters, digits and '-', at most 63 "
+                        "characters, starting and ending with a letter or digit)")
+    return name
+
+
+def _run(body) -> None:
+    """One line on stderr and the documented exit code for a problem, never a traceback."""
+    try:
+        body()
+    except Unreachable as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_UNREACHABLE)
+    except UserError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_INVALID)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def _show(render, watch: float | None) -> None:
+    """render() once, or again every `watch` seconds (the screen cleared on a terminal) until ^C."""
+    while True:
+        text = render()
+        if watch and sys.stdout.isatty():
+            click.clear()
+        click.echo(text)
+        if not watch:
+            return
+        time.sleep(watch)
+
+
+_output = click.option("-o", "--output", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+_watch = click.option("-w", "--watch", type=float, is_flag=False, flag_value=5.0, default=None, metavar="[SECONDS]",
+                      help="Show it again every SECONDS (5 when not given) until interrupted.")
+
+
+@click.command("status")
+@click.argument("name")
+@_where
+@_output
+@_watch
+def status_command(name, context, namespace, slurm, local, outputs_dir, fmt, watch):
+    """Show job NAME: phase, step/total and epoch, ETA, last loss and accuracy, last checkpoint,
+    restarts, queue state and where the results are.
+
+    Reads what the target has: the job object's conditions and pods, Kueue's Workload, a TrainJob's
+    trainerStatus and process 0's metrics endpoint through the API server's pod proxy; squeue and
+    sacct with --slurm; the outputs folder with --local. Exit 2 for an invalid name or no such job,
+    3 when the cluster or scheduler cannot be asked."""
+    def body():
+        _check_name(name)
+        engine = Engine(context, namespace, slurm, local, outputs_dir)
+
+        def render():
+            found = engine.status(name)
+            return json.dumps(found.as_json(), sort_keys=True) if fmt == "json" else "\n".join(found.lines())
+
+        _show(render, watch)
+
+    _run(body)
+
+
+@click.command("list")
+@_where
+@_output
+@_watch
+def list_command(context, namespace, slurm, local, outputs_dir, fmt, watch):
+    """List every job of this project in the namespace (Job, JobSet, JAXJob, TrainJob), the SLURM
+    queue (--slurm) or the outputs folder (--local), with phase and progress. Exit codes as status."""
+    from .job_status import table
+
+    def body():
+        engine = Engine(context, namespace, slurm, local, outputs_dir)
+
+        def render():
+            found = engine.jobs()
+            if fmt == "json":
+                return json.dumps([j.as_json() for j in found], sort_keys=True)
+            return "\n".join(table(found)) if found else "no jobs of this project"
+
+        _show(render, watch)
+
+    _run(body)
+
+
+@click.command("logs")
+@click.argument("name")
+@click.option("--rank", type=click.IntRange(min=0), default=0, show_default=True, help="The process whose log to show.")
+@click.option("-f/--no-follow", "--follow", "follow", default=True, show_default=True,
+              help="Follow the log until the job ends, through restarts (a replaced pod's successor).")
+@_where
+def logs_command(name, rank, follow, context, namespace, slurm, local, outputs_dir):
+    """Print the log of rank 0 of job NAME (or --rank N), following it across restarts. Exit codes as status."""
+    def body():
+        _check_name(name)
+        engine = Engine(context, namespace, slurm, local, outputs_dir)
+        engine.logs(name, rank, follow, click.echo)
+
+    _run(body)

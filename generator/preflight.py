@@ -1,0 +1,56 @@
+"""`jaxgen check FILE`: before anything is applied, ask the cluster for every piece this render needs
+(generator/engines/kubernetes/preflight.py) and name what to install or set, one line each.
+Exit 0 when everything is there, 2 when something is missing (or the variables are invalid), 3 when
+the cluster cannot be asked. scripts/run.sh runs it before it applies."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .errors import UserError
+from .options import variables_files, variables_options
+
+EXIT_MISSING, EXIT_UNREACHABLE = 2, 3
+
+
+@click.command("check")
+@variables_options()
+@click.option("--kubeconfig", metavar="FILE", help="The kubeconfig (default: $KUBECONFIG, then ~/.kube/config).")
+@click.option("--context", metavar="CONTEXT", help="The kubeconfig context (default: the current one).")
+@click.option("-n", "--namespace", metavar="NS",
+              help="The namespace (default: the file's namespace, else the context's).")
+def check_command(file, extra_files, sets, set_strings, set_jsons, target, kubeconfig, context, namespace):
+    """Check that the cluster has what FILE's render needs: the target's API and a live controller
+    (and a TrainJob's ClusterTrainingRuntime), the namespace and its admission of the job and its
+    pods (server-side dry runs: nothing is created), the LocalQueue and Kueue's integration, a
+    StorageClass or the existing claim (and ReadWriteMany for several hosts), GPUs, a published image.
+    Each problem is one line saying what to install or set. Exit 0: all there; 2: something is
+    missing or the variables are invalid; 3: the cluster cannot be asked."""
+    from .engines.kubernetes.kubectl import ClusterError, Kubectl
+    from .engines.kubernetes.preflight import check
+    from .images import unpublished
+    from .targets import target as target_of
+    from .values import defaults, load_values
+
+    values = load_values(variables_files(file, extra_files), sets, target, set_jsons=set_jsons, set_strings=set_strings)
+    if not target_of(values).kubernetes:
+        raise UserError(f"target {values['target']}: jaxgen check asks a Kubernetes cluster; a SLURM script is "
+                        "checked by sbatch --test-only")
+    if namespace:  # the namespace the job would go to, as run.sh --namespace applies it there
+        values["namespace"] = namespace
+    try:
+        kube = Kubectl(context, values["namespace"] or None, kubeconfig)
+        passed, failed = check(values, kube)
+        image = unpublished(values, defaults()["image"]["repository"])
+        passed, failed = (passed, failed + [image]) if image else (passed + ["image"], failed)
+    except ClusterError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_UNREACHABLE)
+    for line in failed:
+        click.echo(f"error: {line}", err=True)
+    if failed:
+        sys.exit(EXIT_MISSING)
+    click.echo(f"{values['target']} {values['name']} in namespace {kube.namespace}: ready "
+               f"({', '.join(passed)} checked)")

@@ -1,0 +1,101 @@
+"""`jaxgen list|status|logs` against the kwok control plane: a job of each Kubernetes kind running at
+once (kwok keeps their pods Running), one more waiting in a Kueue queue without quota, and the
+installed jaxgen, as a user runs it (KUBECONFIG, --namespace)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator.targets import TARGETS
+from tests.e2e_k8s.kube import Cluster, release_selector, wait_until
+from tests.e2e_k8s.kueue import create_queue, delete_queue
+from tests.support.paths import EXAMPLES_DIR
+
+JAXGEN = str(Path(sys.executable).with_name("jaxgen"))
+KEEP_RUNNING = {"pod-complete.stage.kwok.x-k8s.io/delay": "600s"}  # kwok: the pods stay Running
+RESOURCES = {"requests": {"cpu": "1", "memory": "512Mi"}, "limits": {"memory": "512Mi"}}
+KINDS = {name: t.workload.kind for name, t in TARGETS.items() if t.workload}
+
+
+def jaxgen(cluster: Cluster, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([JAXGEN, *args, "--namespace", cluster.namespace], env=cluster.env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def start(cluster: Cluster, target: str, name: str, *sets: str) -> None:
+    rendered = subprocess.run(
+        [JAXGEN, "render", str(EXAMPLES_DIR / "seed.json"), "--target", target, "--set", f"name={name}",
+         "--set", f"namespace={cluster.namespace}", "--set-json", f"annotations={json.dumps(KEEP_RUNNING)}",
+         *sets], capture_output=True, text=True, check=True, timeout=60).stdout
+    cluster.run(["kubectl", "apply", "--server-side", "-f", "-"], input=rendered)
+
+
+@pytest.mark.timeout(400)
+def test_list_status_and_logs_of_a_job_of_each_kind(cluster):
+    names = {target: f"e2e-cmd-{target}" for target in KINDS}
+    queued = "e2e-cmd-queued"
+    create_queue(cluster, "e2e-cmd-cq", "e2e-cmd-lq", {"cpu": "1", "memory": "1Gi"})  # half the job's: never admitted
+    try:
+        for target, name in names.items():
+            start(cluster, target, name)
+        start(cluster, "indexed-job", queued, "--set", "queue_name=e2e-cmd-lq", "--set", "local_device_count=1",
+              "--set", "training.batch_size=64", "--set-json", f"resources={json.dumps(RESOURCES)}")
+
+        def all_running():
+            proc = jaxgen(cluster, "list", "-o", "json")
+            assert proc.returncode == 0, proc.stderr
+            rows = [(j["name"], j["kind"], j["phase"]) for j in json.loads(proc.stdout)]
+            phases = {name: phase for name, _, phase in rows}
+            assert all(phases.get(name) == "Running" for name in names.values()), rows
+            return rows
+        rows = wait_until("every job Running in jaxgen list", all_running, timeout=180, interval=2)
+        # One row per job: no child Job of the JobSet, no JobSet of the TrainJob (both share its name).
+        ours = sorted(row for row in rows if row[0] in [*names.values(), queued])
+        assert ours == sorted([(name, KINDS[target], "Running") for target, name in names.items()]
+                              + [(queued, "Job", "Queued")]), rows
+
+        table = jaxgen(cluster, "list").stdout.splitlines()
+        assert table[0].split() == ["NAME", "KIND", "PHASE", "PROGRESS", "ETA", "AGE"]
+        rows = {line.split()[0]: line.split() for line in table[1:]}
+        for target, name in names.items():
+            assert rows[name][1:3] == [KINDS[target], "Running"], rows
+
+        for target, name in names.items():
+            proc = jaxgen(cluster, "status", name, "-o", "json")
+            assert proc.returncode == 0, proc.stderr
+            got = json.loads(proc.stdout)
+            assert (got["name"], got["kind"], got["phase"]) == (name, KINDS[target], "Running"), got
+            assert got["pods"] == "2/2 running" and got["restarts"] == 0, got
+            # kwok runs no trainer: no figures, and the results' place from the pod spec
+            assert got["results"].startswith(f"/checkpoints/{name} in process 0's pod (an emptyDir"), got
+        text = jaxgen(cluster, "status", names["jobset"]).stdout
+        assert text.splitlines()[:3] == [f"name:       {names['jobset']} (JobSet)", "phase:      Running",
+                                         "pods:       2/2 running"], text
+
+        waiting = json.loads(jaxgen(cluster, "status", queued, "-o", "json").stdout)
+        assert waiting["phase"] == "Queued" and waiting["queue"].startswith("pending in LocalQueue e2e-cmd-lq: "), \
+            waiting
+        assert "insufficient quota" in waiting["queue"].lower() or "couldn't assign" in waiting["queue"], waiting
+
+        for target, name in names.items():
+            logs = jaxgen(cluster, "logs", name, "--no-follow")
+            assert logs.returncode == 0, logs.stderr
+            assert logs.stdout.splitlines()[0].startswith(f"==> pod {name}-") and "(rank 0) <==" in logs.stdout
+            assert "kwok: simulated log of a fake pod" in logs.stdout
+        rank1 = jaxgen(cluster, "logs", names["indexed-job"], "--rank", "1", "--no-follow").stdout
+        assert rank1.startswith(f"==> pod {names['indexed-job']}-1-") and "(rank 1) <==" in rank1, rank1
+
+        missing = jaxgen(cluster, "status", "e2e-cmd-nothing")
+        assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+        assert "e2e-cmd-nothing: no job of this project by that name" in missing.stderr
+    finally:
+        for name in [*names.values(), queued]:
+            for resource in {t.workload.resource for t in TARGETS.values() if t.workload}:
+                cluster.kubectl("delete", resource, "-l", release_selector(name), "--ignore-not-found",
+                                "--wait=false", check=False)
+        delete_queue(cluster, "e2e-cmd-cq", "e2e-cmd-lq")

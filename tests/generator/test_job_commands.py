@@ -1,0 +1,91 @@
+"""`jaxgen status|list|logs` on what needs no cluster: a real trainer's outputs folder (--local), and
+the one-line failures of bad names, no cluster and no scheduler, through the installed command."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import procs
+from tests.support.paths import REPO_ROOT
+from tests.support.procs import small_train_args, trainer_argv
+
+JAXGEN = str(Path(sys.executable).with_name("jaxgen"))
+
+
+def jaxgen(*args, env=None, timeout=60):
+    return subprocess.run([JAXGEN, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT,
+                          env={**os.environ, **(env or {})})
+
+
+def status_json(name, outputs):
+    proc = jaxgen("status", name, "--local", "--outputs", str(outputs), "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_status_and_list_of_a_local_run_during_and_after(tmp_path):
+    outputs = tmp_path / "outputs"
+    claim = outputs / "claims" / "demo-outputs"  # where a running job with persistence writes
+    args = small_train_args(claim, "--run-name", "demo", "--epochs", "40", "--checkpoint-every", "16",
+                            "--log-every", "4")
+    proc = procs.start(trainer_argv(*args), tmp_path / "train.log")
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert time.monotonic() < deadline, proc.output()[-3000:]
+            if (claim / "demo" / "metrics.jsonl").exists():
+                during = status_json("demo", outputs)
+                if during.get("eta_seconds") is not None and during.get("checkpoint_step"):
+                    break
+            time.sleep(1)
+        assert during["phase"] == "Running" and during["kind"] == "local"
+        assert during["total_steps"] == 40 * 32 and 0 < during["step"] < during["total_steps"]
+        assert during["eta_seconds"] > 0 and during["loss"] > 0 and during["results"] == str(claim / "demo")
+        text = jaxgen("status", "demo", "--local", "--outputs", str(outputs)).stdout
+        assert "phase:      Running" in text and ", ETA " in text and "checkpoint: step " in text, text
+        listed = jaxgen("list", "--local", "--outputs", str(outputs)).stdout.splitlines()
+        assert listed[0].split() == ["NAME", "KIND", "PHASE", "PROGRESS", "ETA", "AGE"]
+        assert listed[1].split()[:3] == ["demo", "local", "Running"], listed
+    finally:
+        procs.kill(proc)
+
+    # A finished run: its result, and the directory it is in.
+    shutil.rmtree(claim)
+    done = subprocess.run(trainer_argv(*small_train_args(outputs, "--run-name", "done")), cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=200)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    after = status_json("done", outputs)
+    assert after["phase"] == "Succeeded" and after["step"] == after["total_steps"] == 32
+    assert after["result"].startswith("test accuracy ") and after["results"] == str(outputs / "done")
+    assert "eta_seconds" not in after
+
+
+def test_bad_names_and_missing_engines_are_one_line_with_their_exit_code(tmp_path):
+    bad = jaxgen("status", "Not_A_Name", "--local")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "NAME: 'Not_A_Name'" in bad.stderr
+    missing = jaxgen("status", "nothing", "--local", "--outputs", str(tmp_path))
+    assert missing.returncode == 2 and missing.stderr.startswith("error: nothing: no run by that name")
+    # No cluster: a kubeconfig that points nowhere.
+    config = tmp_path / "kubeconfig"
+    config.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                      "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+                      "users: [{name: u, user: {token: t}}]\n")
+    no_kubectl = shutil.which("kubectl") is None
+    for args in (["list"], ["status", "demo"], ["logs", "demo"]):
+        proc = jaxgen(*args, env={"KUBECONFIG": str(config)})
+        assert proc.returncode == 3 and proc.stderr.count("\n") == 1, (args, proc.stderr)
+        assert proc.stderr.startswith("error: kubectl: not found" if no_kubectl else
+                                      "error: cannot reach the cluster: "), proc.stderr
+    unknown = jaxgen("status", "demo", "--context", "nowhere", env={"KUBECONFIG": str(config)})
+    assert unknown.returncode == 3 and "nowhere" in unknown.stderr and unknown.stderr.count("\n") == 1
+    # No SLURM here: a PATH without squeue.
+    slurm = jaxgen("list", "--slurm", env={"PATH": str(tmp_path)})
+    assert slurm.returncode == 3 and slurm.stderr == "error: squeue: not found on PATH (is this a SLURM login node?)\n"

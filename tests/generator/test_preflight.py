@@ -1,0 +1,52 @@
+"""What `jaxgen check` knows without a cluster: the upstream versions it names are the ones the test
+cluster runs (scripts/cluster/*/go.mod), and its failures before the cluster is asked."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator.engines.kubernetes.preflight import COMPONENTS, KUEUE, TRAINER_RUNTIMES
+from tests.support.paths import EXAMPLES_DIR, SCRIPTS_DIR
+
+JAXGEN = str(Path(sys.executable).with_name("jaxgen"))
+MODULES = {"jobset.x-k8s.io": ("jobset", "sigs.k8s.io/jobset"),
+           "kubeflow.org": ("training-operator", "github.com/kubeflow/training-operator"),
+           "trainer.kubeflow.org": ("trainer", "github.com/kubeflow/trainer/v2")}
+
+
+def version_tested(directory: str, module: str) -> str:
+    text = (SCRIPTS_DIR / "cluster" / directory / "go.mod").read_text()
+    return re.search(rf"^\s*{re.escape(module)} (v\S+)", text, re.M).group(1)
+
+
+@pytest.mark.parametrize("group", sorted(MODULES))
+def test_each_install_command_is_of_the_version_the_tests_run(group):
+    version = version_tested(*MODULES[group])
+    assert COMPONENTS[group].version == version
+    assert version in COMPONENTS[group].install
+    if group == "trainer.kubeflow.org":
+        assert f"ref={version}" in TRAINER_RUNTIMES
+
+
+def test_kueue_is_the_version_the_tests_run():
+    version = version_tested("kueue", "sigs.k8s.io/kueue")
+    assert KUEUE.version == version and f"/{version}/" in KUEUE.install
+
+
+def test_a_slurm_render_and_no_cluster_are_one_line_each(tmp_path):
+    slurm = subprocess.run([JAXGEN, "check", str(EXAMPLES_DIR / "slurm.json")], capture_output=True, text=True,
+                           timeout=60)
+    assert slurm.returncode == 2 and slurm.stderr.count("\n") == 1 and "sbatch --test-only" in slurm.stderr
+    config = tmp_path / "kubeconfig"
+    config.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                      "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+                      "users: [{name: u, user: {token: t}}]\n")
+    down = subprocess.run([JAXGEN, "check", str(EXAMPLES_DIR / "jobset.json"), "--kubeconfig", str(config)],
+                          capture_output=True, text=True, timeout=60)
+    assert down.returncode == 3 and down.stderr.count("\n") == 1, down.stderr
+    invalid = subprocess.run([JAXGEN, "check", str(EXAMPLES_DIR / "jobset.json"), "--set", "hosts_count=0"],
+                             capture_output=True, text=True, timeout=60)
+    assert invalid.returncode == 2 and "$.hosts_count" in invalid.stderr, invalid.stderr
