@@ -67,7 +67,7 @@ def test_copy_tree_keeps_regular_files_only(tmp_path, outside):
 def test_local_collection_drops_links(tmp_path, outside):
     job, results = tmp_path / "claims" / "job", tmp_path / "results" / "job"
     plant(job, outside)
-    dropped = collect(job, results)  # its folder made as needed
+    _, dropped = collect(job, results, since=0.0)  # its folder made as needed
     assert len(dropped) == 5 and not any(p.is_symlink() for p in results.rglob("*"))
     assert (results / "metrics.jsonl").read_text() == METRICS and not (results / "checkpoints").exists()
     assert (outside / ".bashrc").read_bytes() == SECRET
