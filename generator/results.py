@@ -10,7 +10,7 @@ import click
 from trainer import outputs
 
 from .errors import UserError
-from .plot import curves, draw, read_records
+from .plot import number_text, curves, draw, read_records
 
 NOT_FINISHED = 1  # the directory holds no summary: the run did not finish (or is still running)
 
@@ -54,9 +54,10 @@ def report(directory: Path, resume_hint: str | None = None) -> int:
     draw_curves(directory)
     summary = outputs.read_summary(directory)
     if summary is None:
-        steps = [r["step"] for r in read_records(directory / outputs.METRICS) if r.get("event") in ("step", "end",
-                 "preempted")] if (directory / outputs.METRICS).exists() else []
-        where = f"its last record is step {steps[-1]}" if steps else "it recorded no step"
+        records = read_records(directory / outputs.METRICS) if (directory / outputs.METRICS).exists() else []
+        steps = [r["step"] for r in records if r.get("event") in ("step", "end", "preempted")
+                 and isinstance(r.get("step"), int) and not isinstance(r["step"], bool)]
+        where = f"its last record is step {number_text(steps[-1])}" if steps else "it recorded no step"
         click.echo(f"{directory}: the run did not finish ({outputs.SUMMARY} is missing; {where})")
         return NOT_FINISHED
     for line in outputs.describe(summary, directory):

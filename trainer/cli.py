@@ -10,6 +10,7 @@ import sys
 from trainer import config
 from trainer.cluster import resolve_cluster
 from trainer.errors import TrainerError, as_peer_lost, report
+from trainer.exit_codes import INTERRUPTED
 
 
 def _cluster_args(p: argparse.ArgumentParser, train: bool) -> None:
@@ -26,22 +27,25 @@ def _cluster_args(p: argparse.ArgumentParser, train: bool) -> None:
 def build_parser() -> argparse.ArgumentParser:
     # the name it was started by: the jax-trainer command, or `python -m trainer` (argv[0] is __main__.py)
     prog = "jax-trainer" if os.path.basename(sys.argv[0]) == "jax-trainer" else "python -m trainer"
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    # No abbreviations (--run-na for --run-name): a flag is read only as it is spelled, so jaxgen and
+    # the scripts, which read the rendered --checkpoint-dir and --run-name, read what the trainer reads.
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0], allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("train", help="data-parallel MNIST training")
+    t = sub.add_parser("train", help="data-parallel MNIST training", allow_abbrev=False)
     config.add_arguments(t)
     _cluster_args(t, train=True)
     for name, text in (("query", "print local and global devices"),
                        ("allreduce", "also check that a psum of ones equals the global device count")):
-        _cluster_args(sub.add_parser(name, help=text), train=False)
+        _cluster_args(sub.add_parser(name, help=text, allow_abbrev=False), train=False)
     e = sub.add_parser("evaluate", help="re-score the MNIST test set with an exported model",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
     _model_args(e)
     for f in config.fields_named("data_dir", "download", "mirror"):
         config.add_field_argument(e, f)
     p = sub.add_parser("predict", help="classify images (an IDX image file, gzipped or not, or PNGs) with an "
-                                       "exported model", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                       "exported model", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                       allow_abbrev=False)
     _model_args(p)
     p.add_argument("images", nargs="+", metavar="IMAGES", help="IDX image files or 28x28 grayscale PNGs")
     return parser
@@ -54,6 +58,14 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:  # Ctrl-C before train catches it as a stop signal, or in another command
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     spec = None
     try:

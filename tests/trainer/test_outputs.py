@@ -116,6 +116,56 @@ def test_a_foreign_checkpoint_is_one_line(tmp_path):
     one_line_error(proc, exit_codes.CHECKPOINT, "ckpt-0000000008.npz: unreadable checkpoint")
 
 
+def _one_fewer(leaves: dict) -> dict:  # a leaf fewer, the count written to match
+    return dict(list(leaves.items())[:-1])
+
+
+def _one_more(leaves: dict) -> dict:
+    return {**leaves, "extra": np.zeros(3, np.float32)}
+
+
+def _reshaped(leaves: dict) -> dict:
+    name = next(iter(leaves))
+    return {**leaves, name: np.zeros(leaves[name].size + 1, np.float32)}
+
+
+def _strings(leaves: dict) -> dict:
+    name = next(iter(leaves))
+    return {**leaves, name: np.full(leaves[name].shape, "x")}
+
+
+def _renamed(leaves: dict) -> dict:
+    return {f"other{i}": leaf for i, leaf in enumerate(leaves.values())}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change,message", [
+    (_one_fewer, "arrays, the state has"),
+    (_one_more, "arrays, the state has"),
+    (_reshaped, "shape ("),
+    (_strings, "dtype <U1"),
+    (_renamed, "array 0 is 'other0'"),
+    (None, "unreadable checkpoint"),
+], ids=["one-leaf-fewer", "one-leaf-more", "another-shape", "another-dtype", "other-names", "truncated"])
+def test_a_checkpoint_that_does_not_fit_the_state_is_one_line(finished, tmp_path, change, message):
+    """Written by this trainer's own checkpoint code with the right fingerprint, yet not this state."""
+    from trainer import checkpoint
+
+    outputs, _ = finished
+    copy = tmp_path / "c"
+    shutil.copytree(outputs.parent, copy, ignore=shutil.ignore_patterns("train.log"))
+    directory = checkpoints_of(copy)
+    latest = checkpoint.path_of(directory, checkpoint.list_steps(directory)[-1])
+    if change is None:
+        latest.write_bytes(latest.read_bytes()[:1000])
+    else:
+        meta, leaves = checkpoint.read(latest)
+        changed = change(leaves)
+        checkpoint.save(directory, meta["step"], list(changed.values()), meta["fingerprint"], list(changed))
+    proc = start(trainer_argv(*small_train_args(copy)), tmp_path / "rerun.log")
+    one_line_error(proc, exit_codes.CHECKPOINT, message)
+
+
 def in_a_mount(tmp_path, options: str, *extra: str):
     """The small run with its checkpoint dir on a fresh tmpfs (a mount namespace of its own)."""
     target = tmp_path / "mnt"

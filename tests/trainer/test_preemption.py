@@ -84,6 +84,35 @@ def test_sigusr1_stops_a_single_process_with_a_checkpoint(tmp_path):
     assert checkpoint.list_steps(checkpoints_of(tmp_path / "c"))[-1] == step
 
 
+def test_ctrl_c_stops_like_sigterm_with_a_checkpoint_and_exit_130(tmp_path):
+    proc = start(trainer_argv(*small_train_args(tmp_path / "c", *ARGS)), tmp_path / "one.log")
+    try:
+        wait_for_text(proc, "epoch 2/40", 120)
+        proc.popen.send_signal(signal.SIGINT)
+        codes = wait_all([proc], 60)
+    finally:
+        kill(proc)
+    assert codes == [exit_codes.INTERRUPTED], proc.output[-2000:]
+    assert "Traceback" not in proc.output and "KeyboardInterrupt" not in proc.output
+    step = stop_step(proc.output)
+    assert "preempted (received SIGINT)" in proc.output and f"exiting with 130 (interrupted" in proc.output
+    assert checkpoint.list_steps(checkpoints_of(tmp_path / "c"))[-1] == step
+
+
+@pytest.mark.parametrize("delay", [0.5, 2.0, 5.0])
+def test_ctrl_c_at_any_moment_of_the_start_is_exit_130_without_a_traceback(tmp_path, delay):
+    import time
+
+    proc = start(trainer_argv(*small_train_args(tmp_path / "c", *ARGS)), tmp_path / "one.log")
+    try:
+        time.sleep(delay)
+        proc.popen.send_signal(signal.SIGINT)
+        codes = wait_all([proc], 60)
+    finally:
+        kill(proc)
+    assert codes == [exit_codes.INTERRUPTED] and "Traceback" not in proc.output, proc.output[-2000:]
+
+
 def test_hang_is_dumped_and_exits_with_the_hang_code_on_every_process(tmp_path):
     procs = start_pair(tmp_path, "hang", tmp_path / "c", "--hang-timeout", "5",
                        rank_extra={1: ["--hang-after-step", "40"]})
