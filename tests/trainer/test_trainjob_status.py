@@ -228,11 +228,7 @@ def test_without_the_runtimes_variables_nothing_reports(server, certs, token):
 
 @pytest.mark.parametrize("server", ["forbidden"], indirect=True)
 def test_a_refusing_server_is_one_warning_and_training_goes_on(server, certs, token):
-    (ca, _, _), _ = certs
-    lines = []
-    reporter = reporter_to(server.url, ca, token, lines, interval=0.1)
-    a_run(reporter)
-    reporter.start()
+    reporter, lines = a_running_reporter(server, certs, token)
     wait_for("three refused reports", lambda: len(server.requests) >= 3)
     reporter.stepped(70)
     reporter.observe({"event": "end", "step": 100})
@@ -241,13 +237,19 @@ def test_a_refusing_server_is_one_warning_and_training_goes_on(server, certs, to
     assert lines[0].startswith(f"warning: TrainJob status not reported to {server.url} (HTTP 403: Forbidden)")
 
 
-@pytest.mark.parametrize("server", ["huge"], indirect=True)
-def test_a_huge_reply_is_not_read_whole(server, certs, token):
+def a_running_reporter(server, certs, token) -> tuple[trainjob_status.Reporter, list]:
+    """A started reporter of a run, reporting every 0.1 s, and the lines it logs."""
     (ca, _, _), _ = certs
     lines = []
     reporter = reporter_to(server.url, ca, token, lines, interval=0.1)
     a_run(reporter)
     reporter.start()
+    return reporter, lines
+
+
+@pytest.mark.parametrize("server", ["huge"], indirect=True)
+def test_a_huge_reply_is_not_read_whole(server, certs, token):
+    reporter, lines = a_running_reporter(server, certs, token)
     wait_for("a report", lambda: server.requests, timeout=30)
     reporter.stepped(70)
     wait_for("the next report, once the first reply was done with", lambda: len(server.requests) >= 2, timeout=30)
@@ -257,11 +259,7 @@ def test_a_huge_reply_is_not_read_whole(server, certs, token):
 
 @pytest.mark.parametrize("server", ["long-message"], indirect=True)
 def test_a_servers_long_message_is_one_short_line(server, certs, token):
-    (ca, _, _), _ = certs
-    lines = []
-    reporter = reporter_to(server.url, ca, token, lines, interval=0.1)
-    a_run(reporter)
-    reporter.start()
+    reporter, lines = a_running_reporter(server, certs, token)
     wait_for("a refused report", lambda: lines)
     reporter.close()
     assert len(lines) == 1 and "\n" not in lines[0] and len(lines[0]) < 600, lines[0][:1000]
