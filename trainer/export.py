@@ -21,6 +21,8 @@ from trainer import __version__, models
 from trainer.errors import CheckpointError, ConfigError
 from trainer.outputs import MODEL_CARD, MODEL_CONFIG, MODEL_FILE
 
+MAX_CONFIG_BYTES = 1 << 20  # the most of a config.json read
+
 # How an image becomes the model's input; stated in config.json so other code can do the same.
 PREPROCESSING = "flatten each 28x28 uint8 image (row-major) to 784 values and divide by 255 (float32)"
 
@@ -121,9 +123,13 @@ def load(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict]:
     path = Path(path)
     file = path / MODEL_FILE if path.is_dir() else path
     try:
-        config = json.loads((file.parent / MODEL_CONFIG).read_text())
+        with open(file.parent / MODEL_CONFIG, "rb") as f:
+            text = f.read(MAX_CONFIG_BYTES + 1)  # a config is a few hundred bytes; /dev/zero has no end
+        if len(text) > MAX_CONFIG_BYTES:
+            raise ValueError(f"{MODEL_CONFIG} is larger than {MAX_CONFIG_BYTES} bytes")
+        config = json.loads(text)
         params = load_file(str(file))
-    except (OSError, ValueError, SafetensorError) as e:
+    except (OSError, ValueError, RecursionError, SafetensorError) as e:
         raise ConfigError(f"--model {path}: not an exported model ({getattr(e, 'strerror', None) or e})") from None
     if not isinstance(config, dict) or config.get("model") not in models.NAMES:
         raise ConfigError(f"--model {path}: {file.parent / MODEL_CONFIG} names no known model")

@@ -29,6 +29,7 @@ MODEL_CARD = "README.md"
 SUMMARY = "summary.json"
 CURVES = "curves.png"
 XLA_CACHE = "xla-cache"
+MAX_SUMMARY_BYTES = 1 << 20  # the most of a summary.json read
 
 
 def run_dir(checkpoint_dir: str | os.PathLike, run_name: str) -> Path:
@@ -38,7 +39,9 @@ def run_dir(checkpoint_dir: str | os.PathLike, run_name: str) -> Path:
 def read_summary(directory: str | os.PathLike) -> dict | None:
     """The summary.json of an outputs directory, or None when the run has not finished."""
     try:
-        summary = json.loads((Path(directory) / SUMMARY).read_text())
+        with open(Path(directory) / SUMMARY, "rb") as f:
+            text = f.read(MAX_SUMMARY_BYTES + 1)  # a summary is a few KB; /dev/zero has no end
+        summary = json.loads(text) if len(text) <= MAX_SUMMARY_BYTES else None
     except (OSError, ValueError, RecursionError):
         return None
     return summary if isinstance(summary, dict) else None

@@ -109,6 +109,23 @@ def test_a_job_of_another_configuration_is_refused_and_the_first_keeps_its_resul
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("flags,said", [
+    (["--precision", "bfloat16"], "precision 'float32' there, 'bfloat16' now"),
+    (["--strategy", "sharded"], "strategy 'pmap' there, 'sharded' now"),
+    (["--allreduce-dtype", "bfloat16"], "allreduce_dtype 'float32' there, 'bfloat16' now"),
+])
+def test_a_rerun_in_another_precision_or_strategy_cannot_relabel_the_model(finished, tmp_path, flags, said):
+    """The card and the summary say how the weights were computed: a resume may not change it."""
+    outputs, _ = finished
+    copy = tmp_path / "c"
+    shutil.copytree(outputs.parent, copy, ignore=shutil.ignore_patterns("train.log"))
+    card = (outputs_of(copy) / "model" / "README.md").read_text()
+    proc = start(trainer_argv(*small_train_args(copy, *flags)), tmp_path / "rerun.log")
+    one_line_error(proc, exit_codes.CHECKPOINT, said)
+    assert (outputs_of(copy) / "model" / "README.md").read_text() == card and "| float32 (parameters" in card
+
+
+@pytest.mark.slow
 def test_a_foreign_checkpoint_is_one_line(tmp_path):
     checkpoints_of(tmp_path).mkdir(parents=True)
     np.savez(checkpoints_of(tmp_path) / "ckpt-0000000008.npz", weights=np.zeros(3))
