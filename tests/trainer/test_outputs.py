@@ -126,6 +126,20 @@ def test_a_rerun_in_another_precision_or_strategy_cannot_relabel_the_model(finis
 
 
 @pytest.mark.slow
+def test_a_run_without_a_metrics_file_reports_its_result_without_made_up_figures(tmp_path):
+    from tests.support.jaxgen import jaxgen
+
+    proc = start(trainer_argv(*small_train_args(tmp_path, "--metrics-file", "/dev/null")), tmp_path / "train.log")
+    assert wait_all([proc], 120) == [0], proc.output[-2000:]
+    [result] = [line for line in proc.output.splitlines() if "Rank 0: result:" in line]
+    assert result.endswith("after 1 epoch (32 steps)") and "nan" not in result, result
+    summary = json.loads((outputs_of(tmp_path) / "summary.json").read_text())
+    assert summary["wall_seconds"] is None and summary["examples_per_second"] is None
+    shown = jaxgen("results", str(outputs_of(tmp_path)))
+    assert shown.exit_code == 0 and shown.stdout.startswith(f"result: test accuracy {summary['test_accuracy']:.4f}")
+
+
+@pytest.mark.slow
 def test_a_foreign_checkpoint_is_one_line(tmp_path):
     checkpoints_of(tmp_path).mkdir(parents=True)
     np.savez(checkpoints_of(tmp_path) / "ckpt-0000000008.npz", weights=np.zeros(3))
@@ -223,3 +237,14 @@ def test_the_readme_shows_the_snippet_the_model_card_carries():
     from trainer import export
 
     assert f"```python\n{export.load_snippet('mlp')}```" in (REPO_ROOT / "README.md").read_text()
+
+
+@pytest.mark.parametrize("created", ['"yesterday"', "null", "1e300", "-1e300", "NaN", "true", "[1]", "1" + "0" * 30])
+def test_an_odd_created_in_another_jobs_run_record_is_the_refusal_line(tmp_path, created):
+    from trainer import ownership
+    from trainer.errors import CheckpointError
+
+    (tmp_path / "run.json").write_text(f'{{"name": "other", "fingerprint": {{"seed": 1}}, "created": {created}}}')
+    with pytest.raises(CheckpointError) as refused:
+        ownership.claim(tmp_path, "mine", {"seed": 0})
+    assert "holds the outputs of job 'other' (started " in str(refused.value) and "\n" not in str(refused.value)
