@@ -170,7 +170,7 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
         args = [_map_paths(a, mounts) for a in container.get("args", [])]
         if builtin:
             if rank == 0:
-                _check_trainer_args(args, [local for _, local in mounts])
+                _check_trainer_args(args)
             args = _metrics_args(args, rank, job)
         env = dict(base_env)
         for item in container.get("env", []):
@@ -191,10 +191,9 @@ def _last_flag_value(args: list[str], flag: str) -> str | None:
     return value
 
 
-def _check_trainer_args(args: list[str], volumes: list[Path]) -> None:
+def _check_trainer_args(args: list[str]) -> None:
     """Refuse, before anything starts, the built-in trainer's args that its parser refuses (program.args
-    with an abbreviated or unknown flag) or that would put the outputs outside every volume of the
-    pod (--checkpoint-dir=/elsewhere in program.args): here that would write outside the run's folders."""
+    with an abbreviated or unknown flag), as the trainer would once started, in every process."""
     import contextlib
     import io
 
@@ -208,12 +207,6 @@ def _check_trainer_args(args: list[str], volumes: list[Path]) -> None:
         lines = said.getvalue().strip().splitlines() or ["?"]
         raise UserError(f"$.program.args: the trainer refuses its arguments: {lines[-1].partition('error: ')[2]}"
                         [:500]) from None
-    directory = _last_flag_value(args, CHECKPOINT_DIR_FLAG)
-    where = Path(os.path.normpath(directory)) if directory else None
-    if where and not any(where == v or v in where.parents for v in volumes):
-        raise UserError(f"$.program.args: {CHECKPOINT_DIR_FLAG} {directory[:200]} is on no volume of the pod: the "
-                        "outputs would be lost with the pod (and written outside the run here); set checkpoint.dir "
-                        "instead")
 
 
 def _metrics_args(args: list[str], rank: int, job: LocalJob) -> list[str]:

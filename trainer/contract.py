@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from trainer import cluster, exit_codes
+from trainer import cluster, config, exit_codes
 
 # The pod annotation an Indexed Job (and a JobSet's child Job) numbers its pods with; the renders
 # pass it to the trainer as JAX_PROCESS_ID through the downward API.
@@ -28,6 +28,11 @@ MAX_GPUS_PER_HOST = 16
 
 # Directories the data and the outputs may not be mounted over.
 SYSTEM_DIRS = ("/", "/dev/shm", "/dev", "/proc", "/sys", "/etc", "/tmp")
+
+# The built-in trainer's flags that say where a job's outputs go, each rendered from one variable:
+# program.args may not set them (in any spelling), or the results would be where neither jaxgen run
+# nor run.sh looks for them.
+OUTPUT_FLAGS = {config.flag(f): f.metadata["variable"] for f in config.fields_named("checkpoint_dir", "run_name")}
 
 # The user and group the trainer runs as: the image's USER, the pods' runAsUser/runAsGroup/fsGroup,
 # and the owner of a host directory the pods write to.
@@ -104,6 +109,7 @@ def chart_json() -> str:
         "systemDirs": list(SYSTEM_DIRS),
         "runAsId": RUN_AS_ID,
         "processEnv": list(PROCESS_ENV),
+        "outputFlags": OUTPUT_FLAGS,
         "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
         "childJobFailureRules": [{"action": action, "match": match} for action, match in CHILD_JOB_FAILURE_RULES],

@@ -70,6 +70,9 @@ SEMANTIC_CASES = {
                          "$.training.model_parallelism: 2 must divide the local device count 1"),
     "env-shadows-rank": ({"env": [{"name": "JAX_COORDINATOR_ADDRESS", "value": "h:1"}]},
                          "$.env[0].name: JAX_COORDINATOR_ADDRESS is set for each process by the job"),
+    "program-args-outputs": ({"program": {"args": ["--seed", "1", "--checkpoint-dir=/x", "--run-name", "y"]}},
+                             "$.program.args[2]: --checkpoint-dir is set from checkpoint.dir (where jaxgen run and "
+                             "run.sh find the results); set checkpoint.dir instead"),
     "data-parallel": ({"hosts_count": 4, "local_device_count": 2,
                        "training": {"model_parallelism": 2, "strategy": "sharded", "batch_size": 12}},
                       "$.training.batch_size: 12 is not divisible by the global device count 8"),

@@ -53,28 +53,17 @@ def test_checkpoints_inside_the_data_dir_persist_and_a_rerun_resumes(tmp_path):
     assert re.search(r"Rank 0: resuming from the checkpoint of step 32", again.stdout), again.stdout[-3000:]
 
 
-@pytest.mark.parametrize("args,outputs", [
-    (["--run-name=other"], "claims/mnist-cpu-outputs/other"),
-    (["--run-name", "other"], "claims/mnist-cpu-outputs/other"),
-    (["--checkpoint-dir=/data/mnist/x", "--run-name=r"], "scratch/rank-0/data/x/r"),
-])
-def test_the_outputs_are_where_the_trainer_puts_them_in_either_spelling(tmp_path, args, outputs):
-    job = plan(tmp_path, NESTED, [f"program.args={{{','.join(args)}}}"])
-    assert outputs_of(job) == tmp_path / outputs
-
-
 @pytest.mark.parametrize("args,message", [
     (["--run-na", "x"], "$.program.args: the trainer refuses its arguments: unrecognized arguments: --run-na x"),
-    (["--checkpoint-d=/x"], "unrecognized arguments: --checkpoint-d=/x"),
+    (["--checkpoint-d=/x"], "$.program.args: the trainer refuses its arguments: unrecognized arguments: --checkpoint-d=/x"),
     (["--epochs", "many"], "argument --epochs: invalid int value: 'many'"),
-    (["--checkpoint-dir=/elsewhere"], "$.program.args: --checkpoint-dir /elsewhere is on no volume of the pod"),
-    (["--checkpoint-dir", "/checkpoints/../etc"], "--checkpoint-dir /checkpoints/../etc is on no volume"),
+    (["--checkpoint-dir=/elsewhere"], "$.program.args[0]: --checkpoint-dir is set from checkpoint.dir"),
+    (["--seed", "1", "--run-name", "other"], "$.program.args[2]: --run-name is set from name"),
 ])
-def test_trainer_args_it_would_refuse_or_that_write_elsewhere_are_refused_before_a_start(tmp_path, args, message):
+def test_trainer_args_that_would_be_refused_or_move_the_outputs_are_refused_before_a_start(tmp_path, args, message):
     argv = [sys.executable, "-m", "generator", "run", CPU_LOCAL, "--outputs", str(tmp_path / "outputs"),
             "--set-json", f"program.args={json.dumps(args)}"]
     done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.strip().splitlines() == [f"error: {message}"] or message in done.stderr, done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 and "started" not in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "started" not in done.stdout, done.stderr
+    assert message in done.stderr, done.stderr
     assert not (tmp_path / "elsewhere").exists()
