@@ -51,10 +51,16 @@ def draw_curves(directory: Path) -> Path | None:
 def report(directory: Path, resume_hint: str | None = None) -> int:
     """Print the run's result and where everything is; the exit code is 0 for a finished run."""
     directory = find_run(directory)
-    draw_curves(directory)
+    try:
+        draw_curves(directory)
+    except UserError as e:  # the result is still the result: the curves are an extra
+        click.echo(f"note: no {outputs.CURVES}: {e}", err=True)
     summary = outputs.read_summary(directory)
     if summary is None:
-        records = read_records(directory / outputs.METRICS) if (directory / outputs.METRICS).exists() else []
+        try:
+            records = read_records(directory / outputs.METRICS) if (directory / outputs.METRICS).exists() else []
+        except UserError:  # said above
+            records = []
         steps = [r["step"] for r in records if r.get("event") in ("step", "end", "preempted")
                  and isinstance(r.get("step"), int) and not isinstance(r["step"], bool)]
         where = f"its last record is step {number_text(steps[-1])}" if steps else "it recorded no step"

@@ -127,4 +127,4 @@ def test_jaxgen_reads_endless_or_huge_inputs_in_bounded_memory_and_time(tmp_path
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     output = proc.stdout + proc.stderr
     assert proc.returncode in (1, 2) and said in output and "Traceback" not in output, output[-2000:]
-    assert len(output.strip().splitlines()) == 1, output[-2000:]
+    assert len(output.strip().splitlines()) <= 2, output[-2000:]  # results: a note on the curves, then the verdict

@@ -73,3 +73,10 @@ def test_end_records_without_a_step(tmp_path):
     result = jaxgen("results", run_dir(tmp_path, None, metrics))
     assert result.exit_code == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stdout.endswith("(summary.json is missing; its last record is step 8)\n")
+
+
+def test_metrics_that_cannot_be_drawn_are_a_note_and_the_result_stands(tmp_path):
+    result = jaxgen("results", run_dir(tmp_path, SUMMARY, '{"event": "step", "step": -1, "loss": 1}\n'))
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.startswith("note: no curves.png: ") and "step record needs a number" in result.stderr
+    assert result.stdout.startswith("result: test accuracy 0.9512")
