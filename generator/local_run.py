@@ -204,9 +204,8 @@ def _check_trainer_args(args: list[str]) -> None:
         with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
             build_parser().parse_args(args)
     except SystemExit:
-        lines = said.getvalue().strip().splitlines() or ["?"]
-        raise UserError(f"$.program.args: the trainer refuses its arguments: {lines[-1].partition('error: ')[2]}"
-                        [:500]) from None
+        reason = (said.getvalue().strip().splitlines() or [""])[-1].partition("error: ")[2][:500]
+        raise UserError(f"$.program.args: the trainer refuses its arguments: {reason}") from None
 
 
 def _metrics_args(args: list[str], rank: int, job: LocalJob) -> list[str]:

@@ -38,9 +38,9 @@ from trainer.exit_codes import INTERRUPTED, PREEMPTED
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
 
-def exit_code_of(signal_name: str | None) -> int:
-    """The exit code of a run stopped by `signal_name` (None: a peer's signal stopped it)."""
-    return INTERRUPTED if signal_name == signal.SIGINT.name else PREEMPTED
+def exit_code_of(signal_name: str | None) -> tuple[int, str]:
+    """The exit code of a run stopped by `signal_name` (None: a peer's signal stopped it), and its word."""
+    return (INTERRUPTED, "interrupted") if signal_name == signal.SIGINT.name else (PREEMPTED, "preempted")
 
 
 def flush_and_exit(code: int) -> None:
@@ -76,9 +76,9 @@ class StopRequest:
                     continue
                 self.signal_name = signal.Signals(number).name
                 if not self.training:
-                    code = exit_code_of(self.signal_name)
+                    code, word = exit_code_of(self.signal_name)
                     self.log(f"received {self.signal_name} before training started: nothing to save, "
-                             f"exiting with {code} ({'interrupted' if code == INTERRUPTED else 'preempted'})")
+                             f"exiting with {code} ({word})")
                     flush_and_exit(code)
                 self.log(f"received {self.signal_name}: stopping after the current chunk of steps")
 

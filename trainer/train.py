@@ -17,7 +17,6 @@ from trainer.config import PRECISIONS, TrainConfig
 from trainer.errors import ConfigError
 from trainer.metrics import Logger, MetricsFile, progress
 from trainer.outputs import CHECKPOINTS, METRICS, XLA_CACHE, run_dir as outputs_dir
-from trainer.exit_codes import INTERRUPTED
 from trainer.preemption import StopRequest, exit_code_of
 from trainer.watchdog import Watchdog
 
@@ -326,10 +325,9 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     metrics.write({"event": "preempted" if stopped else "end", "step": step})
     if reporter:
         reporter.close()
-    code = exit_code_of(stop.signal_name) if stopped else 0
+    code, word = exit_code_of(stop.signal_name) if stopped else (0, "completed")
     if stopped:
-        log(f"stopped at step {step} of {total}; exiting with {code} "
-            f"({'interrupted' if code == INTERRUPTED else 'preempted'}: a rerun resumes here)")
+        log(f"stopped at step {step} of {total}; exiting with {code} ({word}: a rerun resumes here)")
     else:
         params_host = (host_state or strategy.get_state(state))[0]  # collective: every process calls it
         if step == start_step:  # resumed at the end: score the restored model (collective too)
