@@ -248,3 +248,17 @@ def test_an_odd_created_in_another_jobs_run_record_is_the_refusal_line(tmp_path,
     with pytest.raises(CheckpointError) as refused:
         ownership.claim(tmp_path, "mine", {"seed": 0})
     assert "holds the outputs of job 'other' (started " in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.slow
+def test_a_diverged_run_is_a_result_that_says_so_and_its_model_predicts_nothing(tmp_path):
+    from tests.support.jaxgen import jaxgen
+    from tests.trainer.test_inference_inputs import png, run
+
+    proc = start(trainer_argv(*small_train_args(tmp_path, "--learning-rate", "1e30")), tmp_path / "train.log")
+    assert wait_all([proc], 120) == [0], proc.output[-2000:]
+    assert "; diverged: the loss is nan" in proc.output
+    shown = jaxgen("results", str(outputs_of(tmp_path)))
+    assert shown.exit_code == 0 and "; diverged: the loss is nan" in shown.stdout.splitlines()[0]
+    refused = run("predict", "--model", outputs_of(tmp_path) / "model", png(tmp_path / "digit.png", 28, 28))
+    assert refused.returncode == exit_codes.CONFIG and "holds NaN or infinite values" in refused.stderr, refused.stderr
