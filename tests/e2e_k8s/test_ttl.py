@@ -8,7 +8,7 @@ import pytest
 from tests.e2e_k8s.kube import FAIL_INDEX, READY_DELAY, SCRIPTS, finish, prepare, start_run
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(900)  # the first test of a session also waits for the control plane
 @pytest.mark.parametrize("outcome", ["succeeded", "failed"])
 def test_a_job_removed_as_it_finishes_is_reported_as_it_finished(cluster, build_dir, outcome):
     name = f"e2e-ttl-{outcome}"
