@@ -17,7 +17,7 @@ import re2
 
 from trainer import models  # the model registry's facts (no jax import)
 from trainer.contract import (ANNOTATIONS_MAX_BYTES, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, IMAGE_DIRS, MAX_GPUS_PER_HOST,
-                              PROCESS_ENV, QUANTITY_SUFFIXES, RENDERED_ENV, SYSTEM_DIRS)
+                              OUTPUT_FLAGS, PROCESS_ENV, QUANTITY_SUFFIXES, RENDERED_ENV, SYSTEM_DIRS)
 
 from . import engines, images, kueue, set_values
 from .errors import EXCERPT, excerpt
@@ -230,6 +230,12 @@ def semantic_errors(values: dict) -> list[str]:
                           "a container takes each name once")
         first.setdefault(name, i)
     errors += images.repository_errors(values)
+    if not values["program"]["command"]:  # the built-in trainer: its outputs go where the variables say
+        for i, arg in enumerate(values["program"]["args"]):
+            for option, variable in sorted(OUTPUT_FLAGS.items()):
+                if arg == option or arg.startswith(option + "="):
+                    errors.append(f"$.program.args[{i}]: {option} is set from {variable} (where jaxgen run and "
+                                  f"run.sh find the results); set {variable} instead")
     size = sum(len(k.encode()) + len(v.encode()) for k, v in values["annotations"].items())
     if size > ANNOTATIONS_MAX_BYTES:
         errors.append(f"$.annotations: {size} bytes of keys and values; Kubernetes allows {ANNOTATIONS_MAX_BYTES}")

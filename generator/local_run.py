@@ -20,6 +20,7 @@ cluster, and their summary is printed (`jaxgen results`).
 from __future__ import annotations
 
 import os
+import posixpath
 import shutil
 import signal
 import socket
@@ -52,6 +53,7 @@ CLUSTER_VARIABLES = (*PROCESS_ENV, "JAX_PLATFORMS", "XLA_FLAGS")
 CHECKPOINTS_VOLUME = "checkpoints"  # the volume at checkpoint.dir (engines/kubernetes's volume_mounts)
 DEFAULT_OUTPUTS = "jax-training-outputs"
 METRICS_FLAG = flag(*fields_named("metrics_port"))  # the built-in trainer's
+CHECKPOINT_DIR_FLAG, RUN_NAME_FLAG = map(flag, fields_named("checkpoint_dir", "run_name"))
 DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
 SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failure that caused it
 
@@ -112,10 +114,25 @@ def _volume_dir(volume: dict, rank: int, run_dir: Path, claims: Path) -> Path:
     raise UserError(f"volume {name!r}: a {kind} volume cannot be run locally (use hostPath, emptyDir or a PVC)")
 
 
-def _map_paths(text: str, mounts: list[tuple[str, Path]]) -> str:
-    for mount_path, local in mounts:
+def _map_path(text: str, mounts: list[tuple[str, Path]]) -> str | None:
+    """The local path of a container path, by the mount that holds it most closely (a mount inside
+    another's folder takes its own paths), or None outside every mount."""
+    if text.startswith("/"):
+        text = posixpath.normpath(text)  # /checkpoints/../etc is not in /checkpoints
+    for mount_path, local in sorted(mounts, key=lambda m: len(m[0].rstrip("/")), reverse=True):
         if text == mount_path or text.startswith(mount_path.rstrip("/") + "/"):
             return str(local) + text[len(mount_path.rstrip("/")):]
+    return None
+
+
+def _map_paths(text: str, mounts: list[tuple[str, Path]]) -> str:
+    """An argument or env value with its container path mapped: PATH itself, or --flag=PATH."""
+    mapped = _map_path(text, mounts)
+    if mapped is not None:
+        return mapped
+    option, equals, value = text.partition("=")
+    if equals and option.startswith("--") and (mapped := _map_path(value, mounts)) is not None:
+        return f"{option}={mapped}"
     return text
 
 
@@ -162,6 +179,8 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
         command = [sys.executable if c == "python" else c for c in container.get("command", [])]
         args = [_map_paths(a, mounts) for a in container.get("args", [])]
         if builtin:
+            if rank == 0:
+                _check_trainer_args(args)
             args = _metrics_args(args, rank, job)
         env = dict(base_env)
         for item in container.get("env", []):
@@ -182,6 +201,23 @@ def _last_flag_value(args: list[str], flag: str) -> str | None:
         elif arg.startswith(flag + "="):
             value = arg[len(flag) + 1:]
     return value
+
+
+def _check_trainer_args(args: list[str]) -> None:
+    """Refuse, before anything starts, the built-in trainer's args that its parser refuses (program.args
+    with an abbreviated or unknown flag), as the trainer would once started, in every process."""
+    import contextlib
+    import io
+
+    from trainer.cli import build_parser
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+            build_parser().parse_args(args)
+    except SystemExit:
+        reason = (said.getvalue().strip().splitlines() or [""])[-1].partition("error: ")[2][:500]
+        raise UserError(f"$.program.args: the trainer refuses its arguments: {reason}") from None
 
 
 def _metrics_args(args: list[str], rank: int, job: LocalJob) -> list[str]:
@@ -396,10 +432,11 @@ def _trap_stop_signals(runner: Runner) -> dict:
 def outputs_of(job: LocalJob) -> Path | None:
     """Process 0's outputs directory (--checkpoint-dir/--run-name of the built-in trainer), or None."""
     argv = job.plans[0].argv if job.plans else []
-    flags = {flag: argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag in ("--checkpoint-dir", "--run-name")}
-    if "--checkpoint-dir" not in flags or "--run-name" not in flags:
+    # the trainer's last word, in either spelling (its parser takes no abbreviations)
+    directory, name = _last_flag_value(argv, CHECKPOINT_DIR_FLAG), _last_flag_value(argv, RUN_NAME_FLAG)
+    if not directory or not name:
         return None
-    return Path(flags["--checkpoint-dir"]) / flags["--run-name"]
+    return Path(directory) / name
 
 
 def _written_since(source: Path, since: float) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -69,7 +70,13 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
         (staging / MARKER).write_text("written by jaxgen render; replaced as a whole on the next render\n")
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=parent)) / "previous"
-            os.rename(target, old)
+            try:
+                os.rename(target, old)
+            except OSError as exc:
+                if exc.errno != errno.EBUSY:
+                    raise
+                _write_inside(target, files)  # a mount point cannot be renamed: its contents can
+                return
         os.rename(staging, target)
     except OSError as exc:
         if old is not None and old.exists() and not target.exists():
@@ -79,3 +86,29 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
     finally:
         if old is not None:
             shutil.rmtree(old.parent, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)  # left only when the files went inside a mount point
+
+
+def _write_inside(target: Path, files: dict[str, str]) -> None:
+    """Make a directory that cannot be renamed (a mount point: a bind mount, a container's volume) hold
+    exactly `files`: staged inside it, then the previous render's entries (it is empty or jaxgen's)
+    removed and each new one renamed into place. A crash in between leaves a mix that the next
+    render replaces, never a user's file touched."""
+    staging = None
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=".jaxgen-staging.", dir=target))
+        staging.chmod(0o777 & ~_umask())
+        for name, text in files.items():
+            (staging / name).parent.mkdir(exist_ok=True)
+            (staging / name).write_text(text, encoding="utf-8")
+        (staging / MARKER).write_text("written by jaxgen render; replaced as a whole on the next render\n")
+        for entry in target.iterdir():
+            if entry != staging:
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        for entry in staging.iterdir():
+            os.rename(entry, target / entry.name)
+        staging.rmdir()
+    except OSError as exc:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise UserError(f"{target}: cannot write: {exc.strerror}") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from pathlib import Path
 
 import click
@@ -22,26 +23,48 @@ RANGES = {"step": (0, 2**53, True), "epoch": (0, 2**53, True), "loss": (-1e300, 
           "train_accuracy": (0, 1, False), "test_accuracy": (0, 1, False)}
 
 
-def _number(x: float) -> str:
-    return str(int(x)) if abs(x) < 1e16 else f"{x:g}"
+MAX_LINE = 1 << 20  # characters in one metrics record
+
+
+def number_text(x: float) -> str:
+    if abs(x) < 1e16:
+        return str(int(x))
+    try:
+        return f"{x:g}"
+    except OverflowError:  # an integer beyond a float's range
+        return "a number beyond 1e308"
 
 
 def _check(field: str, value) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "needs a number"
+    if field == "loss" and not math.isfinite(value):
+        return None  # a diverged run's NaN or Infinity: drawn as a gap, and said (diverged_at)
     low, high, whole = RANGES[field]
     if not (low <= value <= high):  # NaN fails here too
-        return f"needs a number from {_number(low)} to {_number(high)}"
+        return f"needs a number from {number_text(low)} to {number_text(high)}"
     if whole and value != int(value):
         return "needs a whole number"
     return None
+
+
+def _lines(path: Path) -> list[str]:
+    """The file's lines, each read with a bound (a record is a few hundred bytes; /dev/zero has no end)."""
+    lines = []
+    with open(path, encoding="utf-8") as f:
+        while line := f.readline(MAX_LINE + 1):
+            if len(line) > MAX_LINE:
+                raise UserError(f"{path}:{len(lines) + 1}: a line of more than {MAX_LINE} characters: not a metrics "
+                                "record")
+            lines.append(line)
+    return lines
 
 
 def read_records(path: Path) -> list[dict]:
     """The metrics records, each checked for what draw() reads; any other line is one clear error."""
     records = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = _lines(path)
     except OSError as e:
         raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
     except UnicodeDecodeError:
@@ -50,8 +73,10 @@ def read_records(path: Path) -> list[dict]:
         if line.strip():
             try:
                 record = json.loads(line, parse_int=yaml_text.json_int)
-            except (ValueError, RecursionError) as e:
-                raise UserError(f"{path}:{number}: not a JSON line ({getattr(e, 'msg', 'nested too deeply')})") from None
+            except (ValueError, RecursionError) as e:  # ValueError: JSONDecodeError, or an integer of too many digits
+                reason = getattr(e, "msg", None) or ("nested too deeply" if isinstance(e, RecursionError) else
+                                                     str(e).split(":")[0])
+                raise UserError(f"{path}:{number}: not a JSON line ({reason})") from None
             if not isinstance(record, dict):
                 raise UserError(f"{path}:{number}: not a metrics record (a JSON object)")
             event = record.get("event")
@@ -70,6 +95,12 @@ def curves(records: list[dict]) -> tuple[dict[int, float], dict[int, dict]]:
     steps = {r["step"]: r["loss"] for r in records if r.get("event") == "step"}
     epochs = {r["epoch"]: r for r in records if r.get("event") == "epoch"}
     return dict(sorted(steps.items())), dict(sorted(epochs.items()))
+
+
+def diverged_at(records: list[dict]) -> int | None:
+    """The first step whose loss is not finite (the run diverged there), or None."""
+    return next((r["step"] for r in records if r.get("event") in NUMBER_FIELDS and not math.isfinite(r["loss"])),
+                None)
 
 
 def draw(records: list[dict], output: Path, title: str) -> None:
@@ -114,5 +145,9 @@ def plot_command(metrics, output):
     """Draw loss and accuracy curves from a trainer's metrics.jsonl."""
     if problem := missing("matplotlib", "plot", "jaxgen plot"):
         raise UserError(problem)
-    draw(read_records(metrics), output, str(metrics))
+    records = read_records(metrics)
+    draw(records, output, str(metrics))
     click.echo(f"wrote {output}")
+    step = diverged_at(records)
+    if step is not None:
+        click.echo(f"note: the run diverged: its loss is not finite from step {number_text(step)} on (not drawn)")

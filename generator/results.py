@@ -13,7 +13,7 @@ from trainer.extras import missing
 
 from . import runs
 from .errors import UserError
-from .plot import curves, draw, read_records
+from .plot import number_text, curves, draw, read_records
 
 NOT_FINISHED = 1  # the directory holds no summary: the run did not finish (or is still running)
 
@@ -67,16 +67,23 @@ def report(directory: Path, resume_hint: str | None = None) -> int:
             return NOT_FINISHED
         click.echo(f"latest ({newest.name}):")
         directory = newest
-    draw_curves(directory)
+    try:
+        draw_curves(directory)
+    except UserError as e:  # the result is still the result: the curves are an extra
+        click.echo(f"note: no {outputs.CURVES}: {e}", err=True)
     summary = outputs.read_summary(directory)
     if summary is None:
         record = runs.read_record(directory)
         if record.get("exit_code"):
             click.echo(f"{directory}: the run {record.get('status', 'failed')} with exit code {record['exit_code']}")
             return NOT_FINISHED
-        steps = [r["step"] for r in read_records(directory / outputs.METRICS) if r.get("event") in ("step", "end",
-                 "preempted")] if (directory / outputs.METRICS).exists() else []
-        where = f"its last record is step {steps[-1]}" if steps else "it recorded no step"
+        try:
+            records = read_records(directory / outputs.METRICS) if (directory / outputs.METRICS).exists() else []
+        except UserError:  # said above
+            records = []
+        steps = [r["step"] for r in records if r.get("event") in ("step", "end", "preempted")
+                 and isinstance(r.get("step"), int) and not isinstance(r["step"], bool)]
+        where = f"its last record is step {number_text(steps[-1])}" if steps else "it recorded no step"
         click.echo(f"{directory}: the run did not finish ({outputs.SUMMARY} is missing; {where})")
         return NOT_FINISHED
     for line in outputs.describe(summary, directory):

@@ -135,6 +135,19 @@ else  # a runtime's pods (TrainJob): owned by objects it made, found by name onl
   own='{{if true}}'
 fi
 
+# --- every state the object passes through, watched from now on: one that its ttlSecondsAfterFinished
+# removes as soon as it finishes (0 s) is still seen finishing, where polling could miss it
+state_template='{{.metadata.uid}} {{range .status.conditions}}{{if eq .status "True"}}{{.type}} {{end}}{{end}}'
+kubectl "${kube_args[@]}" --namespace "$NAMESPACE" get "$kind" "$NAME" --watch -o go-template="$state_template{{\"\\n\"}}" \
+  >"$tmp/watch" 2>/dev/null &
+watcher=$!
+trap 'kill "$watcher" 2>/dev/null || true; rm -rf "$apply_err" "$tmp"' EXIT
+last_watched() {  # the conditions of this object's last state the watch saw
+  local line
+  line="$(grep "^$uid " "$tmp/watch" | tail -n1)" || true
+  echo "${line#* }"
+}
+
 # --- rank 0's logs, in the background, until the job is decided
 rank0_pod() {  # name of the newest started rank-0 pod, if any
   kube get pods -l "$pods,$index_label=0" --sort-by .metadata.creationTimestamp \
@@ -184,7 +197,7 @@ stop_logs() {  # let the stream flush for up to 3 s after the verdict, then end 
 if $logs; then
   stream_logs &
   streamer=$!
-  trap 'stop_logs; rm -rf "$apply_err" "$tmp"' EXIT
+  trap 'stop_logs; kill "$watcher" 2>/dev/null || true; rm -rf "$apply_err" "$tmp"' EXIT
 fi
 
 # --- wait for the job's verdict
@@ -193,10 +206,17 @@ failed_pods() {  # one line per failed pod: index, name, container exit code and
 }
 log "waiting up to ${timeout}s for $what"
 deadline=$((SECONDS + timeout))
-verdict=""
+verdict="" removed=false
 while :; do
-  if ! state="$(kube get "$kind" "$NAME" -o go-template='{{.metadata.uid}} {{range .status.conditions}}{{if eq .status "True"}}{{.type}} {{end}}{{end}}' 2>"$tmp/get.err")"; then
-    grep -q NotFound "$tmp/get.err" && die "$what was deleted while waiting"
+  if ! state="$(kube get "$kind" "$NAME" -o go-template="$state_template" 2>"$tmp/get.err")"; then
+    if grep -q NotFound "$tmp/get.err"; then
+      sleep 1  # the watch's last lines
+      case " $(last_watched) " in  # finished, then removed by its ttlSecondsAfterFinished
+        *" Failed "*) verdict=failed removed=true; break ;;
+        *" $ok "*) verdict=succeeded removed=true; break ;;
+      esac
+      die "$what was deleted while waiting"
+    fi
     log "warning: $(tail -n1 "$tmp/get.err")"
     state="$uid "
   fi
@@ -256,11 +276,12 @@ fetch_results() {
 
 case "$verdict" in
   succeeded)
-    log "$what succeeded ($HOSTS_COUNT hosts)"
+    log "$what succeeded ($HOSTS_COUNT hosts)$($removed && echo "; it was removed as it finished (ttl_seconds_after_finished)")"
     fetch_results 0
     exit 0 ;;
   failed)
-    reason="$(kube get "$kind" "$NAME" -o go-template='{{range .status.conditions}}{{if and (eq .type "Failed") (eq .status "True")}}{{.reason}}: {{.message}}{{end}}{{end}}')"
+    reason="$(kube get "$kind" "$NAME" -o go-template='{{range .status.conditions}}{{if and (eq .type "Failed") (eq .status "True")}}{{.reason}}: {{.message}}{{end}}{{end}}' 2>/dev/null)" ||
+      reason="removed as it finished (ttl_seconds_after_finished)"
     failures="$(failed_pods)"
     log "$what FAILED (${reason:-no reason given})"
     if [ -n "$failures" ]; then

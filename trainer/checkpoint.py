@@ -93,12 +93,14 @@ def _save(directory: Path, step: int, leaves: list[np.ndarray], fingerprint: dic
     return final
 
 
-def load_latest(directory: str | os.PathLike, fingerprint: dict):
+def load_latest(directory: str | os.PathLike, fingerprint: dict, template: list[tuple[str, np.ndarray]] | None = None):
     """(step, leaves) of the newest checkpoint in `directory`, or None if there is none.
 
     A checkpoint of another configuration is an error (resuming from it would silently train
     something else), and so is one that cannot be read: writes are atomic, so such a file is
-    foreign or damaged, and starting over from an older one would hide that.
+    foreign or damaged, and starting over from an older one would hide that. `template`: the
+    (name, array) leaves of the state to restore into; the checkpoint's must match them in number,
+    names, sizes and kinds, and come back in their shapes and dtypes.
     """
     directory = Path(directory)
     for step in reversed(list_steps(directory)):
@@ -114,8 +116,31 @@ def load_latest(directory: str | os.PathLike, fingerprint: dict):
                 f"{path} was written by another configuration ({'; '.join(diffs)}); "
                 f"use an empty {named('checkpoint_dir')} or the original settings"
             )
-        return meta["step"], leaves
+        return meta["step"], leaves if template is None else _fit(path, meta, leaves, template)
     return None
+
+
+def _fit(path: Path, meta: dict, leaves: list[np.ndarray], template: list[tuple[str, np.ndarray]]) -> list[np.ndarray]:
+    """The checkpoint's leaves in the template's shapes and dtypes, or a CheckpointError naming the
+    first leaf that does not fit (a file of another trainer version or a damaged one)."""
+    def refuse(reason: str):
+        return CheckpointError(f"{path} does not fit this configuration's state ({reason}); move it away or use "
+                               "another --checkpoint-dir")
+
+    if len(leaves) != len(template):
+        raise refuse(f"{len(leaves)} arrays, the state has {len(template)}")
+    names = meta.get("names") or []
+    fitted = []
+    for i, (leaf, (name, want)) in enumerate(zip(leaves, template)):
+        shown = name or f"leaf {i}"
+        if names and (i >= len(names) or names[i] != name):
+            raise refuse(f"array {i} is {str(names[i] if i < len(names) else None)[:100]!r}, the state's {shown!r}")
+        if leaf.size != want.size:
+            raise refuse(f"{shown}: shape {leaf.shape}, the state's {want.shape}")
+        if not np.can_cast(leaf.dtype, want.dtype, casting="same_kind"):
+            raise refuse(f"{shown}: dtype {leaf.dtype}, the state's {want.dtype}")
+        fitted.append(np.asarray(leaf, dtype=want.dtype).reshape(want.shape))
+    return fitted
 
 
 def _read_state(path: Path) -> tuple[dict, list[np.ndarray]]:

@@ -10,6 +10,7 @@ import sys
 from trainer import config, supervisor
 from trainer.cluster import resolve_cluster
 from trainer.errors import ConfigError, TrainerError, as_peer_lost, report
+from trainer.exit_codes import INTERRUPTED
 from trainer.extras import missing
 
 DESCRIPTION = ("Train an MNIST classifier data-parallel on one or many processes and hosts (train), check that "
@@ -31,17 +32,19 @@ def _cluster_args(p: argparse.ArgumentParser, train: bool) -> None:
 def build_parser() -> argparse.ArgumentParser:
     # the name it was started by: the jax-trainer command, or `python -m trainer` (argv[0] is __main__.py)
     prog = "jax-trainer" if os.path.basename(sys.argv[0]) == "jax-trainer" else "python -m trainer"
-    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION,
+    # No abbreviations (--run-na for --run-name): a flag is read only as it is spelled, so jaxgen and
+    # the scripts, which read the rendered --checkpoint-dir and --run-name, read what the trainer reads.
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, allow_abbrev=False,
                                      epilog=f"`{prog} COMMAND --help` describes a command and its flags.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("train", help="data-parallel MNIST training")
+    t = sub.add_parser("train", help="data-parallel MNIST training", allow_abbrev=False)
     config.add_arguments(t)
     _cluster_args(t, train=True)
     for name, text in (("query", "print local and global devices"),
                        ("allreduce", "also check that a psum of ones equals the global device count")):
-        _cluster_args(sub.add_parser(name, help=text), train=False)
-    e = sub.add_parser("evaluate", help="re-score the MNIST test set with an exported model")
+        _cluster_args(sub.add_parser(name, help=text, allow_abbrev=False), train=False)
+    e = sub.add_parser("evaluate", help="re-score the MNIST test set with an exported model", allow_abbrev=False)
     _model_args(e)
     e.add_argument("--data-dir", metavar="DIR", help="a folder with the MNIST files (default: the data the model's "
                                                      "run read if it is still here, else $JAXT_CACHE/mnist, "
@@ -50,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--mirror", metavar="URL", help="where MNIST is downloaded from when no copy is here (default: "
                                                    f"the run's mirror, else {config.DEFAULT_MIRROR})")
     p = sub.add_parser("predict", help="classify images (an IDX image file, gzipped or not, or PNGs) with an "
-                                       "exported model")
+                                       "exported model", allow_abbrev=False)
     _model_args(p)
     p.add_argument("images", nargs="+", metavar="IMAGES", help="IDX image files or 28x28 grayscale PNGs")
     return parser
@@ -63,6 +66,14 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:  # Ctrl-C before train catches it as a stop signal, or in another command
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _run(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     args = parser.parse_args(argv)

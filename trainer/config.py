@@ -114,6 +114,9 @@ class _TrainConfig:
             "train_examples": self.train_examples, "lr_schedule": self.lr_schedule,
             # the cosine schedule's length depends on the number of epochs
             "epochs": self.epochs if self.lr_schedule == "cosine" else None,
+            # how the weights were computed: the model card and the summary say it, so a resume may not
+            # change it under them
+            "precision": self.precision, "allreduce_dtype": self.allreduce_dtype, "strategy": self.strategy,
         }
 
     @classmethod

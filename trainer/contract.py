@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from trainer import cluster, exit_codes
+from trainer import cluster, config, exit_codes
 from trainer.fencing import ATTEMPT_ENV
 
 # The pod annotation an Indexed Job (and a JobSet's child Job) numbers its pods with; the renders
@@ -38,6 +38,11 @@ IMAGE_DIRS = ("/opt/venv", "/opt/jax-training", "/usr", "/bin", "/sbin", "/lib",
 # and Python's float parsers read alike; an exponent (1e3) is part of the number.
 QUANTITY_SUFFIXES = {"n": "1e-9", "u": "1e-6", "m": "1e-3", "k": "1e3", "M": "1e6", "G": "1e9", "T": "1e12",
                      "P": "1e15", "E": "1e18", **{f"{s}i": str(2 ** (10 * n)) for n, s in enumerate("KMGTPE", 1)}}
+
+# The built-in trainer's flags that say where a job's outputs go, each rendered from one variable:
+# program.args may not set them (in any spelling), or the results would be where neither jaxgen run
+# nor run.sh looks for them.
+OUTPUT_FLAGS = {config.flag(f): f.metadata["variable"] for f in config.fields_named("checkpoint_dir", "run_name")}
 
 # The user and group the trainer runs as: the image's USER (trainer/Dockerfile's RUN_AS_ID build
 # argument, which scripts/image.sh passes), the pods' runAsUser/runAsGroup/fsGroup, and the owner of a
@@ -123,6 +128,7 @@ def chart_json() -> str:
         "runAsId": RUN_AS_ID,
         "processEnv": list(PROCESS_ENV),
         "renderedEnv": list(RENDERED_ENV),
+        "outputFlags": OUTPUT_FLAGS,
         "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
         "attemptEnv": ATTEMPT_ENV,
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import math
 import os
 import struct
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,28 +115,39 @@ def ensure_file(data_dir: Path, key: str, download: bool, mirror: str, log=print
     return path
 
 
-def parse_idx(path: Path) -> np.ndarray:
-    """Decode a gzipped IDX file (ubyte data) into an array; errors name the file."""
+# The most data bytes an IDX file may announce: MNIST's largest holds 47 MB; a header that says more is
+# a lie or another data set, and is refused before anything that size is read or allocated.
+MAX_IDX_BYTES = 1 << 30
+
+
+def parse_idx(path: Path, gzipped: bool = True) -> np.ndarray:
+    """Decode an IDX ubyte file, gzipped (as MNIST ships) or not, into an array; errors name the file.
+    Only the bytes its header announces are read (at most MAX_IDX_BYTES), so neither a lying header
+    nor a decompression bomb nor an endless file (/dev/zero) costs more than that."""
     try:
-        raw = gzip.decompress(path.read_bytes())
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
-        raise DataError(f"{path}: not a valid gzip file ({e})") from None
-    return decode_idx(raw, path)
-
-
-def decode_idx(raw: bytes, path: Path) -> np.ndarray:
-    """Decode the bytes of an IDX ubyte file (uncompressed) into an array; errors name `path`."""
-    if len(raw) < 4:
-        raise DataError(f"{path}: too short for an IDX header")
-    zero, dtype, ndim = struct.unpack(">HBB", raw[:4])
-    if zero != 0 or dtype != 0x08:
-        raise DataError(f"{path}: not an IDX ubyte file (magic {raw[:4].hex()})")
-    header = 4 + 4 * ndim
-    dims = struct.unpack(f">{ndim}I", raw[4:header])
-    expected = int(np.prod(dims))
-    if len(raw) - header != expected:
-        raise DataError(f"{path}: {len(raw) - header} data bytes, header announces {expected}")
-    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(dims)
+        with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as f:
+            head = f.read(4)
+            if len(head) < 4:
+                raise DataError(f"{path}: too short for an IDX header")
+            zero, dtype, ndim = struct.unpack(">HBB", head)
+            if zero != 0 or dtype != 0x08:
+                raise DataError(f"{path}: not an IDX ubyte file (magic {head.hex()})")
+            sizes = f.read(4 * ndim)
+            if len(sizes) < 4 * ndim:
+                raise DataError(f"{path}: too short for an IDX header of {ndim} dimensions")
+            dims = struct.unpack(f">{ndim}I", sizes)
+            expected = math.prod(dims)
+            if expected > MAX_IDX_BYTES:
+                raise DataError(f"{path}: the IDX header announces {expected} data bytes ({' x '.join(map(str, dims))}), "
+                                f"more than the {MAX_IDX_BYTES} this reader takes")
+            raw = f.read(expected + 1)
+    except (OSError, EOFError, zlib.error) as e:
+        what = "not a valid gzip file" if gzipped else "cannot read"
+        raise DataError(f"{path}: {what} ({getattr(e, 'strerror', None) or e})") from None
+    if len(raw) != expected:
+        found = f"{len(raw)}" if len(raw) < expected else "more"
+        raise DataError(f"{path}: {found} data bytes, header announces {expected}")
+    return np.frombuffer(raw, dtype=np.uint8).reshape(dims)
 
 
 def load_mnist(data_dir: str | os.PathLike, download: bool = True, mirror: str = DEFAULT_MIRROR, log=print) -> Dataset:

@@ -50,6 +50,9 @@ CHECKPOINT = BY_NAME["checkpoint"].code
 PEER_LOST = BY_NAME["peer-lost"].code
 HANG = BY_NAME["hang"].code
 PREEMPTED = BY_NAME["preempted"].code
+# Ctrl-C (SIGINT) on an interactive run: it checkpoints and stops as on SIGTERM, and exits as an
+# interrupted command does. Outside the table: no engine sends it to a pod or task.
+INTERRUPTED = 130
 
 
 def codes(action: str) -> list[int]:

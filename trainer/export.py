@@ -21,6 +21,8 @@ from trainer import __version__, models
 from trainer.errors import CheckpointError, ConfigError
 from trainer.outputs import MODEL, MODEL_CARD, MODEL_CONFIG, MODEL_FILE, evaluate_command, predict_command
 
+MAX_CONFIG_BYTES = 1 << 20  # the most of a config.json read
+
 # How an image becomes the model's input; stated in config.json so other code can do the same.
 PREPROCESSING = "flatten each 28x28 uint8 image (row-major) to 784 values and divide by 255 (float32)"
 
@@ -121,10 +123,48 @@ def load(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict]:
     path = Path(path)
     file = path / MODEL_FILE if path.is_dir() else path
     try:
-        config = json.loads((file.parent / MODEL_CONFIG).read_text())
+        with open(file.parent / MODEL_CONFIG, "rb") as f:
+            text = f.read(MAX_CONFIG_BYTES + 1)  # a config is a few hundred bytes; /dev/zero has no end
+        if len(text) > MAX_CONFIG_BYTES:
+            raise ValueError(f"{MODEL_CONFIG} is larger than {MAX_CONFIG_BYTES} bytes")
+        config = json.loads(text)
         params = load_file(str(file))
-    except (OSError, ValueError, SafetensorError) as e:
+    except (OSError, ValueError, RecursionError, SafetensorError) as e:
         raise ConfigError(f"--model {path}: not an exported model ({getattr(e, 'strerror', None) or e})") from None
     if not isinstance(config, dict) or config.get("model") not in models.NAMES:
         raise ConfigError(f"--model {path}: {file.parent / MODEL_CONFIG} names no known model")
+    _check(path, file.parent / MODEL_CONFIG, params, config)
     return params, config
+
+
+def _check(path: Path, config_file: Path, params: dict[str, np.ndarray], config: dict) -> None:
+    """What the model's config.json says must hold of its tensors: its precision, settings and
+    tensor names, float tensors of finite values (a diverged training leaves NaN)."""
+    from trainer.config import PRECISIONS
+
+    def refuse(reason: str):
+        return ConfigError(f"--model {path}: {reason}")
+
+    if config.get("precision") not in PRECISIONS:
+        raise refuse(f"{config_file} gives no precision ({' or '.join(PRECISIONS)})")
+    model = models.get(config["model"])
+    settings = {}
+    for setting in model.settings:
+        value = config.get(setting.name)
+        try:
+            if isinstance(value, bool) or not isinstance(value, list if setting.is_list else int):
+                raise TypeError
+            settings[setting.name] = setting.parse(",".join(map(str, value)) if setting.is_list else str(value))
+        except Exception:  # noqa: BLE001  (TypeError, argparse's ArgumentTypeError, int digits)
+            raise refuse(f"{config_file}: {setting.name} is not a valid {model.name} setting") from None
+    expected, found = sorted(model.param_specs(settings)), sorted(params)
+    if expected != found:
+        missing, extra = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
+        raise refuse(f"its tensors are not those of the {model.name} {config_file.name} describes ("
+                     + "; ".join(part for part in (missing and f"missing {', '.join(missing[:5])}",
+                                                   extra and f"unexpected {', '.join(extra[:5])[:200]}") if part) + ")")
+    for name, tensor in params.items():
+        if tensor.dtype.kind != "f":
+            raise refuse(f"tensor {name} is {tensor.dtype}, not floating point")
+        if not np.isfinite(tensor).all():
+            raise refuse(f"tensor {name} holds NaN or infinite values (the training diverged); it predicts nothing")

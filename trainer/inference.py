@@ -4,7 +4,9 @@ process: re-score the MNIST test set, or classify images from an IDX file or PNG
 from __future__ import annotations
 
 import os
+import sys
 import urllib.parse
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -62,10 +64,26 @@ def find_data(model_path: str, data_dir: str | None, download: bool, mirror: str
     return data.load_mnist(target, True, mirror or run.get("mirror") or DEFAULT_MIRROR)
 
 
+def _fit(jax, model_path: str, params: dict, config: dict) -> None:
+    """The tensors in the shapes the network multiplies (checked on shapes alone, nothing computed)."""
+    from trainer import models
+
+    network = models.get(config["model"]).network()
+    try:
+        out = jax.eval_shape(lambda p, x: network.apply(p, x, config["precision"]), params,
+                             jax.ShapeDtypeStruct((1, models.base.INPUTS), np.float32))
+    except (TypeError, ValueError) as e:
+        reason = str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"--model {model_path}: its tensors' shapes do not fit a {config['model']} ({reason})") from None
+    if out.shape != (1, models.base.CLASSES):
+        raise ConfigError(f"--model {model_path}: it gives outputs of shape {out.shape[1:]}, not "
+                          f"{models.base.CLASSES} logits")
+
+
 def evaluate(model_path: str, data_dir: str | None, download: bool, mirror: str | None, platform: str) -> int:
     params, config = export.load(model_path)
     dataset = find_data(model_path, data_dir, download, mirror)
-    _jax(platform)
+    _fit(_jax(platform), model_path, params, config)
     from trainer.strategies import count_correct
 
     correct = count_correct(params, dataset.test_images, dataset.test_labels, precision=config["precision"],
@@ -75,16 +93,23 @@ def evaluate(model_path: str, data_dir: str | None, download: bool, mirror: str 
     return 0
 
 
+# The most pixels a PNG may have: far more than any digit needs, far less than Pillow's own bomb
+# limit (89M pixels; 178M and more it refuses), whose decoding alone would take hundreds of MB.
+MAX_PNG_PIXELS = 4096 * 4096
+
+
 def read_images(path: Path) -> tuple[list[str], np.ndarray]:
-    """(names, uint8 images (n, 28, 28)) of an IDX image file (gzipped or not) or one PNG."""
+    """(names, uint8 images (n, 28, 28)) of an IDX image file (gzipped or not) or one PNG. Only the
+    first bytes say which (an endless input, /dev/zero, is read no further)."""
     try:
-        head = path.read_bytes()[:4]
+        with open(path, "rb") as f:
+            head = f.read(4)
     except OSError as e:
         raise DataError(f"{path}: cannot read: {e.strerror}") from None
     if head.startswith(b"\x89PNG"):
         return [str(path)], _png(path)[None]
     if head[:2] == b"\x1f\x8b" or head[:3] == b"\x00\x00\x08":
-        images = data.parse_idx(path) if head[:2] == b"\x1f\x8b" else data.decode_idx(path.read_bytes(), path)
+        images = data.parse_idx(path, gzipped=head[:2] == b"\x1f\x8b")
         if images.ndim != 3 or images.shape[1:] != (SIDE, SIDE):
             raise DataError(f"{path}: IDX images of shape {images.shape[1:]}, expected ({SIDE}, {SIDE})")
         return [f"{path}[{i}]" for i in range(len(images))], images
@@ -92,17 +117,45 @@ def read_images(path: Path) -> tuple[list[str], np.ndarray]:
 
 
 def _png(path: Path) -> np.ndarray:
-    """A PNG as a 28 x 28 grayscale image (resized if needed; MNIST digits are white on black)."""
-    from PIL import Image, UnidentifiedImageError
+    """A PNG as a 28 x 28 grayscale image (resized if needed; MNIST digits are white on black). A
+    transparent one is laid onto black; one drawn in its alpha channel alone (one colour, the shape in
+    the transparency) is read from its alpha channel, which is said on stderr."""
+    from PIL import Image
 
     try:
-        with Image.open(path) as image:
-            gray = image.convert("L")
-            if gray.size != (SIDE, SIDE):
-                gray = gray.resize((SIDE, SIDE), Image.Resampling.LANCZOS)
-            return np.asarray(gray, np.uint8)
-    except (OSError, UnidentifiedImageError) as e:
-        raise DataError(f"{path}: not a readable PNG ({e})") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)  # one line, as every other refusal
+            with Image.open(path) as image:
+                if image.width * image.height > MAX_PNG_PIXELS:
+                    raise DataError(f"{path}: {image.width} x {image.height} pixels, more than the {MAX_PNG_PIXELS} "
+                                    "this reader decodes")
+                gray = _gray(image, path)
+                if gray.size != (SIDE, SIDE):
+                    gray = gray.resize((SIDE, SIDE), Image.Resampling.LANCZOS)
+                return np.asarray(gray, np.uint8)
+    except DataError:
+        raise
+    except Exception as e:  # noqa: BLE001  (Pillow raises OSError, ValueError, SyntaxError, its bomb errors...)
+        reason = str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise DataError(f"{path}: not a readable PNG ({reason})") from None
+
+
+def _gray(image, path: Path):
+    from PIL import Image
+
+    if image.mode not in ("RGBA", "LA", "PA") and "transparency" not in image.info:
+        return image.convert("L")
+    rgba = image.convert("RGBA")
+    alpha = rgba.getchannel("A")
+    gray = rgba.convert("L")
+    if alpha.getextrema()[0] == 255:  # opaque after all
+        return gray
+    visible = np.asarray(gray)[np.asarray(alpha) > 0]
+    if visible.size and visible.min() == visible.max():  # one colour: the digit is the shape of the transparency
+        print(f"note: {path}: drawn in one colour on a transparent ground: reading the digit from its alpha channel",
+              file=sys.stderr)
+        return alpha
+    return Image.composite(gray, Image.new("L", gray.size, 0), alpha)
 
 
 def predict(model_path: str, inputs: list[str], platform: str) -> int:
@@ -116,11 +169,15 @@ def predict(model_path: str, inputs: list[str], platform: str) -> int:
         raise ConfigError("predict needs at least one image file")
     images = np.concatenate(batches)
     jax = _jax(platform)
+    _fit(jax, model_path, params, config)
     from trainer import models
 
     x = images.reshape(len(images), -1).astype(np.float32) / np.float32(255.0)
     logits = models.get(config["model"]).network().apply(jax.device_put(params), x, config["precision"])
     probabilities = np.asarray(jax.nn.softmax(logits, axis=-1))
+    unusable = next((name for name, p in zip(names, probabilities) if not np.isfinite(p).all()), None)
+    if unusable is not None:
+        raise ConfigError(f"--model {model_path}: its outputs for {unusable} are not finite numbers (weights too large)")
     try:
         for name, p in zip(names, probabilities):
             print(f"{name}: {int(p.argmax())} (p={p.max():.3f})", flush=True)

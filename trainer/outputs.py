@@ -15,6 +15,7 @@ layout and the summary too.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -32,6 +33,7 @@ SUMMARY = "summary.json"
 CURVES = "curves.png"
 XLA_CACHE = "xla-cache"
 CHECKPOINT_FILE = re.compile(r"^ckpt-(\d{10})\.npz$")  # in CHECKPOINTS; the group: its step
+MAX_SUMMARY_BYTES = 1 << 20  # the most of a summary.json read
 
 
 def run_dir(checkpoint_dir: str | os.PathLike, run_name: str) -> Path:
@@ -50,27 +52,56 @@ def predict_command(model: str | os.PathLike) -> str:
 def read_summary(directory: str | os.PathLike) -> dict | None:
     """The summary.json of an outputs directory, or None when the run has not finished."""
     try:
-        return json.loads((Path(directory) / SUMMARY).read_text())
-    except (OSError, ValueError):
+        with open(Path(directory) / SUMMARY, "rb") as f:
+            text = f.read(MAX_SUMMARY_BYTES + 1)  # a summary is a few KB; /dev/zero has no end
+        summary = json.loads(text) if len(text) <= MAX_SUMMARY_BYTES else None
+    except (OSError, ValueError, RecursionError):
         return None
+    return summary if isinstance(summary, dict) else None
+
+
+def _shown(summary: dict, key: str, spec: str) -> str | None:
+    """summary[key] formatted by `spec`, or None when it is not a number (missing, null, a string)."""
+    value = summary.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return format(value, spec)
+
+
+def diverged(summary: dict) -> bool:
+    """Whether the run's loss ended as NaN or infinite (the JSON tokens NaN, Infinity)."""
+    loss = summary.get("loss")
+    return isinstance(loss, float) and not math.isfinite(loss)
 
 
 def result_line(summary: dict) -> str:
-    """One line: what a Kubernetes termination message and the end of the log say."""
-    epochs = summary["epochs"]
-    return (f"test accuracy {summary['test_accuracy']:.4f}, train accuracy {summary['train_accuracy']:.4f} "
-            f"after {epochs} epoch{'s' if epochs != 1 else ''} ({summary['steps']} steps) in "
-            f"{summary['wall_seconds']:.1f} s, "
-            f"{summary['examples_per_second']:.0f} examples/s")
+    """One line: what a Kubernetes termination message and the end of the log say. Whatever a
+    summary holds, or lacks, it says what is known: n/a for an accuracy or count that is not a
+    number, no time or speed when none was measured (no metrics file), and "diverged" for a loss
+    that is not finite."""
+    epochs = summary.get("epochs")
+    text = (f"test accuracy {_shown(summary, 'test_accuracy', '.4f') or 'n/a'}, "
+            f"train accuracy {_shown(summary, 'train_accuracy', '.4f') or 'n/a'} "
+            f"after {_shown(summary, 'epochs', '') or 'n/a'} epoch{'' if epochs == 1 else 's'} "
+            f"({_shown(summary, 'steps', '') or 'n/a'} steps)")
+    seconds, speed = _shown(summary, "wall_seconds", ".1f"), _shown(summary, "examples_per_second", ".0f")
+    if seconds is not None and summary["wall_seconds"] > 0:
+        text += f" in {seconds} s"
+    if speed is not None and math.isfinite(summary["examples_per_second"]):
+        text += f", {speed} examples/s"
+    if diverged(summary):
+        text += f"; diverged: the loss is {summary['loss']}"
+    return text
 
 
 def describe(summary: dict, directory: str | os.PathLike) -> list[str]:
     """The lines that tell a person where a finished run's results are and what to do with them."""
     d = Path(directory)
     lines = [f"result: {result_line(summary)}"]
-    if summary.get("restarts"):
-        lines.append(f"  restarts: {summary['restarts']} (resumed from step "
-                     f"{', '.join(str(s) for s in summary.get('resumed_from', []))})")
+    resumed = summary.get("resumed_from")
+    if summary.get("restarts") and isinstance(resumed, list):
+        lines.append(f"  restarts: {str(summary['restarts'])[:20]} (resumed from step "
+                     f"{', '.join(str(s)[:20] for s in resumed[:20])})")
     if summary.get("goodput"):
         lines.append(f"  goodput:  {goodput_line(summary['goodput'])}")
     rows = [("model", d / MODEL / MODEL_FILE), ("card", d / MODEL / MODEL_CARD), ("metrics", d / METRICS),

@@ -22,6 +22,16 @@ def _differences(theirs: dict, ours: dict) -> str:
     return "; ".join(f"{k} {theirs.get(k)!r} there, {ours.get(k)!r} now" for k in keys if theirs.get(k) != ours.get(k))
 
 
+def _started(created) -> str:
+    """When the owner started, from its run.json's `created` (seconds since the epoch), whatever it holds."""
+    if isinstance(created, (int, float)) and not isinstance(created, bool):
+        try:
+            return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(created))
+        except (ValueError, OverflowError, OSError):  # NaN, out of range
+            pass
+    return "at an unknown time"
+
+
 def claim(directory: str | os.PathLike, name: str, fingerprint: dict) -> None:
     """Take `directory` for the job `name`, or check that it is already this job's."""
     directory = Path(directory)
@@ -46,8 +56,8 @@ def claim(directory: str | os.PathLike, name: str, fingerprint: dict) -> None:
                               f"{named('checkpoint_dir')}")
     if owner.get("name") != name or theirs != fingerprint:
         what = _differences(theirs, fingerprint) or f"job {owner.get('name')!r} there, {name!r} now"
-        started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(owner.get("created") or 0))
-        raise CheckpointError(f"{directory} holds the outputs of job {owner.get('name')!r} (started {started}) with "
+        raise CheckpointError(f"{directory} holds the outputs of job {str(owner.get('name'))[:100]!r} "
+                              f"(started {_started(owner.get('created'))}) with "
                               f"other settings ({what}), so job {name!r} of this configuration may not use it: "
                               + _advice(directory))
 

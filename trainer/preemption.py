@@ -1,4 +1,5 @@
-"""Stop on SIGTERM or SIGUSR1 at one step every process agrees on, checkpoint it, exit 143.
+"""Stop on SIGTERM or SIGUSR1 at one step every process agrees on, checkpoint it, exit 143; on
+SIGINT (Ctrl-C) the same, exiting 130 as an interrupted command does.
 
 A pod deletion, a node drain or a preemption sends SIGTERM to one pod at a time; SLURM's
 `--signal` warning before the time limit sends SIGUSR1 (or what it is told) to every task, a few
@@ -32,9 +33,14 @@ import threading
 
 import numpy as np
 
-from trainer.exit_codes import PREEMPTED
+from trainer.exit_codes import INTERRUPTED, PREEMPTED
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+
+
+def exit_code_of(signal_name: str | None) -> tuple[int, str]:
+    """The exit code of a run stopped by `signal_name` (None: a peer's signal stopped it), and its word."""
+    return (INTERRUPTED, "interrupted") if signal_name == signal.SIGINT.name else (PREEMPTED, "preempted")
 
 
 def flush_and_exit(code: int) -> None:
@@ -70,9 +76,10 @@ class StopRequest:
                     continue
                 self.signal_name = signal.Signals(number).name
                 if not self.training:
+                    code, word = exit_code_of(self.signal_name)
                     self.log(f"received {self.signal_name} before training started: nothing to save, "
-                             f"exiting with {PREEMPTED} (preempted)")
-                    flush_and_exit(PREEMPTED)
+                             f"exiting with {code} ({word})")
+                    flush_and_exit(code)
                 self.log(f"received {self.signal_name}: stopping after the current chunk of steps")
 
     def agreed(self, distributed: bool) -> bool:

@@ -51,7 +51,8 @@ def summarize(cfg, spec, local_devices: int, records: list[dict], final: dict, s
         "name": cfg.run_name, "status": "completed",
         "test_accuracy": final.get("test_accuracy"), "train_accuracy": final.get("train_accuracy"),
         "loss": final.get("loss"), "epochs": cfg.epochs, "steps": steps,
-        "wall_seconds": round(_running_seconds(records), 3),
+        # unknown (None) without a metrics file: the attempts' times are in it
+        "wall_seconds": round(_running_seconds(records), 3) if records else None,
         "training_seconds": round(trained, 3),
         "examples_per_second": round(examples / trained, 1) if trained else None,
         "restarts": max(len(starts) - 1, 0),
@@ -93,9 +94,7 @@ def write(run_dir: Path, params: dict, cfg, summary: dict) -> None:
 
 
 def line(summary: dict) -> str:
-    """result_line() with what a missing value would break replaced by n/a."""
-    complete = {k: (v if v is not None else float("nan")) for k, v in summary.items()}
-    return result_line(complete)
+    return result_line(summary)
 
 
 def terminate_with(message: str, path: str = TERMINATION_LOG) -> None:

@@ -15,10 +15,9 @@ from trainer.cluster import ClusterSpec
 from trainer.checkpoint_writer import CheckpointWriter
 from trainer.config import PRECISIONS, TrainConfig, ephemeral_outputs
 from trainer.errors import ConfigError
-from trainer.exit_codes import PREEMPTED
 from trainer.metrics import Logger, MetricsFile, Pace, progress
 from trainer.outputs import CHECKPOINTS, METRICS, XLA_CACHE, run_dir as outputs_dir
-from trainer.preemption import StopRequest
+from trainer.preemption import StopRequest, exit_code_of
 from trainer.watchdog import Watchdog
 
 
@@ -86,13 +85,15 @@ def compilation_cache_dir(cfg: TrainConfig) -> str | None:
 
 def _restore(cfg, spec, host_state, jax, log):
     """(start_step, host_state): process 0 reads its newest checkpoint and broadcasts it to all."""
-    leaves, treedef = jax.tree.flatten(host_state)
+    paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(host_state)
+    leaves = [np.asarray(leaf) for _, leaf in paths_leaves]
     found = None
     if spec.process_id == 0 and cfg.checkpoint_dir:
-        found = checkpoint.load_latest(run_dir(cfg) / CHECKPOINTS, cfg.fingerprint())
+        template = [(jax.tree_util.keystr(path), leaf) for (path, _), leaf in zip(paths_leaves, leaves)]
+        found = checkpoint.load_latest(run_dir(cfg) / CHECKPOINTS, cfg.fingerprint(), template)
     step = found[0] if found else 0
     if found:
-        leaves = [np.asarray(x, dtype=t.dtype).reshape(t.shape) for x, t in zip(found[1], leaves)]
+        leaves = found[1]
     if spec.distributed:
         from jax.experimental import multihost_utils
 
@@ -349,11 +350,12 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
                    "save_seconds": round(time.perf_counter() - closing, 6)})
     if reporter:
         reporter.close()
+    code, word = exit_code_of(stop.signal_name) if stopped else (0, "completed")
     if stopped:
         after = ("nothing is saved without --checkpoint-dir, so a rerun starts over" if not cfg.checkpoint_dir else
                  "its checkpoint is on an emptyDir, so a rerun starts over" if ephemeral_outputs() else
                  "a rerun resumes here")
-        log(f"stopped at step {step} of {total}; exiting with {PREEMPTED} (preempted: {after})")
+        log(f"stopped at step {step} of {total}; exiting with {code} ({word}: {after})")
     else:
         params_host = (host_state or strategy.get_state(state))[0]  # collective: every process calls it
         if step == start_step:  # resumed at the end: score the restored model (collective too)
@@ -363,5 +365,5 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
         log("training completed.")  # every process: each one confirms its own end
     if spec.distributed:
         jax.distributed.shutdown()
-    return PREEMPTED if stopped else 0
+    return code
 

@@ -33,6 +33,8 @@ ENV_CA_CERT = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
 ENV_TOKEN = "KUBEFLOW_TRAINER_SERVER_TOKEN"
 INTERVAL = 5.0  # seconds between reports: "at most once every 5 seconds" (Trainer's TrainJob progress guide)
 TIMEOUT = 5.0  # seconds one report may take
+MAX_REPLY = 64 * 1024  # bytes of a reply read (a reply is a few hundred; a larger one is not read whole)
+MAX_MESSAGE = 300  # characters of a server's error message in the warning line
 # The metrics reported, by name: the metrics.jsonl records and field each comes from (as the
 # Prometheus series of the same figures, trainer/monitoring.py), and its format.
 METRICS = {
@@ -152,7 +154,7 @@ class Reporter:
                                              headers={"Authorization": f"Bearer {token}",
                                                       "Content-Type": "application/json"})
             with opener.open(request, timeout=self.timeout) as response:
-                response.read()
+                response.read(MAX_REPLY)  # what the server says is not used: read a bounded part, then close
         except (OSError, ValueError, http.client.HTTPException) as e:  # URLError, HTTPError, TLS, timeouts: OSError
             if not self._warned:
                 self.log(f"warning: TrainJob status not reported to {self.url} ({_reason(e)}); "
@@ -164,12 +166,21 @@ class Reporter:
 
 
 def _reason(error: Exception) -> str:
+    """Why a report failed, as one line of at most MAX_MESSAGE characters (a server's message is read
+    from at most MAX_REPLY bytes of its reply)."""
     if isinstance(error, urllib.error.HTTPError):
         try:
-            message = json.loads(error.read() or b"{}").get("message", "")
-        except (OSError, ValueError, AttributeError):
-            message = ""
-        return f"HTTP {error.code}" + (f": {message}" if message else "")
-    if isinstance(error, urllib.error.URLError):
-        return str(error.reason)
-    return str(error) or type(error).__name__
+            reply = error.read(MAX_REPLY)
+        except OSError:
+            reply = b""
+        try:
+            message = json.loads(reply or b"{}").get("message", "")  # a Kubernetes Status object's
+        except (ValueError, AttributeError, RecursionError):  # not JSON, or cut at MAX_REPLY: its start
+            message = reply.decode(errors="replace")
+        reason = f"HTTP {error.code}" + (f": {message}" if isinstance(message, str) and message else "")
+    elif isinstance(error, urllib.error.URLError):
+        reason = str(error.reason)
+    else:
+        reason = str(error) or type(error).__name__
+    line = " ".join(reason.split())
+    return line if len(line) <= MAX_MESSAGE else line[:MAX_MESSAGE] + "…"

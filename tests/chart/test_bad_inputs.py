@@ -75,6 +75,9 @@ SEMANTIC_CASES = {
                   "$.env[1].name: A is already set by $.env[0]; a container takes each name once"),
     "env-shadows-rendered": ({"env": [{"name": "PYTHONUNBUFFERED", "value": "0"}]},
                              "$.env[0].name: PYTHONUNBUFFERED is set by the job itself"),
+    "program-args-outputs": ({"program": {"args": ["--seed", "1", "--checkpoint-dir=/x", "--run-name", "y"]}},
+                             "$.program.args[2]: --checkpoint-dir is set from checkpoint.dir (where jaxgen run and "
+                             "run.sh find the results); set checkpoint.dir instead"),
     "data-parallel": ({"hosts_count": 4, "local_device_count": 2,
                        "training": {"model_parallelism": 2, "strategy": "sharded", "batch_size": 12}},
                       "$.training.batch_size: 12 is not divisible by the global device count 8"),

@@ -36,8 +36,17 @@ FILES = {
     "directive.yaml": "%YAML 1.2\n---\nname: x\n",
     "tags.yaml": "name: !!binary //79\nlabels: !!set {a, b}\ntraining: !custom {epochs: !!int x}\n",
     "merge.yaml": "training:\n  epochs: 1\n  <<: [{epochs: 7}, {epochs: 8}]\n  <<: 3\n",
+    # outputs directories: a diverged run's, with what --metrics-file /dev/null leaves; one with odd records
+    "diverged/run.json": "{}",
+    "diverged/summary.json": '{"test_accuracy": 0.1, "loss": NaN, "epochs": 1, "steps": 3, "wall_seconds": null, '
+                             '"examples_per_second": null, "restarts": 1, "resumed_from": 2}',
+    "diverged/metrics.jsonl": '{"event": "step", "step": 1, "loss": NaN}\n{"event": "end"}\n',
+    "odd/run.json": "{}",
+    "odd/summary.json": "[1]",
+    "odd/metrics.jsonl": '{"event": "end", "step": "x"}\n{"event": "preempted"}\n',
 }
-PATHS = [*FILES, "dir", "missing.json", "/dev/null", "/proc/nope/x", ".", "..", "dir/sub", "seed.json/x", ""]
+PATHS = [*FILES, "dir", "missing.json", "/dev/null", "/dev/zero", "/proc/nope/x", ".", "..", "dir/sub", "seed.json/x",
+         "", "diverged", "odd"]
 VALUES = [*(v for v in YAML_LOOKALIKES if "\x00" not in v), "hosts_count=0", "a=b", "x", "name=Bad_Name",
           "training.epochs=1e3", "env[0].name=A", "target=slurm", "l[70000]=1", "{", "a={x,", "a\\", "=", ",", "json",
           "yaml", *NAMES, '{"training": {"epochs": 2}}', "{", "[1]", "data.download=fal\u017fe",
@@ -81,7 +90,8 @@ def test_jaxgen_answers_hostile_input_without_a_traceback(tmp_path_factory, argv
     cwd = os.getcwd()
     os.chdir(scratch)
     try:
-        os.mkdir("dir")
+        for directory in ("dir", "diverged", "odd"):
+            os.mkdir(directory)
         for name, text in FILES.items():
             with open(name, "w", encoding="utf-8", errors="surrogateescape") as f:
                 f.write(text)
@@ -93,3 +103,35 @@ def test_jaxgen_answers_hostile_input_without_a_traceback(tmp_path_factory, argv
     assert "Traceback" not in result.output
     for line in result.stderr.splitlines():
         assert len(line) <= 1000, line[:200]
+
+
+# The inputs that once cost memory or time without bound, each run as a child process under an address
+# space limit: one line and exit 1 or 2 within the time, never MemoryError.
+BOUNDED = [
+    (["plot", "/dev/zero"], "a line of more than"),
+    (["results", "zero-metrics"], "a line of more than"),
+    (["results", "zero-summary"], "the run did not finish"),
+    (["plot", "huge-number.jsonl"], "not a JSON line"),
+]
+
+
+@pytest.mark.parametrize("argv,said", BOUNDED, ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_jaxgen_reads_endless_or_huge_inputs_in_bounded_memory_and_time(tmp_path, argv, said):
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO_ROOT
+
+    for name in ("zero-metrics", "zero-summary"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run.json").write_text("{}")
+    (tmp_path / "zero-metrics" / "metrics.jsonl").symlink_to("/dev/zero")
+    (tmp_path / "zero-summary" / "summary.json").symlink_to("/dev/zero")
+    (tmp_path / "huge-number.jsonl").write_text('{"event": "step", "step": 1' + "0" * 100_000 + "}\n")
+    code = ("import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+            "sys.argv[0] = 'jaxgen'; runpy.run_module('generator', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    output = proc.stdout + proc.stderr
+    assert proc.returncode in (1, 2) and said in output and "Traceback" not in output, output[-2000:]
+    assert len(output.strip().splitlines()) <= 2, output[-2000:]  # results: a note on the curves, then the verdict

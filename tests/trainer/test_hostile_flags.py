@@ -22,6 +22,9 @@ CASES = [
     (["--run-name", ".."], exit_codes.CONFIG, "--run-name '..' must name one directory"),
     (["--checkpoint-dir", "/dev/null"], exit_codes.CHECKPOINT, "--checkpoint-dir /dev/null: not a directory"),
     (["--data-dir", "/dev/null"], exit_codes.DATA, "/dev/null: the data directory is not a directory"),
+    # no abbreviations: a flag means only what it spells, as jaxgen and the scripts read it
+    (["--run-na", "x"], exit_codes.CONFIG, "unrecognized arguments: --run-na x"),
+    (["--checkpoint-d=/x"], exit_codes.CONFIG, "unrecognized arguments: --checkpoint-d=/x"),
 ]
 
 
@@ -66,3 +69,36 @@ def test_a_command_that_is_not_distributed_names_no_rank(tmp_path):
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == exit_codes.CONFIG
     assert proc.stderr.startswith("error: --model ") and "Rank" not in proc.stderr, proc.stderr
+
+
+# predict and evaluate with hostile arguments, under an address space limit and a time bound.
+MODEL_CASES = [
+    (["predict", "--model", "/dev/zero", "/dev/zero"], exit_codes.CONFIG, "not an exported model"),
+    (["predict", "--model", "{zero_config}", "x"], exit_codes.CONFIG, "config.json is larger than"),
+    (["predict", "--model", "{model}", "/dev/zero"], exit_codes.DATA, "neither a PNG nor an IDX image file"),
+    (["predict", "--model", "{model}", "/"], exit_codes.DATA, "/: cannot read"),
+    (["predict", "--model", "{model}", "/nonexistent"], exit_codes.DATA, "cannot read"),
+    (["predict", "--mod", "{model}", "x"], exit_codes.CONFIG, "the following arguments are required: --model"),
+    (["evaluate", "--model", "{model}", "--data-dir", "/dev/null", "--no-download"], exit_codes.DATA,
+     "not a directory"),
+    (["evaluate", "--model", "{model}", "--data-dir", "{zero_data}", "--no-download"], exit_codes.DATA,
+     "not a file (the MNIST file"),
+]
+
+
+@pytest.mark.parametrize("args,code,message", MODEL_CASES, ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_predict_and_evaluate_answer_hostile_arguments_in_bounded_memory(tmp_path, args, code, message):
+    from tests.trainer.test_inference_inputs import export_model, run
+
+    model = export_model(tmp_path / "model")
+    (tmp_path / "zero-config").mkdir()
+    (tmp_path / "zero-config" / "config.json").symlink_to("/dev/zero")
+    (tmp_path / "zero-data").mkdir()
+    for name in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                 "t10k-labels-idx1-ubyte.gz"):
+        (tmp_path / "zero-data" / name).symlink_to("/dev/zero")
+    argv = [a.format(model=model, zero_config=tmp_path / "zero-config", zero_data=tmp_path / "zero-data") for a in args]
+    proc = run(*argv, memory=1 << 30, timeout=60)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == code and "Traceback" not in output, output[-2000:]
+    assert message in output.strip().splitlines()[-1], output[-2000:]

@@ -110,11 +110,92 @@ def test_a_job_of_another_configuration_is_refused_and_the_first_keeps_its_resul
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("flags,said", [
+    (["--precision", "bfloat16"], "precision 'float32' there, 'bfloat16' now"),
+    (["--strategy", "sharded"], "strategy 'pmap' there, 'sharded' now"),
+    (["--allreduce-dtype", "bfloat16"], "allreduce_dtype 'float32' there, 'bfloat16' now"),
+])
+def test_a_rerun_in_another_precision_or_strategy_cannot_relabel_the_model(finished, tmp_path, flags, said):
+    """The card and the summary say how the weights were computed: a resume may not change it."""
+    outputs, _ = finished
+    copy = tmp_path / "c"
+    shutil.copytree(outputs.parent, copy, ignore=shutil.ignore_patterns("train.log"))
+    card = (outputs_of(copy) / "model" / "README.md").read_text()
+    proc = start(trainer_argv(*small_train_args(copy, *flags)), tmp_path / "rerun.log")
+    one_line_error(proc, exit_codes.CHECKPOINT, said)
+    assert (outputs_of(copy) / "model" / "README.md").read_text() == card and "| float32 (parameters" in card
+
+
+@pytest.mark.slow
+def test_a_run_without_a_metrics_file_reports_its_result_without_made_up_figures(tmp_path):
+    from tests.support.jaxgen import jaxgen
+
+    proc = start(trainer_argv(*small_train_args(tmp_path, "--metrics-file", "/dev/null")), tmp_path / "train.log")
+    assert wait_all([proc], 120) == [0], proc.output[-2000:]
+    [result] = [line for line in proc.output.splitlines() if "Rank 0: result:" in line]
+    assert result.endswith("after 1 epoch (32 steps)") and "nan" not in result, result
+    summary = json.loads((outputs_of(tmp_path) / "summary.json").read_text())
+    assert summary["wall_seconds"] is None and summary["examples_per_second"] is None
+    shown = jaxgen("results", str(outputs_of(tmp_path)))
+    assert shown.exit_code == 0 and shown.stdout.startswith(f"result: test accuracy {summary['test_accuracy']:.4f}")
+
+
+@pytest.mark.slow
 def test_a_foreign_checkpoint_is_one_line(tmp_path):
     checkpoints_of(tmp_path).mkdir(parents=True)
     np.savez(checkpoints_of(tmp_path) / "ckpt-0000000008.npz", weights=np.zeros(3))
     proc = start(trainer_argv(*small_train_args(tmp_path)), tmp_path / "train.log")
     one_line_error(proc, exit_codes.CHECKPOINT, "ckpt-0000000008.npz: unreadable checkpoint")
+
+
+def _one_fewer(leaves: dict) -> dict:  # a leaf fewer, the count written to match
+    return dict(list(leaves.items())[:-1])
+
+
+def _one_more(leaves: dict) -> dict:
+    return {**leaves, "extra": np.zeros(3, np.float32)}
+
+
+def _reshaped(leaves: dict) -> dict:
+    name = next(iter(leaves))
+    return {**leaves, name: np.zeros(leaves[name].size + 1, np.float32)}
+
+
+def _strings(leaves: dict) -> dict:
+    name = next(iter(leaves))
+    return {**leaves, name: np.full(leaves[name].shape, "x")}
+
+
+def _renamed(leaves: dict) -> dict:
+    return {f"other{i}": leaf for i, leaf in enumerate(leaves.values())}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change,message", [
+    (_one_fewer, "arrays, the state has"),
+    (_one_more, "arrays, the state has"),
+    (_reshaped, "shape ("),
+    (_strings, "dtype <U1"),
+    (_renamed, "array 0 is 'other0'"),
+    (None, "unreadable checkpoint"),
+], ids=["one-leaf-fewer", "one-leaf-more", "another-shape", "another-dtype", "other-names", "truncated"])
+def test_a_checkpoint_that_does_not_fit_the_state_is_one_line(finished, tmp_path, change, message):
+    """Written by this trainer's own checkpoint code with the right fingerprint, yet not this state."""
+    from trainer import checkpoint
+
+    outputs, _ = finished
+    copy = tmp_path / "c"
+    shutil.copytree(outputs.parent, copy, ignore=shutil.ignore_patterns("train.log"))
+    directory = checkpoints_of(copy)
+    latest = checkpoint.path_of(directory, checkpoint.list_steps(directory)[-1])
+    if change is None:
+        latest.write_bytes(latest.read_bytes()[:1000])
+    else:
+        meta, leaves = checkpoint.read(latest)
+        changed = change(leaves)
+        checkpoint.save(directory, meta["step"], list(changed.values()), meta["fingerprint"], list(changed))
+    proc = start(trainer_argv(*small_train_args(copy)), tmp_path / "rerun.log")
+    one_line_error(proc, exit_codes.CHECKPOINT, message)
 
 
 def in_a_mount(tmp_path, options: str, *extra: str):
@@ -191,3 +272,28 @@ def test_evaluate_reads_the_cache_then_names_data_dir_and_mirror_when_offline(fi
     assert failed.returncode == exit_codes.DATA and "Traceback" not in failed.stderr
     [line] = failed.stderr.splitlines()[-1:]
     assert line.startswith("error: cannot download ") and "--mirror" in line and "--data-dir" in line, failed.stderr
+
+
+@pytest.mark.parametrize("created", ['"yesterday"', "null", "1e300", "-1e300", "NaN", "true", "[1]", "1" + "0" * 30])
+def test_an_odd_created_in_another_jobs_run_record_is_the_refusal_line(tmp_path, created):
+    from trainer import ownership
+    from trainer.errors import CheckpointError
+
+    (tmp_path / "run.json").write_text(f'{{"name": "other", "fingerprint": {{"seed": 1}}, "created": {created}}}')
+    with pytest.raises(CheckpointError) as refused:
+        ownership.claim(tmp_path, "mine", {"seed": 0})
+    assert "holds the outputs of job 'other' (started " in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.slow
+def test_a_diverged_run_is_a_result_that_says_so_and_its_model_predicts_nothing(tmp_path):
+    from tests.support.jaxgen import jaxgen
+    from tests.trainer.test_inference_inputs import png, run
+
+    proc = start(trainer_argv(*small_train_args(tmp_path, "--learning-rate", "1e30")), tmp_path / "train.log")
+    assert wait_all([proc], 120) == [0], proc.output[-2000:]
+    assert "; diverged: the loss is nan" in proc.output
+    shown = jaxgen("results", str(outputs_of(tmp_path)))
+    assert shown.exit_code == 0 and "; diverged: the loss is nan" in shown.stdout.splitlines()[0]
+    refused = run("predict", "--model", outputs_of(tmp_path) / "model", png(tmp_path / "digit.png", 28, 28))
+    assert refused.returncode == exit_codes.CONFIG and "holds NaN or infinite values" in refused.stderr, refused.stderr

@@ -56,8 +56,9 @@ GOOD_STEP = '{"event": "step", "step": 1, "loss": 1}\n'
     (b'{"event": "epoch", "epoch": -' + b"9" * 4301 + b', "step": 1, "loss": 1, "train_accuracy": 1, '
      b'"test_accuracy": 1}\n', ":1: epoch record needs a number from 0"),
     (b'{"event": "step", "step": 1.5, "loss": 1}\n', ":1: step record needs a whole number in 'step'"),
-    (b'{"event": "step", "step": 1, "loss": Infinity}\n', ":1: step record needs a number from -1e+300 to 1e+300"),
-    (b'{"event": "step", "step": 1, "loss": NaN}\n', ":1: step record needs a number from -1e+300"),
+    (b'{"event": "step", "step": 1, "loss": 1e308}\n', ":1: step record needs a number from -1e+300 to 1e+300"),
+    (b'{"event": "step", "step": 1' + b"0" * 5000 + b', "loss": 1}\n', ":1: not a JSON line (Exceeds the limit"),
+    (b"0" * (3 << 20), ":1: a line of more than 1048576 characters"),
     (b'{"event": "epoch", "epoch": 1, "step": 1, "loss": 1, "train_accuracy": 1e308, "test_accuracy": 0}\n',
      ":1: epoch record needs a number from 0 to 1 in 'train_accuracy'"),
 ])
@@ -67,6 +68,27 @@ def test_plot_rejects_bad_records_in_one_line(tmp_path, content, message):
     proc = jaxgen("plot", str(bad), "-o", str(tmp_path / "x.png"))
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_a_diverged_run_is_drawn_and_said(tmp_path, token):
+    """A loss that became NaN or infinite is what a diverged run writes (JSON's tokens)."""
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(GOOD_STEP + f'{{"event": "step", "step": 2, "loss": {token}}}\n'
+                       f'{{"event": "epoch", "epoch": 1, "step": 2, "loss": {token}, "train_accuracy": 0.1, '
+                       '"test_accuracy": 0.098}\n')
+    proc = jaxgen("plot", str(metrics), "-o", str(tmp_path / "x.png"))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "note: the run diverged: its loss is not finite from step 2 on" in proc.stdout
+    assert (tmp_path / "x.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_plot_of_dev_zero_is_one_line_in_bounded_memory():
+    proc = subprocess.run([sys.executable, "-c", "import resource, runpy, sys; "
+                           "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+                           "sys.argv = ['jaxgen', 'plot', '/dev/zero']; runpy.run_module('generator', run_name='__main__')"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "a line of more than" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("output,message", [("curves.unknownformat", "cannot write"), ("file/x.png", "cannot write")])

@@ -70,18 +70,37 @@ def test_sigterm_to_one_process_stops_all_at_one_step_and_the_rerun_matches_an_u
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-def test_sigusr1_stops_a_single_process_with_a_checkpoint(tmp_path):
+@pytest.mark.parametrize("sig,code,said", [
+    (signal.SIGUSR1, exit_codes.PREEMPTED, "exiting with 143 (preempted"),
+    (signal.SIGINT, exit_codes.INTERRUPTED, "exiting with 130 (interrupted"),  # Ctrl-C, as SIGTERM, but 130
+], ids=["sigusr1", "ctrl-c"])
+def test_a_stop_signal_stops_a_single_process_with_a_checkpoint(tmp_path, sig, code, said):
     proc = start(trainer_argv(*small_train_args(tmp_path / "c", *ARGS)), tmp_path / "one.log")
     try:
         wait_for_text(proc, "epoch 2/40", 120)
-        proc.popen.send_signal(signal.SIGUSR1)
+        proc.popen.send_signal(sig)
         codes = wait_all([proc], 60)
     finally:
         kill(proc)
-    assert codes == [exit_codes.PREEMPTED], proc.output[-2000:]
+    assert codes == [code], proc.output[-2000:]
+    assert "Traceback" not in proc.output and "KeyboardInterrupt" not in proc.output
     step = stop_step(proc.output)
-    assert "preempted (received SIGUSR1)" in proc.output
+    assert f"preempted (received {sig.name})" in proc.output and said in proc.output
     assert checkpoint.list_steps(checkpoints_of(tmp_path / "c"))[-1] == step
+
+
+@pytest.mark.parametrize("delay", [0.5, 2.0, 5.0])
+def test_ctrl_c_at_any_moment_of_the_start_is_exit_130_without_a_traceback(tmp_path, delay):
+    import time
+
+    proc = start(trainer_argv(*small_train_args(tmp_path / "c", *ARGS)), tmp_path / "one.log")
+    try:
+        time.sleep(delay)
+        proc.popen.send_signal(signal.SIGINT)
+        codes = wait_all([proc], 60)
+    finally:
+        kill(proc)
+    assert codes == [exit_codes.INTERRUPTED] and "Traceback" not in proc.output, proc.output[-2000:]
 
 
 def test_hang_is_dumped_and_exits_with_the_hang_code_on_every_process(tmp_path):

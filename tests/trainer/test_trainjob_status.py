@@ -52,7 +52,7 @@ class StatusServer:
     object) or "hang" (no answer)."""
 
     def __init__(self, cert: Path, key: Path, mode: str = "ok"):
-        self.mode, self.requests, self.release = mode, [], threading.Event()
+        self.mode, self.requests, self.release, self.sent = mode, [], threading.Event(), 0
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -61,6 +61,28 @@ class StatusServer:
                 outer.requests.append((time.monotonic(), self.path, self.headers["Authorization"], json.loads(body)))
                 if outer.mode == "hang":
                     outer.release.wait(30)
+                    return
+                if outer.mode == "huge":  # 1.5 GB announced, streamed for as long as the client reads
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(1_500_000_000))
+                    self.end_headers()
+                    chunk = b" " * (1 << 20)
+                    try:
+                        while outer.sent < 1_500_000_000:
+                            self.wfile.write(chunk)
+                            outer.sent += len(chunk)
+                    except OSError:
+                        pass
+                    return
+                if outer.mode == "long-message":
+                    answer = json.dumps({"kind": "Status", "code": 422, "message": "line one\nline two " * 250_000})
+                    self.send_response(422)
+                    self.send_header("Content-Length", str(len(answer)))
+                    self.end_headers()
+                    try:
+                        self.wfile.write(answer.encode())
+                    except OSError:  # the client read what it wanted and closed
+                        pass
                     return
                 code, answer = (200, body) if outer.mode == "ok" else (403, json.dumps(
                     {"kind": "Status", "status": "Failure", "message": "Forbidden", "code": 403}).encode())
@@ -206,17 +228,42 @@ def test_without_the_runtimes_variables_nothing_reports(server, certs, token):
 
 @pytest.mark.parametrize("server", ["forbidden"], indirect=True)
 def test_a_refusing_server_is_one_warning_and_training_goes_on(server, certs, token):
-    (ca, _, _), _ = certs
-    lines = []
-    reporter = reporter_to(server.url, ca, token, lines, interval=0.1)
-    a_run(reporter)
-    reporter.start()
+    reporter, lines = a_running_reporter(server, certs, token)
     wait_for("three refused reports", lambda: len(server.requests) >= 3)
     reporter.stepped(70)
     reporter.observe({"event": "end", "step": 100})
     reporter.close()
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"warning: TrainJob status not reported to {server.url} (HTTP 403: Forbidden)")
+
+
+def a_running_reporter(server, certs, token) -> tuple[trainjob_status.Reporter, list]:
+    """A started reporter of a run, reporting every 0.1 s, and the lines it logs."""
+    (ca, _, _), _ = certs
+    lines = []
+    reporter = reporter_to(server.url, ca, token, lines, interval=0.1)
+    a_run(reporter)
+    reporter.start()
+    return reporter, lines
+
+
+@pytest.mark.parametrize("server", ["huge"], indirect=True)
+def test_a_huge_reply_is_not_read_whole(server, certs, token):
+    reporter, lines = a_running_reporter(server, certs, token)
+    wait_for("a report", lambda: server.requests, timeout=30)
+    reporter.stepped(70)
+    wait_for("the next report, once the first reply was done with", lambda: len(server.requests) >= 2, timeout=30)
+    reporter.close()
+    assert lines == [] and server.sent < 64 << 20, (lines, server.sent)  # a bounded part, then the connection closed
+
+
+@pytest.mark.parametrize("server", ["long-message"], indirect=True)
+def test_a_servers_long_message_is_one_short_line(server, certs, token):
+    reporter, lines = a_running_reporter(server, certs, token)
+    wait_for("a refused report", lambda: lines)
+    reporter.close()
+    assert len(lines) == 1 and "\n" not in lines[0] and len(lines[0]) < 600, lines[0][:1000]
+    assert '(HTTP 422: {"kind": "Status", "code": 422, "message": "line one\\nline two' in lines[0], lines[0][:300]
 
 
 @pytest.mark.parametrize("server", ["hang"], indirect=True)

@@ -162,6 +162,15 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- else if contains ":" (splitList "/" $repository | last) -}}
 {{- $errors = append $errors (printf "$.image.repository: '%s' holds a tag; give it as image.tag (a registry's port, as in localhost:5000/trainer, is part of the repository)" $repository) -}}
 {{- end -}}
+{{- if not $v.program.command -}}
+{{- range $i, $arg := $v.program.args | default list -}}
+{{- range $option, $variable := $contract.outputFlags -}}
+{{- if or (eq (toString $arg) $option) (hasPrefix (printf "%s=" $option) (toString $arg)) -}}
+{{- $errors = append $errors (printf "$.program.args[%d]: %s is set from %s (where jaxgen run and run.sh find the results); set %s instead" $i $option $variable $variable) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $size := 0 -}}
 {{- range $key, $value := $v.annotations | default dict -}}
 {{- $size = add $size (len $key) (len (toString $value)) -}}

@@ -1,0 +1,27 @@
+"""run.sh with ttl_seconds_after_finished 0: the Job controller removes the job as it finishes, and
+run.sh still reports how it finished (its watch saw the last state), not a deletion."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e_k8s.kube import FAIL_INDEX, READY_DELAY, SCRIPTS, finish, prepare, start_run
+
+
+@pytest.mark.timeout(900)  # the first test of a session also waits for the control plane
+@pytest.mark.parametrize("outcome", ["succeeded", "failed"])
+def test_a_job_removed_as_it_finishes_is_reported_as_it_finished(cluster, build_dir, outcome):
+    name = f"e2e-ttl-{outcome}"
+    annotation = (f'annotations={{"{FAIL_INDEX}": "0"}}' if outcome == "failed"
+                  else f'annotations={{"{READY_DELAY}": "3s"}}')
+    prepare(cluster, build_dir, name, "hosts_count=2", "backoff_limit=0", "ttl_seconds_after_finished=0", annotation)
+    try:
+        code, output = finish(start_run(cluster, build_dir, "--no-logs"))
+        assert "deleted while waiting" not in output, output
+        if outcome == "succeeded":
+            assert code == 0 and "succeeded (2 hosts); it was removed as it finished" in output, output
+        else:
+            assert code == 1 and "FAILED (" in output, output
+        assert cluster.kubectl("get", "job", name, "--ignore-not-found", "-o", "name").stdout.strip() == ""
+    finally:
+        cluster.run([SCRIPTS / "clean.sh", build_dir], timeout=120)

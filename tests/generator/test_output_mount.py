@@ -1,0 +1,43 @@
+"""`jaxgen render -o DIR` where DIR is a mount point (a bind mount, a container's volume): it cannot be
+renamed or removed ("Device or resource busy"), so the render is written inside it."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
+
+SEED = str(EXAMPLES_DIR / "seed.json")
+pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux) and root")
+
+
+def in_a_bind_mount(tmp_path, *renders: list[str]) -> subprocess.CompletedProcess:
+    """Each render's jaxgen command, in a mount namespace of its own where tmp_path/mnt is a bind mount."""
+    source, mount = tmp_path / "source", tmp_path / "mnt"
+    source.mkdir(exist_ok=True)
+    mount.mkdir(exist_ok=True)
+    commands = [" ".join(map(repr, [sys.executable, "-m", "generator", "render", *args, "-o", str(mount)]))
+                for args in renders]
+    script = f"mount --bind {source} {mount} && " + " && ".join(commands) + f" && ls -A {mount}"
+    return subprocess.run(["unshare", "--mount", "sh", "-c", script], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_render_into_an_empty_mount_point_and_again_over_it(tmp_path):
+    done = in_a_bind_mount(tmp_path, [SEED], [SEED, "--target", "jaxjob"])
+    if "mount: " in done.stderr and "permission denied" in done.stderr.lower():
+        pytest.skip("no permission to mount here")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.split() == [".jaxgen-output", "jaxjob-jax-training.yaml"]  # the second render alone
+    assert sorted(p.name for p in (tmp_path / "source").iterdir()) == [".jaxgen-output", "jaxjob-jax-training.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mnt", "source"]  # nothing staged beside it
+
+
+def test_a_mount_point_holding_a_users_files_is_refused_as_any_directory(tmp_path):
+    (tmp_path / "source").mkdir()
+    (tmp_path / "source" / "notes.txt").write_text("mine")
+    done = in_a_bind_mount(tmp_path, [SEED])
+    assert done.returncode == 2 and "did not write" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert [p.name for p in (tmp_path / "source").iterdir()] == ["notes.txt"]

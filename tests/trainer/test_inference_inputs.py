@@ -1,0 +1,161 @@
+"""`predict` and `evaluate` on models and images that are not what they claim: each is one line and a
+documented exit code (a model: config, 2; an image file: data, 3), in bounded memory and time."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import struct
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+from tests.support.paths import MNIST_DIR, REPO_ROOT
+from trainer import exit_codes, models
+from trainer.config import TrainConfig
+
+MEMORY_LIMIT = 1 << 30  # address space of a child refused before it loads jax
+
+
+def export_model(directory, change=None, config_change=None):
+    """A real export (trainer/export.py) of an untrained small MLP, then changed as a foreign tool might."""
+    from safetensors.numpy import load_file, save_file
+
+    from trainer import export
+    from trainer.models.mlp import network
+
+    cfg = TrainConfig(mlp_hidden_sizes=(16,))
+    export.save(directory, network.init_params(0, cfg.model_settings()), cfg, {"test_accuracy": 0.1, "steps": 1})
+    if change:
+        tensors = change(load_file(str(directory / "model.safetensors")))
+        save_file(tensors, str(directory / "model.safetensors"))
+    if config_change:
+        config = json.loads((directory / "config.json").read_text())
+        (directory / "config.json").write_text(json.dumps(config_change(config)))
+    return directory
+
+
+def run(*args, memory: int | None = None, timeout: int = 120):
+    limit = (f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory})); " if memory else "")
+    code = f"{limit}import sys; from trainer.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=timeout, env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+
+
+def one_line(proc, code: int, text: str) -> None:
+    assert proc.returncode == code and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and text in lines[0] and len(lines[0]) < 600, proc.stderr[-2000:]
+
+
+def png(path, width, height, mode="L", chunks=b"", pixels=None):
+    """A PNG written chunk by chunk (a bomb needs no pixels in memory here: the IDAT is compressed zeros)."""
+    colour = {"L": 0, "RGBA": 6}[mode]
+    channels = {"L": 1, "RGBA": 4}[mode]
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    compressor = zlib.compressobj()
+    row = bytes(1 + width * channels)
+    if pixels is None:
+        body = b"".join(compressor.compress(row) for _ in range(height)) + compressor.flush()
+    else:
+        body = zlib.compress(b"".join(b"\x00" + bytes(r) for r in pixels))
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, colour, 0, 0, 0))
+                     + chunks + chunk(b"IDAT", body) + chunk(b"IEND", b""))
+    return path
+
+
+def _ztxt_bomb() -> bytes:
+    body = b"Comment\x00\x00" + zlib.compress(b"x" * (64 << 20), 9)
+    return struct.pack(">I", len(body)) + b"zTXt" + body + struct.pack(">I", zlib.crc32(b"zTXt" + body))
+
+
+MODELS = {
+    "missing-tensor": (lambda t: {k: v for k, v in t.items() if k != "b1"}, None, "missing b1"),
+    "extra-tensor": (lambda t: {**t, "w9": np.zeros(3, np.float32)}, None, "unexpected w9"),
+    "another-shape": (lambda t: {**t, "w0": np.zeros((784, 17), np.float32)}, None, "shapes do not fit a mlp"),
+    "integer-tensor": (lambda t: {**t, "b0": np.zeros(16, np.int32)}, None, "tensor b0 is int32"),
+    "nan-weights": (lambda t: {**t, "w1": np.full((16, 10), np.nan, np.float32)}, None, "tensor w1 holds NaN"),
+    "inf-weights": (lambda t: {**t, "b1": np.full(10, np.inf, np.float32)}, None, "tensor b1 holds NaN or infinite"),
+    "overflowing-weights": (lambda t: {**t, "b0": np.full(16, 3e38, np.float32), "w1": np.full((16, 10), 1e10, np.float32)},
+                            None, "are not finite"),
+    "other-model": (None, lambda c: {**c, "model": "cnn"}, "channels is not a valid cnn setting"),
+    "other-model-settings": (None, lambda c: {**c, "model": "cnn", **{k: list(v) if isinstance(v, tuple) else v
+                                                                     for k, v in models.get("cnn").resolve().items()}},
+                             "missing conv"),
+    "no-precision": (None, lambda c: {k: v for k, v in c.items() if k != "precision"}, "gives no precision"),
+    "odd-precision": (None, lambda c: {**c, "precision": ["x"]}, "gives no precision"),
+    "no-settings": (None, lambda c: {k: v for k, v in c.items() if k != "hidden_sizes"}, "hidden_sizes is not a valid"),
+    "huge-settings": (None, lambda c: {**c, "hidden_sizes": [10**9] * 16}, "hidden_sizes is not a valid"),
+    "config-not-object": (None, lambda c: [c], "names no known model"),
+}
+
+
+@pytest.mark.parametrize("case", MODELS)
+def test_a_foreign_or_inconsistent_model_is_one_line(tmp_path, case):
+    change, config_change, message = MODELS[case]
+    model = export_model(tmp_path / "model", change, config_change)
+    image = png(tmp_path / "digit.png", 28, 28)
+    one_line(run("predict", "--model", model, image), exit_codes.CONFIG, message)
+
+
+@pytest.mark.slow
+def test_evaluate_refuses_a_model_as_predict_does(tmp_path):
+    model = export_model(tmp_path / "model", MODELS["another-shape"][0])
+    one_line(run("evaluate", "--model", model, "--data-dir", MNIST_DIR, "--no-download"), exit_codes.CONFIG,
+             "shapes do not fit a mlp")
+
+
+def idx(path, dims, data: bytes, compress=False):
+    raw = struct.pack(">HBB", 0, 8, len(dims)) + struct.pack(f">{len(dims)}I", *dims) + data
+    path.write_bytes(gzip.compress(raw) if compress else raw)
+    return path
+
+
+IMAGES = {
+    "product-overflow": (lambda p: idx(p, (2**32 - 1, 2**32 - 1, 2**32 - 1), b"\x00" * 100), "announces"),
+    "product-overflow-gz": (lambda p: idx(p, (2**32 - 1,) * 3, b"\x00" * 100, compress=True), "announces"),
+    "fewer-bytes": (lambda p: idx(p, (3, 28, 28), b"\x00" * 100), "100 data bytes, header announces 2352"),
+    "more-bytes": (lambda p: idx(p, (1, 28, 28), b"\x00" * 785), "more data bytes, header announces 784"),
+    "other-side": (lambda p: idx(p, (1, 2, 2), b"\x00" * 4), "IDX images of shape (2, 2)"),
+    "short-header": (lambda p: p.write_bytes(b"\x00\x00\x08\x03\x00") and p, "too short for an IDX header"),
+    "gzip-bomb": (lambda p: p.write_bytes(gzip.compress(b"\x00" * (256 << 20))) and p, "not an IDX ubyte file"),
+    "png-pixels": (lambda p: png(p, 5000, 5000), "5000 x 5000 pixels, more than"),
+    "png-pixels-over-pillow-warning": (lambda p: png(p, 10000, 9000), "could be decompression bomb"),
+    "png-pixels-over-pillow-limit": (lambda p: png(p, 20000, 9000), "could be decompression bomb"),
+    "png-ztxt-bomb": (lambda p: png(p, 28, 28, chunks=_ztxt_bomb()), "not a readable PNG"),
+    "png-truncated": (lambda p: p.write_bytes(png(p, 28, 28).read_bytes()[:40]) and p, "not a readable PNG"),
+    "dev-zero": ("/dev/zero", "neither a PNG nor an IDX image file"),
+    "directory": (lambda p: p.mkdir() or p, "cannot read"),
+}
+
+
+@pytest.mark.parametrize("case", IMAGES)
+def test_a_hostile_image_file_is_one_line_in_bounded_memory(tmp_path, case):
+    make, message = IMAGES[case]
+    image = make if isinstance(make, str) else make(tmp_path / "input")
+    model = export_model(tmp_path / "model")
+    one_line(run("predict", "--model", model, image, memory=MEMORY_LIMIT, timeout=60), exit_codes.DATA, message)
+
+
+def test_a_digit_drawn_in_the_alpha_channel_is_read_from_it(tmp_path):
+    from PIL import Image
+
+    from trainer.data import parse_idx
+    from trainer.inference import read_images
+
+    digit = parse_idx(MNIST_DIR / "t10k-images-idx3-ubyte.gz")[0]
+    rgba = np.zeros((28, 28, 4), np.uint8)  # black ink: the digit is only in the transparency
+    rgba[..., 3] = digit
+    Image.fromarray(rgba, "RGBA").save(tmp_path / "alpha.png")
+    white_ink = rgba.copy()
+    white_ink[..., :3] = 255
+    Image.fromarray(white_ink, "RGBA").save(tmp_path / "white.png")
+    for name in ("alpha.png", "white.png"):
+        _, images = read_images(tmp_path / name)
+        np.testing.assert_array_equal(images[0], digit, err_msg=name)

@@ -1,0 +1,69 @@
+"""`jaxgen run`: container paths become local ones by the mount that holds them most closely, in every
+spelling the trainer reads (PATH, --flag PATH, --flag=PATH)."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from generator.engines.kubernetes import render_documents
+from generator.local_run import local_values, outputs_of, plan_job
+from generator.values import load_values
+from tests.support.paths import EXAMPLES_DIR, MNIST_DIR, REPO_ROOT
+
+CPU_LOCAL = str(EXAMPLES_DIR / "cpu-local.json")
+NESTED = ["checkpoint.dir=/data/mnist/outputs", "persistence.enabled=true"]
+
+
+def plan(tmp_path, sets, set_strings=()):
+    values = load_values([CPU_LOCAL], sets, set_strings=list(set_strings))
+    return plan_job(values, render_documents(local_values(values)), tmp_path / "scratch", tmp_path / "claims")
+
+
+def test_a_checkpoint_dir_inside_the_data_dir_is_on_its_own_volume(tmp_path):
+    job = plan(tmp_path, NESTED)
+    for rank, process in enumerate(job.plans):
+        argv = process.argv
+        assert argv[argv.index("--checkpoint-dir") + 1] == str(tmp_path / "claims" / "mnist-cpu-outputs")
+        assert argv[argv.index("--data-dir") + 1] == str(tmp_path / "scratch" / f"rank-{rank}" / "data")
+    assert outputs_of(job) == tmp_path / "claims" / "mnist-cpu-outputs" / "mnist-cpu"
+
+
+def test_a_path_after_an_equals_sign_is_mapped_too(tmp_path):
+    job = plan(tmp_path, ["program.args[0]=--data-dir=/data/mnist/more"])
+    assert f"--data-dir={tmp_path / 'scratch' / 'rank-0' / 'data'}/more" in job.plans[0].argv
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_checkpoints_inside_the_data_dir_persist_and_a_rerun_resumes(tmp_path):
+    argv = [sys.executable, "-m", "generator", "run", CPU_LOCAL, "--outputs", str(tmp_path / "outputs"),
+            "--set", f"data.mirror={MNIST_DIR.as_uri()}/", "--set", "hosts_count=1", "--set", "training.epochs=1",
+            "--set", "training.batch_size=64", "--set", "training.train_examples=2048",
+            "--set", "training.mlp.hidden_sizes={64,64}", *[a for s in NESTED for a in ("--set", s)]]
+    first = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=280)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+    claim = tmp_path / "outputs" / "claims" / "mnist-cpu-outputs" / "mnist-cpu" / "checkpoints"
+    assert (claim / "ckpt-0000000032.npz").exists(), first.stdout[-3000:]
+    assert f"resume:   rerun the same command: it resumes from {claim}" in first.stdout
+    again = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=280)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+    assert re.search(r"Rank 0: resuming from the checkpoint of step 32", again.stdout), again.stdout[-3000:]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--run-na", "x"], "$.program.args: the trainer refuses its arguments: unrecognized arguments: --run-na x"),
+    (["--checkpoint-d=/x"], "$.program.args: the trainer refuses its arguments: unrecognized arguments: --checkpoint-d=/x"),
+    (["--epochs", "many"], "argument --epochs: invalid int value: 'many'"),
+    (["--checkpoint-dir=/elsewhere"], "$.program.args[0]: --checkpoint-dir is set from checkpoint.dir"),
+    (["--seed", "1", "--run-name", "other"], "$.program.args[2]: --run-name is set from name"),
+])
+def test_trainer_args_that_would_be_refused_or_move_the_outputs_are_refused_before_a_start(tmp_path, args, message):
+    argv = [sys.executable, "-m", "generator", "run", CPU_LOCAL, "--outputs", str(tmp_path / "outputs"),
+            "--set-json", f"program.args={json.dumps(args)}"]
+    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "started" not in done.stdout, done.stderr
+    assert message in done.stderr, done.stderr
+    assert not (tmp_path / "elsewhere").exists()
