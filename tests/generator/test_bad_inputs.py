@@ -110,8 +110,9 @@ def test_integers_of_thousands_of_digits_in_a_run_are_one_line(tmp_path, command
     (run / "summary.json").write_text('{"steps": ' + "9" * 5000 + "}\n")
     args = [str(run)] if command == "results" else [str(run / "metrics.jsonl"), "-o", str(tmp_path / "c.png")]
     result = jaxgen(command, *args)
-    assert result.exit_code == 2 and "step record needs a number from 0" in result.stderr, result.stderr
-    assert len(result.stderr.splitlines()) == 1
+    # plot fails on its input; results still answers (the curves are a note, the run did not finish: 1)
+    assert result.exit_code == (2 if command == "plot" else 1), result.stderr
+    assert "step record needs a number from 0" in result.stderr and len(result.stderr.splitlines()) == 1
 
 
 @pytest.mark.parametrize("option", ["--set", "--set-string", "--set-json"])

@@ -264,7 +264,7 @@ def test_a_number_that_set_keeps_a_string_names_set_json():
     result = jaxgen("render", "--set", "training.learning_rate=0.05")
     assert result.exit_code == 2
     assert result.stderr.splitlines()[1] == (
-        "  $.training.learning_rate: "0.05" is not of type number; --set keeps 0.05 a string, as Helm does: "
+        '  $.training.learning_rate: "0.05" is not of type number; --set keeps 0.05 a string, as Helm does: '
         "use --set-json training.learning_rate=0.05, or write it unquoted in a variables file")
     fixed = jaxgen("render", "--set-json", "training.learning_rate=0.05")
     assert fixed.exit_code == 0 and "- --learning-rate\n        - \"0.05\"" in fixed.stdout

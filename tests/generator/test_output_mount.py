@@ -30,8 +30,9 @@ def test_a_render_into_an_empty_mount_point_and_again_over_it(tmp_path):
     if "mount: " in done.stderr and "permission denied" in done.stderr.lower():
         pytest.skip("no permission to mount here")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    assert done.stdout.split() == [".jaxgen-output", "jaxjob-jax-training.yaml"]  # the second render alone
-    assert sorted(p.name for p in (tmp_path / "source").iterdir()) == [".jaxgen-output", "jaxjob-jax-training.yaml"]
+    second = [".jaxgen-output", "jaxjob-jax-training.yaml", "networkpolicy-jax-training.yaml"]
+    assert done.stdout.split() == second  # the second render alone
+    assert sorted(p.name for p in (tmp_path / "source").iterdir()) == second
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mnt", "source"]  # nothing staged beside it
 
 

@@ -80,9 +80,9 @@ MODEL_CASES = [
     (["predict", "--model", "{model}", "/nonexistent"], exit_codes.DATA, "cannot read"),
     (["predict", "--mod", "{model}", "x"], exit_codes.CONFIG, "the following arguments are required: --model"),
     (["evaluate", "--model", "{model}", "--data-dir", "/dev/null", "--no-download"], exit_codes.DATA,
-     "not a directory"),
+     "the MNIST files are in none of /dev/null"),
     (["evaluate", "--model", "{model}", "--data-dir", "{zero_data}", "--no-download"], exit_codes.DATA,
-     "not a file (the MNIST file"),
+     "the MNIST files are in none of"),
 ]
 
 
