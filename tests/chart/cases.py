@@ -63,7 +63,7 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
     "gpu-explicit-limit": {"accelerator": "gpu", "local_device_count": 4,
                            "resources": {"limits": {"nvidia.com/gpu": 4, "cpu": "16"}}},
     "requests-at-their-limits": {"resources": {"requests": {"cpu": "1500m", "memory": "4096Mi"},
-                                               "limits": {"cpu": 1.5, "memory": "4Gi"}}},
+                                               "limits": {"cpu": "1.5", "memory": "4Gi"}}},
     "resources-override": {"resources": {"requests": {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "10Gi"},
                                          "limits": {"memory": "1536Mi", "cpu": 2}}},
     "data-volume-no-download": {"data": {"download": False, "volume": PVC, "dir": "/mnt/mnist"}},
