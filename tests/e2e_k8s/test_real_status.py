@@ -52,5 +52,5 @@ def test_status_shows_the_eta_while_it_trains_and_the_result_after(real, tmp_pat
     assert after["result"].startswith("test accuracy 0.9"), after
     assert after["results"] == f"/checkpoints/{name} on claim {name}-outputs (scripts/run.sh fetches it; then " \
                                "jaxgen results DIR)", after
-    assert (build / "results" / name / "summary.json").exists()
+    assert (build / "results" / name / "latest" / "summary.json").exists()
     cluster.run([SCRIPTS / "clean.sh", "--delete-outputs", build], timeout=180, check=False)
