@@ -223,7 +223,7 @@ def semantic_errors(values: dict) -> list[str]:
         if name in PROCESS_ENV:
             errors.append(f"$.env[{i}].name: {name} is set for each process by the job; "
                           "one value for every process would break the ranks")
-        elif name in RENDERED_ENV:
+        elif name in RENDERED_ENV and target(values).kubernetes:  # the sbatch script sets none of them
             errors.append(f"$.env[{i}].name: {name} is set by the job itself; a container takes each name once")
         elif name in first:
             errors.append(f"$.env[{i}].name: {name} is already set by $.env[{first[name]}]; "
