@@ -146,7 +146,8 @@ class Preflight:
         """The job object and its pods, created server-side as a dry run: admission (PodSecurity,
         webhooks, quotas, limit ranges) answers as it would for the real ones."""
         failed = self._dry_run([self.job])
-        if failed and ("webhook" not in failed or "denied the request" in failed) and not self._awaits_own_runtime(failed):
+        refused = failed and ("webhook" not in failed or "denied the request" in failed)  # not a silent webhook
+        if refused and not self._awaits_own_runtime(failed):
             return [f"{self.workload.kind} {self.v['name']} is refused by the cluster: {failed}"]
         pod = self._pod()
         failed = pod and self._dry_run([pod])
