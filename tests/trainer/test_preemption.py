@@ -93,7 +93,9 @@ def test_a_stop_signal_stops_a_single_process_with_a_checkpoint(tmp_path, sig, c
 def test_ctrl_c_at_any_moment_of_the_start_is_exit_130_without_a_traceback(tmp_path, delay):
     import time
 
-    proc = start(trainer_argv(*small_train_args(tmp_path / "c", *ARGS)), tmp_path / "one.log")
+    # long enough to be still training at the last delay, however fast the machine
+    proc = start(trainer_argv(*small_train_args(tmp_path / "c", "--epochs", "2000", "--init-timeout", "60")),
+                 tmp_path / "one.log")
     try:
         time.sleep(delay)
         proc.popen.send_signal(signal.SIGINT)
