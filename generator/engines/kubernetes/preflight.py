@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 
 from ... import kueue, names, targets
 from .kubectl import Kubectl, NotFound
@@ -136,7 +137,7 @@ class Preflight:
         if not covered:
             return [_component_line(self.component, f"no {self.workload.kind} controller: no webhook answers for "
                                                    f"{self.workload.resource}")]
-        failed = self._dry_run([self.job])
+        failed = self.job_dry_run
         if failed and "webhook" in failed and "denied the request" not in failed:  # a denial is an answer
             return [_component_line(self.component, f"the {self.workload.kind} controller does not answer "
                                                    f"({failed})")]
@@ -145,7 +146,7 @@ class Preflight:
     def admission(self) -> list[str]:
         """The job object and its pods, created server-side as a dry run: admission (PodSecurity,
         webhooks, quotas, limit ranges) answers as it would for the real ones."""
-        failed = self._dry_run([self.job])
+        failed = self.job_dry_run
         refused = failed and ("webhook" not in failed or "denied the request" in failed)  # not a silent webhook
         if refused and not self._awaits_own_runtime(failed):
             return [f"{self.workload.kind} {self.v['name']} is refused by the cluster: {failed}"]
@@ -175,6 +176,11 @@ class Preflight:
         for key in path[:-1]:
             node = node[key]
         return node.get("metadata", {})
+
+    @cached_property
+    def job_dry_run(self) -> str:
+        """The job object's server-side dry run, which the controller and admission checks both read."""
+        return self._dry_run([self.job])
 
     def _dry_run(self, docs: list[dict]) -> str:
         """"" when the cluster admits them, else its last error line."""
