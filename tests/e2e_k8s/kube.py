@@ -62,8 +62,10 @@ def release_selector(name: str) -> str:
 
 
 def wait_until(what: str, probe: Callable[[], object], timeout: float = 60, interval: float = 0.5,
-               diagnose: Callable[[], str] | None = None):
-    """Poll `probe` until it returns a truthy value (returned) or fail after `timeout` seconds."""
+               diagnose: Callable[[], str] | None = None, run: subprocess.Popen | None = None):
+    """Poll `probe` until it returns a truthy value (returned) or fail after `timeout` seconds.
+    With `run` (a spawn()ed command the wait depends on), fail at once, with its output, if it ends
+    before the probe succeeds: waiting on would only hide why."""
     deadline = time.monotonic() + timeout
     last_error = None
     while time.monotonic() < deadline:
@@ -73,6 +75,9 @@ def wait_until(what: str, probe: Callable[[], object], timeout: float = 60, inte
             result, last_error = None, exc
         if result:
             return result
+        if run is not None and run.poll() is not None and not probe():  # probed again: it may have ended just now
+            code, output = finish(run)
+            raise AssertionError(f"{run.args[0]} ended (exit {code}) before {what}:\n{output}")
         time.sleep(interval)
     details = f"\nlast probe error: {last_error}" if last_error else ""
     if diagnose:

@@ -63,7 +63,7 @@ def test_deleted_worker_saves_and_resumes_without_counting(real, tmp_path, targe
     try:
         metrics = outputs / "metrics.jsonl"
         wait_until("training past step 150", lambda: metrics.exists() and re.search(
-            r'"step": (1[5-9]\d|[2-9]\d\d)', metrics.read_text()), timeout=300, interval=0.5)
+            r'"step": (1[5-9]\d|[2-9]\d\d)', metrics.read_text()), timeout=300, interval=0.5, run=run)
         victim = next(p["metadata"]["name"] for p in cluster.items("pods", release_selector(name))
                       if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "1")
         cluster.kubectl("delete", "pod", victim, "--wait=false")
@@ -120,7 +120,7 @@ def test_hang_is_dumped_and_restarted(real, tmp_path):
     try:
         def hung_pod():
             return next((p for p in pods_of(cluster, name) if exit_code(p) == exit_codes.HANG), None)
-        pod = wait_until("a pod that exits with the hang code", hung_pod, timeout=400, interval=1)
+        pod = wait_until("a pod that exits with the hang code", hung_pod, timeout=400, interval=1, run=run)
         log = cluster.kubectl("logs", pod["metadata"]["name"], "-c", "jax").stdout
         assert "Thread 0x" in log or "Current thread" in log, log[-3000:]  # faulthandler's dump
         index = pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]

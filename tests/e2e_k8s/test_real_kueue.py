@@ -98,7 +98,7 @@ def test_preempted_by_kueue_saves_and_resumes_from_that_step(real, preempting_qu
     try:
         metrics = outputs / "metrics.jsonl"
         wait_until("the low-priority job training past step 150", lambda: metrics.exists() and re.search(
-            r'"step": (1[5-9]\d|[2-9]\d\d)', metrics.read_text()), timeout=300, interval=0.5)
+            r'"step": (1[5-9]\d|[2-9]\d\d)', metrics.read_text()), timeout=300, interval=0.5, run=run)
         high_output = train(cluster, tmp_path / high, 400)  # admitted by preempting the low one
         evictions = workload_of(cluster, resource, low)["status"].get("schedulingStats", {}).get("evictions", [])
         assert [e for e in evictions if e["reason"] == "Preempted"], evictions  # Kueue preempted it

@@ -45,7 +45,7 @@ def test_metrics_over_the_pod_network_and_a_stopped_process_shows(real, tmp_path
             pods = [p for p in cluster.items("pods", release_selector(name)) if p["status"].get("podIP")]
             return sorted(pods, key=pod_index) if len(pods) == HOSTS else None
 
-        pods = wait_until("every pod with an IP", pods_with_ips, timeout=300, interval=1)
+        pods = wait_until("every pod with an IP", pods_with_ips, timeout=300, interval=1, run=run)
         urls = [endpoint(pod) for pod in pods]
 
         def training():
@@ -55,7 +55,7 @@ def test_metrics_over_the_pod_network_and_a_stopped_process_shows(real, tmp_path
                 return None
             return samples if samples["jax_training_step"] >= 50 else None
 
-        samples = wait_until("process 0's endpoint past step 50", training, timeout=400, interval=1)
+        samples = wait_until("process 0's endpoint past step 50", training, timeout=400, interval=1, run=run)
         assert set(prometheus.documented_series()) <= set(samples), sorted(samples)
         assert samples["jax_training_total_steps"] == 468  # one epoch of 60000 examples, batch 128
         assert prometheus.scrape(urls[1])["jax_training_step"] >= 50  # every pod's declared port answers

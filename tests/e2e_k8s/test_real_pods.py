@@ -178,7 +178,7 @@ def test_killed_worker_resumes_from_the_last_checkpoint(real, tmp_path):
     run = start_run(cluster, build, timeout=600)
     try:
         wait_until("a checkpoint of step 200", lambda: any(checkpoints.glob("*200*")), timeout=300,
-                   interval=0.5, diagnose=lambda: "\n".join(str(p) for p in checkpoints.parent.rglob("*")))
+                   interval=0.5, run=run, diagnose=lambda: "\n".join(str(p) for p in checkpoints.parent.rglob("*")))
         task = containerd_task(cluster, f"{name}-1-")
         cluster.run([*containerd_cli(), "tasks", "kill", "--signal", "SIGKILL", task])
         code, output = finish(run, timeout=660)

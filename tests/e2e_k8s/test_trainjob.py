@@ -209,7 +209,8 @@ def test_our_own_runtime_carries_the_failure_policy(cluster, build_dir):
     run = start_run(cluster, build_dir)
     try:
         found = wait_until(f"JobSet {name}", lambda: cluster.kubectl("get", "jobset", name, "-o", "json",
-                                                                       check=False).stdout, timeout=60)
+                                                                       check=False).stdout,
+                           timeout=120, run=run)
         jobset = json.loads(found)
         assert jobset["spec"]["failurePolicy"]["maxRestarts"] == 2
         assert [r["action"] for r in jobset["spec"]["failurePolicy"]["rules"]] == [

@@ -1,11 +1,11 @@
 """run.sh with ttl_seconds_after_finished 0: the Job controller removes the job as it finishes, and
-run.sh still reports how it finished (its watch saw the last state), not a deletion."""
+run.sh still reports how it finished (from the state its watch saw last), not a deletion."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.e2e_k8s.kube import FAIL_INDEX, READY_DELAY, SCRIPTS, finish, prepare, start_run
+from tests.e2e_k8s.kube import FAIL_INDEX, READY_DELAY, SCRIPTS, finish, prepare, start_run, wait_until
 
 
 @pytest.mark.timeout(900)  # the first test of a session also waits for the control plane
@@ -19,9 +19,11 @@ def test_a_job_removed_as_it_finishes_is_reported_as_it_finished(cluster, build_
         code, output = finish(start_run(cluster, build_dir, "--no-logs"))
         assert "deleted while waiting" not in output, output
         if outcome == "succeeded":
-            assert code == 0 and "succeeded (2 hosts); it was removed as it finished" in output, output
+            # whether the watch's last look came before or after the removal is a race; both say how it ended
+            assert code == 0 and "succeeded (2 hosts)" in output, output
         else:
             assert code == 1 and "FAILED (" in output, output
-        assert cluster.kubectl("get", "job", name, "--ignore-not-found", "-o", "name").stdout.strip() == ""
+        wait_until(f"job {name} removed by its ttl", lambda: cluster.kubectl(
+            "get", "job", name, "--ignore-not-found", "-o", "name").stdout.strip() == "", timeout=30)
     finally:
         cluster.run([SCRIPTS / "clean.sh", build_dir], timeout=120)
