@@ -43,7 +43,7 @@ def slurm_errors(values: dict) -> list[str]:
     metrics_port = values["metrics"]["port"]
     if metrics_port in SLURM_PORTS:  # the coordinator's port is taken from this range by job id
         errors.append(f"$.metrics.port: {metrics_port} is in {SLURM_PORTS.start}-{SLURM_PORTS.stop - 1}, where a "
-                      "SLURM job's coordinator port is (SLURM_JOB_ID % 4096 + 61440); choose a port below "
+                      "SLURM job's coordinator port is picked from by job id; choose a port below "
                       f"{SLURM_PORTS.start}")
 
     for key in ("partition", "account", "time", "output"):
