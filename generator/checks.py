@@ -16,11 +16,11 @@ import jsonschema
 import re2
 
 from trainer import models  # the model registry's facts (no jax import)
-from trainer.contract import IMAGE_DIRS, MAX_GPUS_PER_HOST, OUTPUT_FLAGS, PROCESS_ENV, RENDERED_ENV, SYSTEM_DIRS
+from trainer.contract import IMAGE_DIRS, MAX_GPUS_PER_HOST, OUTPUT_FLAGS, PROCESS_ENV, SYSTEM_DIRS
 
 from . import engines, images, kueue, set_values
 from .engines.kubernetes.policy import (ANNOTATIONS_MAX_BYTES, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, GPU_RESOURCE,
-                                         QUANTITY_SUFFIXES)
+                                         QUANTITY_SUFFIXES, RENDERED_ENV)
 from .errors import EXCERPT, excerpt
 from .names import longest_hostname, outputs_claim, rendered_claim
 from .paths import SCHEMA_FILE

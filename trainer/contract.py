@@ -33,9 +33,3 @@ METRICS_PATH = "/metrics"
 # renders or the engine set them per process, so a user env entry with one of these names is refused
 # on every target (one value for every process would break the ranks).
 PROCESS_ENV = cluster.launcher_env_names(cluster.JAX, cluster.KUBEFLOW_V1, cluster.INDEXED_JOB)
-# What the renders set in the container beside PROCESS_ENV (unbuffered logs): a user env entry of
-# that name, like one given twice, would be a second entry of one name, which Helm 4's server-side
-# apply refuses.
-RENDERED_ENV = ("PYTHONUNBUFFERED",)
-# What SLURM itself sets for each task (a regular expression matching a whole name): refused on target slurm too.
-SLURM_TASK_ENV = r"SLURM_\w*|CUDA_VISIBLE_DEVICES"

@@ -59,6 +59,12 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # The pod volume mounted at checkpoint.dir: the job's outputs.
 CHECKPOINTS_VOLUME = "checkpoints"
 
+# What the renders set in the container beside the trainer's PROCESS_ENV (unbuffered logs): a user
+# env entry of that name, like one given twice, would be a second entry of one name, which Helm 4's
+# server-side apply refuses.
+UNBUFFERED_ENV = "PYTHONUNBUFFERED"
+RENDERED_ENV = (UNBUFFERED_ENV,)
+
 # The name of the trainer's Prometheus port (trainer/monitoring.py), which a PodMonitor selects.
 METRICS_PORT_NAME = "metrics"
 
@@ -124,7 +130,7 @@ def chart_json() -> str:
         "quantitySuffixes": QUANTITY_SUFFIXES,
         "runAsId": RUN_AS_ID,
         "processEnv": list(contract.PROCESS_ENV),
-        "renderedEnv": list(contract.RENDERED_ENV),
+        "renderedEnv": list(RENDERED_ENV),
         "outputFlags": contract.OUTPUT_FLAGS,
         "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
         "attemptEnv": ATTEMPT_ENV,

@@ -71,7 +71,7 @@ class PodContext:
         where it does not set those, the gang's attempt where the controller gives one,
         JAX_LOCAL_DEVICE_COUNT (every target: the devices each process expects), then the user's env."""
         set_by_engine = targets.workload(self.v).engine_env
-        env = [] if "PYTHONUNBUFFERED" in set_by_engine else [{"name": "PYTHONUNBUFFERED", "value": "1"}]
+        env = [] if policy.UNBUFFERED_ENV in set_by_engine else [{"name": policy.UNBUFFERED_ENV, "value": "1"}]
         env += self.process_env()
         attempt = targets.workload(self.v).attempt_field
         if attempt:  # the gang's attempt, which fences off an older one's processes (trainer/fencing.py)
