@@ -16,10 +16,11 @@ import jsonschema
 import re2
 
 from trainer import models  # the model registry's facts (no jax import)
-from trainer.contract import (ANNOTATIONS_MAX_BYTES, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, IMAGE_DIRS, MAX_GPUS_PER_HOST,
-                              OUTPUT_FLAGS, PROCESS_ENV, QUANTITY_SUFFIXES, RENDERED_ENV, SYSTEM_DIRS)
+from trainer.contract import IMAGE_DIRS, MAX_GPUS_PER_HOST, OUTPUT_FLAGS, PROCESS_ENV, SYSTEM_DIRS
 
 from . import engines, images, kueue, set_values
+from .engines.kubernetes.policy import (ANNOTATIONS_MAX_BYTES, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, GPU_RESOURCE,
+                                         QUANTITY_SUFFIXES, RENDERED_ENV)
 from .errors import EXCERPT, excerpt
 from .names import longest_hostname, outputs_claim, rendered_claim
 from .paths import SCHEMA_FILE
@@ -190,10 +191,10 @@ def semantic_errors(values: dict) -> list[str]:
         # The limit is set from local_device_count; an extended resource's request must equal its limit.
         for kind, count in gpu:
             if str(count) != str(local):
-                errors.append(f"$.resources.{kind}.nvidia.com/gpu: {count} contradicts local_device_count {local} "
+                errors.append(f"$.resources.{kind}.{GPU_RESOURCE}: {count} contradicts local_device_count {local} "
                               "(leave it out: it is set from local_device_count)")
     elif gpu:
-        errors.append(f"$.resources.{gpu[0][0]}.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'")
+        errors.append(f"$.resources.{gpu[0][0]}.{GPU_RESOURCE}: GPUs requested but accelerator is 'cpu'")
 
     errors += _request_errors(values["resources"])
     data, checkpoint = values["data"], values["checkpoint"]
@@ -326,9 +327,9 @@ def _clean(path: str) -> str:
 
 
 def _gpu_resources(resources: dict) -> list[tuple[str, object]]:
-    """(section, count) for each of limits and requests that names nvidia.com/gpu."""
-    return [(kind, resources[kind]["nvidia.com/gpu"]) for kind in ("limits", "requests")
-            if isinstance(resources.get(kind), dict) and "nvidia.com/gpu" in resources[kind]]
+    """(section, count) for each of limits and requests that names GPU_RESOURCE."""
+    return [(kind, resources[kind][GPU_RESOURCE]) for kind in ("limits", "requests")
+            if isinstance(resources.get(kind), dict) and GPU_RESOURCE in resources[kind]]
 
 
 EMPTYDIR_WARNING = ("checkpoint.dir is an emptyDir: a restarted pod starts over at step 0, and the checkpoints, "

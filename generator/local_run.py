@@ -42,6 +42,7 @@ from trainer.extras import missing
 from trainer.fencing import ATTEMPT_ENV
 
 from . import confined
+from .engines.kubernetes.policy import CHECKPOINTS_VOLUME, COMPLETION_INDEX_FIELD
 from .errors import UserError
 from .options import variables_files, variables_options
 from .names import hostname
@@ -50,7 +51,6 @@ from .targets import LOCAL as LOCAL_TARGETS, Target, restart_budget, target as t
 
 # Variables of the surrounding shell that would change how the trainer resolves its ClusterSpec.
 CLUSTER_VARIABLES = (*PROCESS_ENV, "JAX_PLATFORMS", "XLA_FLAGS")
-CHECKPOINTS_VOLUME = "checkpoints"  # the volume at checkpoint.dir (engines/kubernetes's volume_mounts)
 DEFAULT_OUTPUTS = "jax-training-outputs"
 METRICS_FLAG = flag(*fields_named("metrics_port"))  # the built-in trainer's
 CHECKPOINT_DIR_FLAG, RUN_NAME_FLAG = map(flag, fields_named("checkpoint_dir", "run_name"))
@@ -243,7 +243,7 @@ def _env_value(item: dict, rank: int, name: str, mounts) -> str:
     if "value" in item:
         return _map_paths(str(item["value"]), mounts)
     field_path = item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
-    if field_path == contract.COMPLETION_INDEX_FIELD:
+    if field_path == COMPLETION_INDEX_FIELD:
         return str(rank)
     if item["name"] == ATTEMPT_ENV:
         return "0"  # a JobSet's restart attempt: each attempt sets its own (Runner._start_all)

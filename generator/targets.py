@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from trainer import contract
 from trainer.cluster import INDEXED_JOB, JAX, KUBEFLOW_V1, SLURM, Launcher
 
+# The pod annotation and label an Indexed Job (and a JobSet's child Job) numbers its pods with.
+COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 CONTAINER = "jax"  # our container's name in the pods we render (where no runtime names its own)
 
 
@@ -72,7 +73,7 @@ class Workload:
     # Where the worker pod spec sits inside the object; () where the engine assembles it (`jaxgen run`
     # runs the targets that have one).
     pod_spec_path: tuple = ()
-    index_label: str = contract.COMPLETION_INDEX_KEY  # pod label holding the process id
+    index_label: str = COMPLETION_INDEX_KEY  # pod label holding the process id
     owner_label: str = ""  # pod label holding the job's uid, where the pods are not owned by it directly
     port_name: str = "coordinator"  # the container port's name (a JAXJob's operator reads jaxjob-port)
     restart_budget: tuple = ("backoff_limit",)  # values path of the number of restarts allowed

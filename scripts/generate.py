@@ -22,7 +22,8 @@ import chart_docs  # noqa: E402
 import chart_version  # noqa: E402
 import kubernetes_definitions  # noqa: E402
 from generator import checks, images, kueue, targets  # noqa: E402
-from trainer import config, contract, exit_codes, models  # noqa: E402
+from generator.engines.kubernetes import policy  # noqa: E402
+from trainer import cluster, config, exit_codes, models  # noqa: E402
 
 CHART = ROOT / "charts" / "jax-training"
 HAND_SCHEMA = ROOT / "variables" / "schema.json"
@@ -35,14 +36,27 @@ def _property(schema: dict, dotted: str) -> dict:
     return node
 
 
+def _with_length_limits(node):
+    """The hand-written schema with every `"x-max-length": LIMIT` replaced, in place, by the limit's maxLength."""
+    if isinstance(node, list):
+        return [_with_length_limits(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    return {("maxLength" if key == "x-max-length" else key):
+            (policy.LENGTH_LIMITS[value] if key == "x-max-length" else _with_length_limits(value))
+            for key, value in node.items()}
+
+
 def complete_schema() -> dict:
     """variables/schema.json completed into one self-contained file (what Helm reads as
     values.schema.json and jaxgen validates with): the target enum from the target table
     (generator/targets.py), the models' part from the model registry
     (trainer/models), each trainer setting's default, and its choices as the enum, from
     trainer/config.py where the hand-written schema gives none, and the Kubernetes definitions its
-    $refs name."""
-    schema = json.loads(HAND_SCHEMA.read_text())
+    $refs name, each name-length limit it names (x-max-length) as a maxLength from
+    generator/engines/kubernetes/policy.py, and the coordinator port's default from trainer/cluster.py."""
+    schema = _with_length_limits(json.loads(HAND_SCHEMA.read_text()))
+    schema["properties"]["coordinator_port"]["default"] = cluster.DEFAULT_PORT
     schema["properties"]["target"]["enum"] = list(targets.NAMES)  # the target table's rows
     training = schema["properties"]["training"]
     models_part = models.schema_fragment()  # training.model and each model's settings object
@@ -70,14 +84,14 @@ def outputs() -> dict[Path, str]:
         CHART / "values.yaml": chart_docs.values_yaml(schema),
         CHART / "README.md": chart_docs.readme((CHART / "README.md").read_text(), schema),
         CHART / "Chart.yaml": chart_version.updated((CHART / "Chart.yaml").read_text()),
-        CHART / "files" / "contract.json": contract.chart_json(),
+        CHART / "files" / "contract.json": policy.chart_json(),
         CHART / "files" / "exit-codes.json": exit_codes.as_json(),
         CHART / "files" / "trainer-flags.json": config.flags_json(),
         CHART / "files" / "models.json": models.facts_json(),
         CHART / "files" / "targets.json": targets.chart_rows(),
         CHART / "files" / "warnings.json": checks.warnings_json(),
         CHART / "files" / "image-variants.json": images.variants_json(),
-        ROOT / "scripts" / "lib" / "contract.sh": contract.shell_facts(),
+        ROOT / "scripts" / "lib" / "contract.sh": policy.shell_facts(),
         ROOT / "scripts" / "lib" / "targets.sh": targets.shell_facts() + kueue.shell_facts(),
     }
 

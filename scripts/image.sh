@@ -110,7 +110,7 @@ debian_mirror() {
   echo "${uri:-http://deb.debian.org/debian}"
 }
 
-source "$JAXT_ROOT/scripts/lib/contract.sh"  # RUN_AS_ID: the image's user is the pods' (trainer/contract.py)
+source "$JAXT_ROOT/scripts/lib/contract.sh"  # RUN_AS_ID: the image's user is the pods' (the Dockerfile has no default)
 build_args=(--build-arg "JAX_VARIANT=$variant" --build-arg "RUN_AS_ID=$RUN_AS_ID")
 build_log="$images/build-$variant.log"
 build_failed() { tail -n 30 "$build_log" >&2; die "building $image with $1 failed (log: $build_log)"; }

@@ -1,3 +1,5 @@
-# Generated from trainer/contract.py by `make generate`; do not edit.
+# Generated from generator/engines/kubernetes/policy.py by `make generate`; do not edit.
 # shellcheck shell=bash disable=SC2034
 RUN_AS_ID=10000
+# The selector of every object and pod of release $1.
+release_selector() { echo "app.kubernetes.io/name=jax-training,app.kubernetes.io/instance=$1"; }

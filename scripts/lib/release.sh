@@ -66,5 +66,5 @@ current_namespace() {
   echo "${ns:-default}"
 }
 
-# Selector of every object and pod of a release (the chart and jaxgen put these labels everywhere).
-release_selector() { echo "app.kubernetes.io/name=jax-training,app.kubernetes.io/instance=$1"; }
+# release_selector NAME: the selector of every object and pod of a release (generated).
+source "$JAXT_ROOT/scripts/lib/contract.sh"

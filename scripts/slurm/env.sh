@@ -10,7 +10,7 @@ JAXT_SLURM_GPUS="${JAXT_SLURM_GPUS:-4}"
 JAXT_SLURM_PARTITION="${JAXT_SLURM_PARTITION:-debug}"
 JAXT_SLURMCTLD_PORT="${JAXT_SLURMCTLD_PORT:-6817}"
 JAXT_SLURMD_PORT="${JAXT_SLURMD_PORT:-6818}"
-# The trainer's coordinator port is SLURM_JOB_ID % 4096 + 61440: two SLURMs on one machine should
+# The trainer's coordinator port is picked by SLURM_JOB_ID (trainer/cluster.py, SLURM_PORTS): two SLURMs on one machine should
 # number their jobs apart so that concurrent jobs do not pick the same port.
 JAXT_SLURM_FIRST_JOB_ID="${JAXT_SLURM_FIRST_JOB_ID:-1}"
 PATH="$PATH:/usr/sbin:/sbin"

@@ -3,9 +3,9 @@ and every optional block switched on (the base cases leave each one off, at its 
 
 from __future__ import annotations
 
+from generator.engines.kubernetes.policy import DNS_LABEL_MAX
 from generator.targets import KUBERNETES as TARGETS, TARGETS as TARGET_ROWS
 from trainer import models
-from trainer.contract import DNS_LABEL_MAX
 
 TRICKY_TEXT = 'quote " back\\slash {{ .Values.name }} $(HOME) #not-a-comment: - [x] ü 日本 \ttab\nnewline'
 

@@ -14,11 +14,11 @@ from generator import yaml_text
 from generator.kubernetes_versions import SUPPORTED
 from generator.output import dump_yaml
 from generator.engines.kubernetes import render_documents
+from generator.engines.kubernetes.policy import DNS_LABEL_MAX
 from generator.targets import KUBERNETES
 from generator.values import load_values
 from tests.support import kubernetes_yaml
 from tests.support.paths import CACHE, CHART_DIR, tool
-from trainer.contract import DNS_LABEL_MAX
 
 SCHEMAS = CACHE / "kubeconform-schemas"
 # Versions the offline schemas are prepared for (KUBERNETES_SCHEMA_VERSIONS in scripts/tools.sh).

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from generator.engines.kubernetes.policy import DNS_LABEL_MAX
 from generator.targets import KUBERNETES, target as target_of
 from tests.support.strategies import choices, dns_name, label_key
-from trainer.contract import DNS_LABEL_MAX, MAX_GPUS_PER_HOST
+from trainer.contract import MAX_GPUS_PER_HOST
 
 # Printable text PyYAML accepts in a stream (its reader refuses other code points, whichever engine
 # produced them), with the characters that break naive templating over-represented.

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from generator.engines.kubernetes.policy import release_selector
 from tests.support.paths import EXAMPLES_DIR, SCRIPTS_DIR as SCRIPTS
 # An image of one's own (scripts/image.sh's repository): run.sh's preflight refuses the default
 # reference, which no release has published; kwok pulls nothing, the real-node tier sets its own.
@@ -55,10 +56,6 @@ class Cluster:
         kinds += ",jobsets.jobset.x-k8s.io,jaxjobs.kubeflow.org,trainjobs.trainer.kubeflow.org"
         out = self.kubectl("get", kinds, "-l", release_selector(name), "-o", "name").stdout
         return out.split()
-
-
-def release_selector(name: str) -> str:
-    return f"app.kubernetes.io/name=jax-training,app.kubernetes.io/instance={name}"
 
 
 def wait_until(what: str, probe: Callable[[], object], timeout: float = 60, interval: float = 0.5,

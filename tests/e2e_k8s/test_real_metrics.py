@@ -19,7 +19,7 @@ import pytest
 from tests.e2e_k8s.kube import SCRIPTS, finish, pod_index, prepare, release_selector, start_run, wait_until
 from tests.e2e_k8s.real import HOSTS, containerd_cli, containerd_task
 from tests.support import prometheus
-from trainer.contract import METRICS_PORT_NAME
+from generator.engines.kubernetes.policy import METRICS_PORT_NAME
 
 
 def endpoint(pod: dict) -> str:

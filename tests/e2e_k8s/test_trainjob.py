@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from generator.targets import TARGETS
-from trainer import __version__, contract, trainjob_status
-from trainer.contract import COMPLETION_INDEX_FIELD as COMPLETION_INDEX, DNS_LABEL_MAX, RUN_AS_ID
+from trainer import __version__, trainjob_status
+from generator.engines.kubernetes.policy import COMPLETION_INDEX_FIELD as COMPLETION_INDEX, DNS_LABEL_MAX, JOBSET_FAILURE_RULES, RUN_AS_ID
 from tests.e2e_k8s.kube import (READY_DELAY, SCRIPTS, check_pods_while_not_ready, finish, prepare, start_run,
                                 wait_until)
 
@@ -214,7 +214,7 @@ def test_our_own_runtime_carries_the_failure_policy(cluster, build_dir):
         jobset = json.loads(found)
         assert jobset["spec"]["failurePolicy"]["maxRestarts"] == 2
         assert [r["action"] for r in jobset["spec"]["failurePolicy"]["rules"]] == [
-            r["action"] for r in contract.JOBSET_FAILURE_RULES]
+            r["action"] for r in JOBSET_FAILURE_RULES]
         [job] = jobset["spec"]["replicatedJobs"]
         rules = job["template"]["spec"]["podFailurePolicy"]["rules"]
         assert rules[0]["action"] == "FailJob" and rules[0]["onExitCodes"]["containerName"] == target.workload.container

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import MNIST_DIR, REPO_ROOT
+from trainer.cluster import SLURM_PORTS
 
 from .slurm import job_processes, rank_lines, render_script
 
@@ -62,7 +63,7 @@ def job_output(tmp_path: Path, name: str, job_id: int) -> str:
 
 
 def assert_both_ranks_from_slurm(output: str, job_id: int):
-    port = job_id % 4096 + 61440
+    port = SLURM_PORTS[job_id % len(SLURM_PORTS)]
     for rank in (0, 1):
         lines = rank_lines(output, rank)
         cluster = [line for line in lines if "cluster:" in line]

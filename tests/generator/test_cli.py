@@ -7,6 +7,7 @@ import sys
 import pytest
 import yaml
 
+from generator.engines.kubernetes.policy import CHECKPOINTS_VOLUME
 from generator.targets import KUBERNETES, NAMES
 from tests.support.jaxgen import jaxgen
 from tests.support.manifests import pod_templates
@@ -177,8 +178,8 @@ def test_the_outputs_on_an_emptydir_are_a_warning_and_a_claim_keeps_them(target,
     assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
     assert claim["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
     mounted = [v for d in (tmp_path / "out").glob("*.yaml") for v in _volumes(yaml.safe_load(d.read_text()))
-               if v["name"] == "checkpoints"]
-    assert mounted == [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": "jax-training-outputs"}}]
+               if v["name"] == CHECKPOINTS_VOLUME]
+    assert mounted == [{"name": CHECKPOINTS_VOLUME, "persistentVolumeClaim": {"claimName": "jax-training-outputs"}}]
     existing = jaxgen("render", "--target", target, "--set", "persistence.existing_claim=results")
     assert existing.stderr == "" and all(doc["kind"] != "PersistentVolumeClaim" for doc in existing.documents())
     assert "claimName: results" in existing.stdout

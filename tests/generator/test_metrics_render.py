@@ -9,7 +9,8 @@ import pytest
 from generator.targets import KUBERNETES
 from tests.support.manifests import pod_templates, trainjob_pod_template
 from trainer.config import TrainConfig
-from trainer.contract import METRICS_PATH, METRICS_PORT_NAME
+from generator.engines.kubernetes.policy import METRICS_PORT_NAME
+from trainer.contract import METRICS_PATH
 
 from tests.support.jaxgen import jaxgen
 

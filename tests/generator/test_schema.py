@@ -68,3 +68,21 @@ def test_a_trainer_settings_default_and_choices_are_written_once():
             prop = prop["properties"][key]
         assert prop.get("default", ...) != setting.default, f"{setting.variable}: default restated"
         assert not setting.choices or "enum" not in prop, f"{setting.variable}: choices restated"
+
+
+def test_name_length_limits_and_the_coordinator_port_come_from_their_homes():
+    """The hand-written schema names a Kubernetes name limit (x-max-length) where the complete schema
+    has its maxLength from generator/engines/kubernetes/policy.py, and leaves the coordinator port's
+    default to trainer/cluster.py."""
+    from generator.engines.kubernetes.policy import DNS_LABEL_MAX, LENGTH_LIMITS
+    from trainer.cluster import DEFAULT_PORT
+
+    hand_text = (REPO_ROOT / "variables" / "schema.json").read_text()
+    hand = json.loads(hand_text)
+    assert "default" not in hand["properties"]["coordinator_port"]
+    assert SCHEMA["properties"]["coordinator_port"]["default"] == DEFAULT_PORT == VALUES["coordinator_port"]
+    assert "x-max-length" not in SCHEMA_FILE.read_text()
+    named = hand_text.count('"x-max-length"')
+    assert named >= 3 and sum(SCHEMA_FILE.read_text().count(f'"maxLength": {n}') for n in set(LENGTH_LIMITS.values())) == named
+    assert hand["properties"]["name"]["x-max-length"] == "dns-label"
+    assert SCHEMA["properties"]["name"]["maxLength"] == DNS_LABEL_MAX

@@ -15,7 +15,8 @@ from generator.targets import (ENGINES, KUBERNETES, LOCAL, NAMES, TARGETS, clean
                                shell_facts)
 from generator.values import load_values
 from tests.support.paths import REPO_ROOT
-from trainer.contract import DNS_LABEL_MAX, PROCESS_ENV
+from generator.engines.kubernetes.policy import DNS_LABEL_MAX
+from trainer.contract import PROCESS_ENV
 
 
 def _render(name: str, *sets: str) -> tuple[dict, list[dict]]:

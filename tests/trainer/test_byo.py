@@ -16,6 +16,7 @@ from generator.local_run import engine_env
 from tests.support.procs import free_port, start, wait_all
 from generator.targets import KUBERNETES, target as target_of
 from trainer import exit_codes
+from trainer.cluster import SLURM_PORTS
 from trainer.distributed import initialize
 from trainer.errors import ConfigError
 
@@ -26,14 +27,14 @@ LOCAL_DEVICES = {"JAX_PLATFORMS": "cpu", "JAX_LOCAL_DEVICE_COUNT": "2"}
 
 
 def free_slurm_job_id() -> int:
-    """A job id whose SLURM coordinator port (id % 4096 + 61440) is free here."""
-    for port in range(61440, 65536):
+    """A job id whose SLURM coordinator port (picked from SLURM_PORTS by job id) is free here."""
+    for port in SLURM_PORTS:
         with socket.socket() as s:
             try:
                 s.bind(("", port))
             except OSError:
                 continue
-        return port - 61440
+        return port - SLURM_PORTS.start
     pytest.skip("no free port in SLURM's coordinator range")
 
 

@@ -10,8 +10,8 @@ import PIL
 import prometheus_client
 import safetensors
 
+from generator.engines.kubernetes.policy import RUN_AS_ID
 from tests.support.paths import REPO_ROOT
-from trainer.contract import RUN_AS_ID
 
 DOCKERFILE = (REPO_ROOT / "trainer" / "Dockerfile").read_text()
 
@@ -39,8 +39,14 @@ def test_gpu_by_default_cpu_by_build_arg():
 
 
 def test_runs_as_the_manifests_non_root_user():
-    """The uid is a build argument whose default is trainer/contract.py's (scripts/image.sh passes it)."""
-    assert int(arg("RUN_AS_ID")) == RUN_AS_ID >= 10000
+    """The uid is a build argument with no default: scripts/image.sh passes its one home's value
+    (scripts/lib/contract.sh, generated from the Kubernetes policy), and a build without it fails."""
+    assert re.search(r"^ARG RUN_AS_ID$", DOCKERFILE, re.M)
+    assert str(RUN_AS_ID) not in DOCKERFILE and RUN_AS_ID >= 10000
+    assert 'echo "build argument RUN_AS_ID (a uid) is required" >&2; exit 1' in DOCKERFILE
+    image_sh = (REPO_ROOT / "scripts" / "image.sh").read_text()
+    assert 'source "$JAXT_ROOT/scripts/lib/contract.sh"' in image_sh and '--build-arg "RUN_AS_ID=$RUN_AS_ID"' in image_sh
+    assert f"RUN_AS_ID={RUN_AS_ID}\n" in (REPO_ROOT / "scripts" / "lib" / "contract.sh").read_text()
     users = re.findall(r"^USER (\S+)$", DOCKERFILE, re.M)
     assert users == ["${RUN_AS_ID}:${RUN_AS_ID}"]
     assert DOCKERFILE.index("USER ${RUN_AS_ID}") > DOCKERFILE.index("pip install")  # nothing installed as the user

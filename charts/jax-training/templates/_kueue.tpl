@@ -17,7 +17,7 @@ values do not say the cluster's Kueue enables it, "" otherwise. */}}
 {{- $k := .Values.kueue -}}
 {{- $annotations := dict -}}
 {{- if and (include "jax-training.kueueSuspended" .) $k.topology -}}
-{{- $_ := set $annotations (printf "kueue.x-k8s.io/podset-%s-topology" $k.topology_mode) $k.topology -}}
+{{- $_ := set $annotations (printf (.Files.Get "files/contract.json" | fromJson).topologyAnnotation $k.topology_mode) $k.topology -}}
 {{- end -}}
 {{- include "jax-training.json" $annotations -}}
 {{- end -}}

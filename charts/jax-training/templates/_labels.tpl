@@ -7,9 +7,10 @@
 
 {{/* Selector labels (JSON); call with (dict "root" $ "component" "worker"). */}}
 {{- define "jax-training.selectorLabels" -}}
+{{- $contract := .root.Files.Get "files/contract.json" | fromJson -}}
 {{- include "jax-training.json" (dict
-  "app.kubernetes.io/name" .root.Chart.Name
-  "app.kubernetes.io/instance" (include "jax-training.name" .root)
+  $contract.nameLabel .root.Chart.Name
+  $contract.instanceLabel (include "jax-training.name" .root)
   "app.kubernetes.io/component" .component) -}}
 {{- end -}}
 
@@ -25,9 +26,10 @@ queue adds the Kueue queue and priority labels (top-level workload objects), cha
 {{- $_ := set $labels "app.kubernetes.io/version" (include "jax-training.imageTag" .root | trunc (int (.root.Files.Get "files/contract.json" | fromJson).dnsLabelMax) | trimAll "-_.") -}}{{/* a label value: <= 63, alphanumeric ends */}}
 {{- $_ = set $labels "app.kubernetes.io/managed-by" .root.Release.Service -}}
 {{- if and .queue $v.queue_name -}}
-{{- $_ = set $labels "kueue.x-k8s.io/queue-name" $v.queue_name -}}
+{{- $contract := .root.Files.Get "files/contract.json" | fromJson -}}
+{{- $_ = set $labels $contract.queueLabel $v.queue_name -}}
 {{- if $v.kueue.priority_class -}}
-{{- $_ = set $labels "kueue.x-k8s.io/priority-class" $v.kueue.priority_class -}}
+{{- $_ = set $labels $contract.priorityLabel $v.kueue.priority_class -}}
 {{- end -}}
 {{- end -}}
 {{- if .chart -}}

@@ -6,7 +6,7 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- define "jax-training.validate" -}}
 {{- $v := .Values -}}
 {{- $kubernetes := include "jax-training.kubernetes" . -}}
-{{- $contract := .Files.Get "files/contract.json" | fromJson -}}{{/* generated from trainer/contract.py */}}
+{{- $contract := .Files.Get "files/contract.json" | fromJson -}}{{/* generated from trainer/contract.py and generator/engines/kubernetes/policy.py */}}
 {{- $errors := list -}}
 {{- $hosts := int $v.hosts_count -}}
 {{- $local := int $v.local_device_count -}}
@@ -56,11 +56,11 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- range $found := $gpuFound -}}
 {{- if ne (index $found 1 | toString) (toString $local) -}}
-{{- $errors = append $errors (printf "$.resources.%s.nvidia.com/gpu: %s contradicts local_device_count %d (leave it out: it is set from local_device_count)" (index $found 0) (index $found 1 | toString) $local) -}}
+{{- $errors = append $errors (printf "$.resources.%s.%s: %s contradicts local_device_count %d (leave it out: it is set from local_device_count)" (index $found 0) $contract.gpuResource (index $found 1 | toString) $local) -}}
 {{- end -}}
 {{- end -}}
 {{- else if $gpuFound -}}
-{{- $errors = append $errors (printf "$.resources.%s.nvidia.com/gpu: GPUs requested but accelerator is 'cpu'" (index (first $gpuFound) 0)) -}}
+{{- $errors = append $errors (printf "$.resources.%s.%s: GPUs requested but accelerator is 'cpu'" (index (first $gpuFound) 0) $contract.gpuResource) -}}
 {{- end -}}
 {{- $requests := $v.resources.requests | default dict -}}
 {{- $limits := $v.resources.limits | default dict -}}
@@ -186,14 +186,15 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- end -}}
 
-{{/* JSON list of [section, count] for each of resources.limits and resources.requests naming nvidia.com/gpu. */}}
+{{/* JSON list of [section, count] for each of resources.limits and resources.requests naming the GPU resource. */}}
 {{- define "jax-training.gpuRequest" -}}
 {{- $found := list -}}
+{{- $gpu := ($.Files.Get "files/contract.json" | fromJson).gpuResource -}}
 {{- range $kind := list "limits" "requests" -}}
 {{- $section := index ($.Values.resources | default dict) $kind -}}
 {{- if kindIs "map" $section -}}
-{{- if hasKey $section "nvidia.com/gpu" -}}
-{{- $found = append $found (list $kind (index $section "nvidia.com/gpu")) -}}
+{{- if hasKey $section $gpu -}}
+{{- $found = append $found (list $kind (index $section $gpu)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -7,7 +7,7 @@
 {{- if not $v.data.download -}}
 {{- $_ := set $data "readOnly" true -}}
 {{- end -}}
-{{- $mounts := list $data (dict "name" "checkpoints" "mountPath" $v.checkpoint.dir) (dict "name" "tmp" "mountPath" "/tmp") -}}
+{{- $mounts := list $data (dict "name" (.Files.Get "files/contract.json" | fromJson).checkpointsVolume "mountPath" $v.checkpoint.dir) (dict "name" "tmp" "mountPath" "/tmp") -}}
 {{- if eq $v.accelerator "gpu" -}}
 {{- $mounts = append $mounts (dict "name" "dshm" "mountPath" "/dev/shm") -}}
 {{- end -}}
@@ -20,7 +20,7 @@
 {{- $claim := include "jax-training.outputsClaim" . -}}
 {{- $outputs := ternary (dict "persistentVolumeClaim" (dict "claimName" $claim)) $v.checkpoint.volume (ne $claim "") -}}
 {{- $volumes := list (include "jax-training.volume" (list "data" $v.data.volume) | fromJson)
-  (include "jax-training.volume" (list "checkpoints" $outputs) | fromJson)
+  (include "jax-training.volume" (list (.Files.Get "files/contract.json" | fromJson).checkpointsVolume $outputs) | fromJson)
   (dict "name" "tmp" "emptyDir" dict) -}}
 {{- if eq $v.accelerator "gpu" -}}
 {{- $volumes = append $volumes (dict "name" "dshm" "emptyDir" (dict "medium" "Memory" "sizeLimit" $v.shm_size)) -}}

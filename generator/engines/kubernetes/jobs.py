@@ -11,18 +11,16 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from trainer.contract import METRICS_PATH, METRICS_PORT_NAME
+from trainer.contract import METRICS_PATH
 
-from ... import job_status, targets
+from ... import job_status, kueue, targets
 from ...errors import UserError
 from ...job_status import FAILED, PENDING, QUEUED, RUNNING, STOPPED, SUCCEEDED, JobStatus
 from .kubectl import ClusterError, Kubectl, NotFound
+from .policy import INSTANCE_LABEL, METRICS_PORT_NAME, PROJECT_SELECTOR
 
-NAME_LABEL, INSTANCE_LABEL = "app.kubernetes.io/name", "app.kubernetes.io/instance"
-PROJECT_SELECTOR = f"{NAME_LABEL}=jax-training"
 WORKLOADS = "workloads.kueue.x-k8s.io"
 METRICS_TIMEOUT = "1s"  # process 0's endpoint answers at once; one that does not is not worth a slow status
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 KINDS = {t.workload.kind: t for t in targets.TARGETS.values() if t.workload}
 WAITING_TROUBLE = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
@@ -103,7 +101,7 @@ class _Job:
         return (spec.get("trainer") or {}).get("numNodes")
 
     def queue(self) -> str:
-        queue = (self.meta.get("labels") or {}).get(QUEUE_LABEL)
+        queue = (self.meta.get("labels") or {}).get(kueue.QUEUE_LABEL)
         if not queue:
             return ""
         if self.kueue is None:
@@ -151,7 +149,7 @@ class _Job:
         if self.workload.succeeded in conditions:
             return SUCCEEDED, ""
         if "Suspended" in conditions or (self.obj.get("spec") or {}).get("suspend"):
-            return (QUEUED, "") if (self.meta.get("labels") or {}).get(QUEUE_LABEL) else (STOPPED, "suspended")
+            return (QUEUED, "") if (self.meta.get("labels") or {}).get(kueue.QUEUE_LABEL) else (STOPPED, "suspended")
         running = sum((p.get("status") or {}).get("phase") == "Running" for p in self.pods)
         if running and running >= (self.hosts() or 1):
             return RUNNING, ""

@@ -11,10 +11,10 @@ from functools import cached_property
 
 from ... import kueue, names, targets
 from .kubectl import Kubectl, NotFound
+from .policy import GPU_RESOURCE as GPU
 from .render import render_documents
 
 DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
-GPU = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True)

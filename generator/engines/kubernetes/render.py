@@ -11,16 +11,17 @@ import jinja2
 import yaml
 
 from trainer import contract
+from trainer.fencing import ATTEMPT_ENV
 
 from ... import __version__, images, kueue, names, targets, yaml_text
 from ...errors import TemplateBug
 from ...output import dump_json, dump_json_list, dump_yaml, file_name
 from ...program import device_env, program_args
 from ...templating import environment
+from . import policy
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 MANAGED_BY = "jaxgen"
-GPU_RESOURCE = "nvidia.com/gpu"
 CLAIM_TEMPLATE = "persistentvolumeclaim.yaml.j2"
 POD_MONITOR_TEMPLATE = "podmonitor.yaml.j2"
 NETWORK_POLICY_TEMPLATE = "networkpolicy.yaml.j2"
@@ -35,7 +36,7 @@ def _environment() -> jinja2.Environment:
 def version_label(tag: str) -> str:
     """The image tag as a label value (at most 63 characters, alphanumeric at both ends): a tag may be
     128 characters and end in "-" or ".". The chart's jax-training.labels does the same (trunc, trimAll)."""
-    return tag[:contract.DNS_LABEL_MAX].strip("-_.")
+    return tag[:policy.DNS_LABEL_MAX].strip("-_.")
 
 
 class PodContext:
@@ -46,8 +47,8 @@ class PodContext:
 
     def selector_labels(self, component: str) -> dict:
         return {
-            "app.kubernetes.io/name": "jax-training",
-            "app.kubernetes.io/instance": self.v["name"],
+            policy.NAME_LABEL: policy.APP_NAME,
+            policy.INSTANCE_LABEL: self.v["name"],
             "app.kubernetes.io/component": component,
         }
 
@@ -70,11 +71,11 @@ class PodContext:
         where it does not set those, the gang's attempt where the controller gives one,
         JAX_LOCAL_DEVICE_COUNT (every target: the devices each process expects), then the user's env."""
         set_by_engine = targets.workload(self.v).engine_env
-        env = [] if "PYTHONUNBUFFERED" in set_by_engine else [{"name": "PYTHONUNBUFFERED", "value": "1"}]
+        env = [] if policy.UNBUFFERED_ENV in set_by_engine else [{"name": policy.UNBUFFERED_ENV, "value": "1"}]
         env += self.process_env()
         attempt = targets.workload(self.v).attempt_field
         if attempt:  # the gang's attempt, which fences off an older one's processes (trainer/fencing.py)
-            env.append({"name": contract.ATTEMPT_ENV, "valueFrom": {"fieldRef": {"fieldPath": attempt}}})
+            env.append({"name": ATTEMPT_ENV, "valueFrom": {"fieldRef": {"fieldPath": attempt}}})
         name, value = device_env(self.v)
         env.append({"name": name, "value": value})
         return env + list(self.v["env"])
@@ -88,7 +89,7 @@ class PodContext:
             return []
         env = t.launcher.env(0, int(self.v["hosts_count"]), names.coordinator_host(self.v),
                              int(self.v["coordinator_port"]))
-        index = {"fieldRef": {"fieldPath": contract.COMPLETION_INDEX_FIELD}}
+        index = {"fieldRef": {"fieldPath": policy.COMPLETION_INDEX_FIELD}}
         return [{"name": name, "valueFrom": index} if name == t.launcher.process_id else {"name": name, "value": value}
                 for name, value in env.items()]
 
@@ -109,7 +110,7 @@ class PodContext:
         return program_args(self.v)
 
     def pod_security_context(self) -> dict:
-        uid = contract.RUN_AS_ID
+        uid = policy.RUN_AS_ID
         return {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid,
                 "seccompProfile": {"type": "RuntimeDefault"}}
 
@@ -124,7 +125,7 @@ class PodContext:
         data = {"name": "data", "mountPath": self.v["data"]["dir"]}
         if not self.v["data"]["download"]:
             data["readOnly"] = True
-        mounts = [data, {"name": "checkpoints", "mountPath": self.v["checkpoint"]["dir"]},
+        mounts = [data, {"name": policy.CHECKPOINTS_VOLUME, "mountPath": self.v["checkpoint"]["dir"]},
                   {"name": "tmp", "mountPath": "/tmp"}]
         if self.v["accelerator"] == "gpu":
             mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
@@ -134,7 +135,7 @@ class PodContext:
         claim = names.outputs_claim(self.v)
         outputs = {"persistentVolumeClaim": {"claimName": claim}} if claim else self.v["checkpoint"]["volume"]
         volumes = [self.volume("data", self.v["data"]["volume"]),
-                   self.volume("checkpoints", outputs),
+                   self.volume(policy.CHECKPOINTS_VOLUME, outputs),
                    {"name": "tmp", "emptyDir": {}}]
         if self.v["accelerator"] == "gpu":
             volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": self.v["shm_size"]}})
@@ -143,13 +144,13 @@ class PodContext:
     def container_resources(self) -> dict:
         resources = copy.deepcopy(self.v["resources"])
         if self.v["accelerator"] == "gpu":
-            resources.setdefault("limits", {})[GPU_RESOURCE] = self.v["local_device_count"]
+            resources.setdefault("limits", {})[policy.GPU_RESOURCE] = self.v["local_device_count"]
         return resources
 
     def tolerations(self) -> list[dict]:
         tolerations = list(self.v["tolerations"])
         if self.v["accelerator"] == "gpu":
-            tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
+            tolerations.append({"key": policy.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
         return tolerations
 
     def volume(self, name: str, source: dict) -> dict:
@@ -166,15 +167,15 @@ class PodContext:
         return targets.workload(self.v).container
 
     def pod_failure_policy(self, child: bool = False) -> dict:
-        """The podFailurePolicy (trainer/contract.py) of an Indexed Job, or with `child` of a Job a
+        """The podFailurePolicy (policy.py) of an Indexed Job, or with `child` of a Job a
         JobSet owns."""
-        rules = contract.CHILD_JOB_FAILURE_RULES if child else contract.POD_FAILURE_RULES
-        return contract.pod_failure_policy(self.container_name(), rules)
+        rules = policy.CHILD_JOB_FAILURE_RULES if child else policy.POD_FAILURE_RULES
+        return policy.pod_failure_policy(self.container_name(), rules)
 
     @staticmethod
     def jobset_failure_rules() -> list[dict]:
-        """A JobSet's failurePolicy rules (trainer/contract.py)."""
-        return copy.deepcopy(list(contract.JOBSET_FAILURE_RULES))
+        """A JobSet's failurePolicy rules (policy.py)."""
+        return copy.deepcopy(list(policy.JOBSET_FAILURE_RULES))
 
     def jobset_annotations(self) -> dict:
         annotations = dict(self.v["annotations"])
@@ -201,7 +202,7 @@ class PodContext:
     def metrics_port(self) -> dict | None:
         """The trainer's metrics port (metrics.port; 0: none), named for a PodMonitor."""
         port = self.v["metrics"]["port"]
-        return {"name": contract.METRICS_PORT_NAME, "containerPort": port, "protocol": "TCP"} if port else None
+        return {"name": policy.METRICS_PORT_NAME, "containerPort": port, "protocol": "TCP"} if port else None
 
     def pod_annotations(self) -> dict:
         """The pods' annotations: annotation-based scrape discovery's (prometheus.io/*) when the metrics
@@ -217,7 +218,7 @@ class PodContext:
         return bool(self.v["metrics"]["pod_monitor"] and self.v["metrics"]["port"])
 
     def pod_monitor_endpoints(self) -> list[dict]:
-        return [{"port": contract.METRICS_PORT_NAME, "path": contract.METRICS_PATH}]
+        return [{"port": policy.METRICS_PORT_NAME, "path": contract.METRICS_PATH}]
 
     def image(self) -> str:
         return images.reference(self.v)

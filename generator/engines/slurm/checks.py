@@ -8,14 +8,16 @@ from __future__ import annotations
 import re
 
 from trainer.cluster import SLURM_PORTS
-from trainer.contract import MAX_GPUS_PER_HOST, SLURM_TASK_ENV
+from trainer.contract import MAX_GPUS_PER_HOST
 
 from ...errors import excerpt
 
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole name: fullmatch, never $
 # An #SBATCH line is split by sbatch itself, not by the shell: no quoting is possible there.
 DIRECTIVE_UNSAFE = re.compile(r"[\s'\"\\#]")
-# Set per task by SLURM itself (the trainer's own variables, PROCESS_ENV, are refused on every target).
+# Set per task by SLURM itself (a regular expression matching a whole name; the trainer's own
+# variables, PROCESS_ENV, are refused on every target).
+SLURM_TASK_ENV = r"SLURM_\w*|CUDA_VISIBLE_DEVICES"
 SLURM_ENV = re.compile(SLURM_TASK_ENV)
 # Variables bash itself keeps read-only (bash(1), "Shell Variables"): assigning one ends the sbatch script.
 BASH_READONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID"})
@@ -43,7 +45,7 @@ def slurm_errors(values: dict) -> list[str]:
     metrics_port = values["metrics"]["port"]
     if metrics_port in SLURM_PORTS:  # the coordinator's port is taken from this range by job id
         errors.append(f"$.metrics.port: {metrics_port} is in {SLURM_PORTS.start}-{SLURM_PORTS.stop - 1}, where a "
-                      "SLURM job's coordinator port is (SLURM_JOB_ID % 4096 + 61440); choose a port below "
+                      "SLURM job's coordinator port is picked from by job id; choose a port below "
                       f"{SLURM_PORTS.start}")
 
     for key in ("partition", "account", "time", "output"):

@@ -2,7 +2,7 @@
 
 The script runs the same trainer arguments as the Kubernetes pods under
 `srun --kill-on-bad-exit=1`, one task per JAX process. The trainer derives its rank, the process
-count and the coordinator (first node of SLURM_STEP_NODELIST, port SLURM_JOB_ID % 4096 + 61440)
+count and the coordinator (first node of SLURM_STEP_NODELIST, a port picked by SLURM_JOB_ID, trainer/cluster.py)
 from SLURM's environment, so no JAX_* variable is rendered. Every value reaches the script through
 shlex.quote; values that end up in #SBATCH lines are restricted by .checks.
 """

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
+from generator.engines.slurm.checks import SLURM_TASK_ENV
 from tests.support.jaxgen import jaxgen
-from trainer.contract import PROCESS_ENV, SLURM_TASK_ENV
+from trainer.contract import PROCESS_ENV
 
 BAD = {
     "uneven tasks per node": (["hosts_count=3", "slurm.nodes=2", "training.batch_size=96"], "$.slurm.nodes"),

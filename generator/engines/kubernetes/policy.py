@@ -1,0 +1,159 @@
+"""The facts only Kubernetes manifests use, in one place: both renderers (jaxgen's templates and the
+Helm chart) and the scripts read them. What the trainer process itself reads (its env names, metrics
+path, exit codes, ports) is trainer/contract.py's.
+
+The chart reads these facts from charts/jax-training/files/contract.json and the shell scripts from
+scripts/lib/contract.sh, both written from here by `make generate` (a test checks they are current);
+the hand-written schema's name-length limits are filled in from here too (scripts/generate.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+from trainer import cluster, contract, exit_codes
+from trainer.fencing import ATTEMPT_ENV
+
+from ... import kueue, targets
+
+# The labels every object and pod of a release carries, and so the selector that finds them all.
+APP_NAME = "jax-training"
+NAME_LABEL, INSTANCE_LABEL = "app.kubernetes.io/name", "app.kubernetes.io/instance"
+PROJECT_SELECTOR = f"{NAME_LABEL}={APP_NAME}"
+
+
+def release_selector(name: str) -> str:
+    """The label selector of every object and pod of release `name`."""
+    return f"{PROJECT_SELECTOR},{INSTANCE_LABEL}={name}"
+
+
+# The pod annotation an Indexed Job (and a JobSet's child Job) numbers its pods with (the target
+# table's index label); the renders pass it to the trainer as JAX_PROCESS_ID through the downward API.
+COMPLETION_INDEX_FIELD = f"metadata.annotations['{targets.COMPLETION_INDEX_KEY}']"
+
+# Kubernetes' limits: a DNS-1123 label (a pod hostname, a label value), a DNS-1123 subdomain (an
+# object name such as a claimName), a qualified name (a label key: an optional subdomain prefix, a
+# slash and a label), and the bytes of one object's annotations, keys and values.
+DNS_LABEL_MAX = 63
+DNS_SUBDOMAIN_MAX = 253
+LABEL_KEY_MAX = DNS_SUBDOMAIN_MAX + 1 + DNS_LABEL_MAX
+ANNOTATIONS_MAX_BYTES = 256 * 1024
+# The hand-written schema names a limit (`"x-max-length": "dns-label"`) where the complete schema has
+# its maxLength (scripts/generate.py).
+LENGTH_LIMITS = {"dns-label": DNS_LABEL_MAX, "dns-subdomain": DNS_SUBDOMAIN_MAX, "label-key": LABEL_KEY_MAX}
+
+# A Kubernetes quantity's suffixes and their factors (1.5Gi is 1.5 x 2^30), as decimal text that Go's
+# and Python's float parsers read alike; an exponent (1e3) is part of the number.
+QUANTITY_SUFFIXES = {"n": "1e-9", "u": "1e-6", "m": "1e-3", "k": "1e3", "M": "1e6", "G": "1e9", "T": "1e12",
+                     "P": "1e15", "E": "1e18", **{f"{s}i": str(2 ** (10 * n)) for n, s in enumerate("KMGTPE", 1)}}
+
+# The user and group the trainer runs as: the image's USER (trainer/Dockerfile's RUN_AS_ID build
+# argument, which scripts/image.sh passes from scripts/lib/contract.sh), the pods'
+# runAsUser/runAsGroup/fsGroup, and the owner of a host directory the pods write to. 10000 or above,
+# so that it is no user of the node's own (distributions hand out ids from 1000 up).
+RUN_AS_ID = 10000
+
+# The extended resource a GPU pod requests (and the taint GPU nodes carry).
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# The pod volume mounted at checkpoint.dir: the job's outputs.
+CHECKPOINTS_VOLUME = "checkpoints"
+
+# What the renders set in the container beside the trainer's PROCESS_ENV (unbuffered logs): a user
+# env entry of that name, like one given twice, would be a second entry of one name, which Helm 4's
+# server-side apply refuses.
+UNBUFFERED_ENV = "PYTHONUNBUFFERED"
+RENDERED_ENV = (UNBUFFERED_ENV,)
+
+# The name of the trainer's Prometheus port (trainer/monitoring.py), which a PodMonitor selects.
+METRICS_PORT_NAME = "metrics"
+
+# The failure rules of an Indexed Job's podFailurePolicy: in order, each rule's action and what it
+# matches, an exit-code action of trainer/exit_codes.py or a pod condition. A permanent error fails
+# the Job at once; a disruption and the "ignore" codes (a stop signal, a lost peer) restart the pod
+# without counting; retryable codes count against the limit.
+POD_FAILURE_RULES = (
+    ("FailJob", "fail"),
+    ("Ignore", "DisruptionTarget"),
+    ("Ignore", "ignore"),
+    ("Count", "retry"),
+)
+# The same for a Job a JobSet owns (ours and a TrainJob runtime's): a disruption and the "ignore"
+# codes fail the Job at once too, and the JobSet (JOBSET_FAILURE_RULES) recreates its Jobs without
+# counting. Replacing the pod inside the Job would wait for the Job controller's pod-failure backoff
+# (10 s, doubled for every earlier failed pod of the Job, ignored ones included, never reset before
+# a pod succeeds); a recreated Job starts its pods at once.
+CHILD_JOB_FAILURE_RULES = (
+    ("FailJob", "fail"),
+    ("FailJob", "DisruptionTarget"),
+    ("FailJob", "ignore"),
+    ("Count", "retry"),
+)
+# The failurePolicy rules of a JobSet, matched against the failed child Job's reason and message
+# (the Job controller's "failed with exit code N matching FailJob rule" or "has condition C matching
+# FailJob rule"): a stop or a disruption restarts the JobSet without counting; any other FailJob (a
+# permanent error) fails it; any other failure (a retryable code) restarts it, counted against
+# maxRestarts.
+JOBSET_FAILURE_RULES = (
+    {"name": "Stopped", "action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"],
+     "onJobFailureMessagePatterns": [
+         f"failed with exit code ({'|'.join(map(str, exit_codes.codes('ignore')))}) matching FailJob rule",
+         "has condition DisruptionTarget matching FailJob rule"]},
+    {"name": "PermanentError", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+)
+
+
+def pod_failure_policy(container: str, failure_rules=POD_FAILURE_RULES) -> dict:
+    """Failure rules (POD_FAILURE_RULES, CHILD_JOB_FAILURE_RULES) as a podFailurePolicy for the
+    trainer's container."""
+    rules = []
+    for action, match in failure_rules:
+        if match in ("fail", "ignore", "retry"):
+            codes = {"containerName": container, "operator": "In", "values": exit_codes.codes(match)}
+            rules.append({"action": action, "onExitCodes": codes})
+        else:
+            rules.append({"action": action, "onPodConditions": [{"type": match, "status": "True"}]})
+    return {"rules": rules}
+
+
+def chart_json() -> str:
+    """charts/jax-training/files/contract.json: the facts the chart's templates read, this module's and
+    the trainer's (trainer/contract.py) that the pods carry."""
+    facts = {
+        "completionIndexField": COMPLETION_INDEX_FIELD,
+        "dnsLabelMax": DNS_LABEL_MAX,
+        "dnsSubdomainMax": DNS_SUBDOMAIN_MAX,
+        "annotationsMaxBytes": ANNOTATIONS_MAX_BYTES,
+        "maxGpusPerHost": contract.MAX_GPUS_PER_HOST,
+        "systemDirs": list(contract.SYSTEM_DIRS),
+        "imageDirs": list(contract.IMAGE_DIRS),
+        "quantitySuffixes": QUANTITY_SUFFIXES,
+        "runAsId": RUN_AS_ID,
+        "processEnv": list(contract.PROCESS_ENV),
+        "renderedEnv": list(RENDERED_ENV),
+        "outputFlags": contract.OUTPUT_FLAGS,
+        "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
+        "attemptEnv": ATTEMPT_ENV,
+        "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
+        "childJobFailureRules": [{"action": action, "match": match} for action, match in CHILD_JOB_FAILURE_RULES],
+        "jobSetFailureRules": list(JOBSET_FAILURE_RULES),
+        "metricsPortName": METRICS_PORT_NAME,
+        "metricsPath": contract.METRICS_PATH,
+        "gpuResource": GPU_RESOURCE,
+        "checkpointsVolume": CHECKPOINTS_VOLUME,
+        "nameLabel": NAME_LABEL,
+        "instanceLabel": INSTANCE_LABEL,
+        "queueLabel": kueue.QUEUE_LABEL,
+        "priorityLabel": kueue.PRIORITY_LABEL,
+        "topologyAnnotation": kueue.TOPOLOGY_ANNOTATION,
+    }
+    return json.dumps(facts, indent=1) + "\n"
+
+
+def shell_facts() -> str:
+    """scripts/lib/contract.sh: the facts as the shell scripts source them."""
+    return ("# Generated from generator/engines/kubernetes/policy.py by `make generate`; do not edit.\n"
+            "# shellcheck shell=bash disable=SC2034\n"
+            f"RUN_AS_ID={RUN_AS_ID}\n"
+            "# The selector of every object and pod of release $1.\n"
+            f'release_selector() {{ echo "{PROJECT_SELECTOR},{INSTANCE_LABEL}=$1"; }}\n')
