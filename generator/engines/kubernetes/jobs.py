@@ -307,3 +307,19 @@ def logs(name: str, rank: int, follow: bool, echo, kube: Kubectl, poll: float = 
 
 
 __all__ = ["ClusterError", "Kubectl", "NotFound", "jobs", "logs", "status"]
+
+
+class ClusterJobs:
+    """The jobs of this project in one namespace of one cluster (engines.base.Jobs)."""
+
+    def __init__(self, context: str | None, namespace: str | None):
+        self.kube = Kubectl(context, namespace)
+
+    def status(self, name: str) -> JobStatus:
+        return status(name, self.kube)
+
+    def jobs(self) -> list[JobStatus]:
+        return jobs(self.kube)
+
+    def logs(self, name: str, rank: int, follow: bool, echo) -> int:
+        return logs(name, rank, follow, echo, self.kube)
