@@ -2,7 +2,8 @@
 
 schema_errors() applies the complete schema (the chart's values.schema.json, written from
 variables/schema.json by scripts/generate.py); semantic_errors() the rules a schema cannot say.
-The Helm chart's templates/_validate.tpl enforces the same semantic rules.
+Then the rules of the target's engine (generator/engines/, errors(values)). The Helm chart's
+templates/_validate.tpl enforces the same semantic rules.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import re2
 from trainer import models  # the model registry's facts (no jax import)
 from trainer.contract import IMAGE_DIRS, MAX_GPUS_PER_HOST, OUTPUT_FLAGS, PROCESS_ENV, SYSTEM_DIRS
 
-from . import engines, images, kueue, set_values
-from .engines.kubernetes.policy import (ANNOTATIONS_MAX_BYTES, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, GPU_RESOURCE,
-                                         QUANTITY_SUFFIXES, RENDERED_ENV)
+from . import engines, images, set_values
+from .engines.kubernetes.policy import ANNOTATIONS_MAX_BYTES, DNS_SUBDOMAIN_MAX, GPU_RESOURCE, QUANTITY_SUFFIXES
 from .errors import EXCERPT, excerpt
-from .names import longest_hostname, outputs_claim, rendered_claim
+from .names import outputs_claim, rendered_claim
 from .paths import SCHEMA_FILE
-from .targets import target, workload
+from .program import OWN_PROGRAM_WARNING
+from .targets import target
 
 # A Kubernetes object name (DNS-1123 subdomain), as a PersistentVolumeClaim's claimName must be.
 DNS_SUBDOMAIN = re2.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
@@ -176,14 +177,6 @@ def semantic_errors(values: dict) -> list[str]:
             errors.append(f"$.training.batch_size: {training['batch_size']} is not divisible by the data-parallel "
                           f"size {devices // model}")
 
-    hostname = longest_hostname(values)
-    if hostname is not None:
-        suffix = workload(values).hosts.pod_name_suffix
-        longest, what = (hostname + suffix, "pod name") if suffix else (hostname, "pod hostname")
-        if len(longest) > DNS_LABEL_MAX:
-            errors.append(f"$.name: {what} {longest!r} would be {len(longest)} characters "
-                          f"(limit {DNS_LABEL_MAX}); shorten name by {len(longest) - DNS_LABEL_MAX}")
-
     gpu = _gpu_resources(values["resources"])
     if values["accelerator"] == "gpu":
         if local > MAX_GPUS_PER_HOST:
@@ -208,24 +201,22 @@ def semantic_errors(values: dict) -> list[str]:
         elif overlapped:
             errors.append(f"$.{field}: '{path}' overlaps {overlapped[0]}, which the image or the kernel provides; "
                           "choose a directory of its own")
-    if target(values).kubernetes and not data["download"] and not data["volume"]:
-        errors.append("$.data.volume: with data.download false the data must come from a volume "
-                      "(set data.volume, or data.download true)")
     for field in ("data.volume", "checkpoint.volume"):
         volume = values[field.split(".")[0]]["volume"]
         if len(volume) > 1:
             errors.append(f"$.{field}: give exactly one volume source, got {', '.join(sorted(volume))}")
         errors += _volume_source_errors(f"$.{field}", volume)
     errors += _persistence_errors(values)
-    errors += _metrics_errors(values)
+    port = values["metrics"]["port"]
+    if 0 < port < 1024:
+        errors.append(f"$.metrics.port: {port} is a privileged port; use 1024-65535 (the pods run as non-root), "
+                      "or 0 for no endpoint")
     first: dict[str, int] = {}
     for i, entry in enumerate(values.get("env") or []):  # every target: the trainer's own contract
         name = entry.get("name")
         if name in PROCESS_ENV:
             errors.append(f"$.env[{i}].name: {name} is set for each process by the job; "
                           "one value for every process would break the ranks")
-        elif name in RENDERED_ENV and target(values).kubernetes:  # the sbatch script sets none of them
-            errors.append(f"$.env[{i}].name: {name} is set by the job itself; a container takes each name once")
         elif name in first:
             errors.append(f"$.env[{i}].name: {name} is already set by $.env[{first[name]}]; "
                           "a container takes each name once")
@@ -246,36 +237,11 @@ def semantic_errors(values: dict) -> list[str]:
     return errors
 
 
-def _metrics_errors(values: dict) -> list[str]:
-    """The metrics port: unprivileged, not the coordinator's; a PodMonitor needs it declared on the pods."""
-    errors, metrics, t = [], values["metrics"], target(values)
-    port = metrics["port"]
-    if 0 < port < 1024:
-        errors.append(f"$.metrics.port: {port} is a privileged port; use 1024-65535 (the pods run as non-root), "
-                      "or 0 for no endpoint")
-    coordinator = (workload(values).engine_port or values["coordinator_port"]) if t.kubernetes else None
-    if port and port == coordinator:
-        errors.append(f"$.metrics.port: {port} is the coordinator's port; choose another")
-    if metrics["pod_monitor"]:
-        if not t.kubernetes:
-            errors.append(f"$.metrics.pod_monitor: a PodMonitor is for Kubernetes targets, not {t.name}")
-        elif not port:
-            errors.append("$.metrics.pod_monitor: needs metrics.port (the PodMonitor scrapes it)")
-        elif t.workload.runtime and not values["trainjob"]["own_runtime"]:
-            errors.append("$.metrics.pod_monitor: a PodMonitor scrapes a declared container port, which a TrainJob's "
-                          "runtime patch cannot declare; set trainjob.own_runtime true (its runtime declares it), or "
-                          "scrape through the pods' prometheus.io annotations")
-    return errors
-
-
 def _persistence_errors(values: dict) -> list[str]:
     """A claim for the outputs: on Kubernetes only, instead of checkpoint.volume, mountable by every pod."""
     persistence, errors = values["persistence"], []
     if not outputs_claim(values):
         return errors
-    if not target(values).kubernetes:
-        errors.append("$.persistence: a PersistentVolumeClaim is for Kubernetes targets; on slurm checkpoint.dir "
-                      "is on the shared filesystem (set persistence.enabled false and persistence.existing_claim '')")
     if values["checkpoint"]["volume"]:
         errors.append("$.persistence: the claim is mounted at checkpoint.dir, and so is checkpoint.volume; "
                       "set only one of them")
@@ -332,36 +298,14 @@ def _gpu_resources(resources: dict) -> list[tuple[str, object]]:
             if isinstance(resources.get(kind), dict) and GPU_RESOURCE in resources[kind]]
 
 
-EMPTYDIR_WARNING = ("checkpoint.dir is an emptyDir: a restarted pod starts over at step 0, and the checkpoints, "
-                    "metrics and model are lost with the pods; set persistence.enabled=true (or checkpoint.volume) "
-                    "to keep them")
-
-
-# %s: the target's own_program_init (the chart fills it in with printf).
-OWN_PROGRAM_WARNING = ("program.command: jax.distributed.initialize() with no arguments cannot find its peers in "
-                       "these pods (JAX reads only JAX_COORDINATOR_ADDRESS from the environment); a program of your "
-                       "own must call %s, or trainer.distributed.initialize()")
-
-
 def warnings(values: dict) -> list[str]:
-    """What valid values still lose or will not do: the job's outputs on a volume that dies with its
-    pod; a program of the user's own that cannot bring up distributed JAX by itself on this engine; a
-    queue that a stock Kueue ignores for this kind."""
-    found = []
-    volume = values["checkpoint"]["volume"]
-    if target(values).kubernetes and not outputs_claim(values) and (not volume or "emptyDir" in volume):
-        found.append(EMPTYDIR_WARNING)
+    """What valid values still lose or will not do: what the target's engine says (outputs on a volume
+    that dies with its pod, a queue that is ignored), and a program of the user's own that cannot bring
+    up distributed JAX by itself on this engine."""
+    found = engines.warnings(values)
     if values["program"]["command"] and target(values).own_program_init:
         found.append(OWN_PROGRAM_WARNING % target(values).own_program_init)
-    if target(values).kubernetes and kueue.unmanaged(values):
-        found.append(kueue.UNMANAGED_WARNING)
     return found
-
-
-def warnings_json() -> str:
-    """The warnings' texts as the chart's NOTES.txt reads them (files/warnings.json, make generate)."""
-    return json.dumps({"emptydir": EMPTYDIR_WARNING, "own_program": OWN_PROGRAM_WARNING,
-                       "kueue_unmanaged": kueue.UNMANAGED_WARNING}, indent=1) + "\n"
 
 
 def validation_errors(values: dict) -> list[str]:

@@ -80,13 +80,11 @@ def render(file, extra_files, sets, set_strings, set_jsons, target, release_name
         raise UserError("--release: needs -o/--output-dir")
     values = load_values(variables_files(file, extra_files), sets, target, release_namespace, set_jsons, set_strings)
     extra = {}
+    engine = engine_of(values)
     if release:
-        from .release import release_files
-
-        extra = release_files(values)
+        extra = engine.release_files(values)
     for warning in warnings(values):
         click.echo(f"warning: {warning}", err=True)
-    engine = engine_of(values)
     if output_dir is not None:
         files = engine.files(values, fmt)
         write_directory(Path(output_dir), {**files, **extra})
@@ -132,7 +130,7 @@ def schema():
     click.echo(SCHEMA_FILE.read_text(), nl=False)
 
 
-from .local_run import run_command  # noqa: E402  (light: click and the standard library only)
+from .run_command import run_command  # noqa: E402  (light: the engine is imported inside the command)
 from .plot import plot_command  # noqa: E402  (matplotlib is imported inside the command)
 from .results import keep_run_command, results_command  # noqa: E402
 from .job_commands import list_command, logs_command, status_command  # noqa: E402

@@ -5,6 +5,10 @@ class UserError(Exception):
     """Bad input (unreadable file, bad syntax, bad option); exit code 2."""
 
 
+class Unreachable(UserError):
+    """The engine cannot be asked: no kubectl or squeue, no context, the API server does not answer (exit 3)."""
+
+
 class TemplateBug(RuntimeError):
     """A template produced text that does not parse: a bug of ours, never the user's input."""
 

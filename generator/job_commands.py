@@ -15,15 +15,11 @@ from pathlib import Path
 
 import click
 
-from .errors import UserError
-from .local_run import DEFAULT_OUTPUTS
+from .errors import Unreachable, UserError
+from .runs import DEFAULT_OUTPUTS
 
 EXIT_INVALID, EXIT_UNREACHABLE = 2, 3
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS-1123 label, as every target's job name
-
-
-class Unreachable(UserError):
-    """The engine cannot be asked (exit 3)."""
 
 
 def _where(command):
@@ -42,58 +38,37 @@ def _where(command):
     return command
 
 
-class Engine:
-    """The engine the options name, behind status(name), jobs() and logs(name, rank, follow, echo)."""
+class LocalJobs:
+    """The runs of `jaxgen run` under an outputs folder, as engines.base.Jobs."""
 
-    def __init__(self, context, namespace, slurm, local, outputs_dir):
-        if slurm and local:
-            raise UserError("--slurm and --local: choose one")
-        self.local, self.slurm, self.outputs_dir = local, slurm, outputs_dir
-        self.kube = None
-        if not (slurm or local):
-            from .engines.kubernetes.jobs import ClusterError, Kubectl
-
-            try:
-                self.kube = Kubectl(context, namespace)
-            except ClusterError as error:
-                raise Unreachable(str(error)) from None
-
-    def _call(self, kubernetes, slurm, local):
-        from .engines.kubernetes.jobs import ClusterError
-        from .engines.slurm.jobs import SchedulerError
-
-        try:
-            if self.local:
-                return local()
-            return slurm() if self.slurm else kubernetes()
-        except (ClusterError, SchedulerError) as error:
-            raise Unreachable(str(error)) from None
+    def __init__(self, outputs_dir: Path):
+        self.outputs_dir = outputs_dir
 
     def status(self, name: str):
-        from .engines.kubernetes import jobs as kubernetes
-        from .engines.slurm import jobs as slurm
         from . import local_jobs
 
-        return self._call(lambda: kubernetes.status(name, self.kube), lambda: slurm.status(name),
-                          lambda: local_jobs.status(name, self.outputs_dir))
+        return local_jobs.status(name, self.outputs_dir)
 
     def jobs(self):
-        from .engines.kubernetes import jobs as kubernetes
-        from .engines.slurm import jobs as slurm
         from . import local_jobs
 
-        return self._call(lambda: kubernetes.jobs(self.kube), slurm.jobs, lambda: local_jobs.jobs(self.outputs_dir))
+        return local_jobs.jobs(self.outputs_dir)
 
-    def logs(self, name: str, rank: int, follow: bool, echo):
-        from .engines.kubernetes import jobs as kubernetes
-        from .engines.slurm import jobs as slurm
+    def logs(self, name: str, rank: int, follow: bool, echo) -> int:
+        raise UserError("--local: jaxgen run prints every process's log itself; the run's metrics are in "
+                        f"{self.outputs_dir}/<name>/metrics.jsonl")
 
-        def local():
-            raise UserError("--local: jaxgen run prints every process's log itself; the run's metrics are in "
-                            f"{self.outputs_dir}/<name>/metrics.jsonl")
 
-        return self._call(lambda: kubernetes.logs(name, rank, follow, echo, self.kube),
-                          lambda: slurm.logs(name, rank, follow, echo), local)
+def jobs_where(context, namespace, slurm, local, outputs_dir):
+    """The jobs the options name (engines.base.Jobs): a Kubernetes cluster by default, SLURM, or this
+    machine's runs."""
+    from . import engines
+
+    if slurm and local:
+        raise UserError("--slurm and --local: choose one")
+    if local:
+        return LocalJobs(outputs_dir)
+    return engines.ENGINES["slurm" if slurm else "kubernetes"].jobs_at(context, namespace)
 
 
 def _check_name(name: str) -> str:
@@ -149,7 +124,7 @@ def status_command(name, context, namespace, slurm, local, outputs_dir, fmt, wat
     3 when the cluster or scheduler cannot be asked."""
     def body():
         _check_name(name)
-        engine = Engine(context, namespace, slurm, local, outputs_dir)
+        engine = jobs_where(context, namespace, slurm, local, outputs_dir)
 
         def render():
             found = engine.status(name)
@@ -170,7 +145,7 @@ def list_command(context, namespace, slurm, local, outputs_dir, fmt, watch):
     from .job_status import table
 
     def body():
-        engine = Engine(context, namespace, slurm, local, outputs_dir)
+        engine = jobs_where(context, namespace, slurm, local, outputs_dir)
 
         def render():
             found = engine.jobs()
@@ -193,7 +168,7 @@ def logs_command(name, rank, follow, context, namespace, slurm, local, outputs_d
     """Print the log of rank 0 of job NAME (or --rank N), following it across restarts. Exit codes as status."""
     def body():
         _check_name(name)
-        engine = Engine(context, namespace, slurm, local, outputs_dir)
+        engine = jobs_where(context, namespace, slurm, local, outputs_dir)
         engine.logs(name, rank, follow, click.echo)
 
     _run(body)

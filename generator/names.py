@@ -1,24 +1,10 @@
-"""Pod hostnames per engine (from the target table), with the longest name each one produces.
-
-The Kubernetes renderer (generator/engines/kubernetes/) and the semantic checks use these; the Helm chart's
-_names.tpl computes the same names from its matching lookup.
+"""The release's namespace and the outputs claim, which the rules of every engine read (pod hostnames
+are the Kubernetes engine's: generator/engines/kubernetes/hosts.py).
 """
 
 from __future__ import annotations
 
-from .targets import target, workload
 DEFAULT_NAMESPACE = "default"  # the release's namespace when none is given, as in Helm
-
-
-def coordinator_host(values: dict) -> str:
-    """DNS name of process 0, as the other pods resolve it (pod hostname . Service subdomain)."""
-    return workload(values).hosts.coordinator(values["name"])
-
-
-def hostname(values: dict, index: int) -> str | None:
-    """The hostname (a DNS-1123 label) of the pod of process `index`, or None for non-pod targets."""
-    t = target(values)
-    return t.workload.hosts.host(values["name"], index) if t.kubernetes else None
 
 
 def outputs_claim(values: dict) -> str:
@@ -40,7 +26,3 @@ def rendered_claim(values: dict) -> str:
     """The claim this render creates ("" when none: persistence off, or an existing claim)."""
     return "" if values["persistence"]["existing_claim"] else outputs_claim(values)
 
-
-def longest_hostname(values: dict) -> str | None:
-    """The longest pod hostname this render creates (the last index has the most digits)."""
-    return hostname(values, values["hosts_count"] - 1)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
 
 from . import yaml_text
 from .errors import UserError
+from .targets import target as target_of
 
 MARKER = ".jaxgen-output"  # marks a directory as ours, so replacing it can never delete user files
 
@@ -112,3 +114,12 @@ def _write_inside(target: Path, files: dict[str, str]) -> None:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
         raise UserError(f"{target}: cannot write: {exc.strerror}") from None
+
+
+def release_record(values: dict) -> dict[str, str]:
+    """What scripts/prepare.sh keeps in BUILD/release/ for every target: the merged variables, and the
+    release's identity that run.sh and clean.sh read."""
+    release = {"NAME": values["name"], "NAMESPACE": values["namespace"], "TARGET": values["target"],
+               "HOSTS_COUNT": values["hosts_count"], **target_of(values).facts(values["name"])}
+    return {"release/values.json": json.dumps(values, indent=2) + "\n",
+            "release/release.env": "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in release.items())}

@@ -1,5 +1,6 @@
 """`jaxgen check FILE`: before anything is applied, ask the cluster for every piece this render needs
-(generator/engines/kubernetes/preflight.py) and name what to install or set, one line each.
+(the engine's check, generator/engines/kubernetes/preflight.py) and name what to install or set, one
+line each.
 Exit 0 when everything is there, 2 when something is missing (or the variables are invalid), 3 when
 the cluster cannot be asked. scripts/run.sh runs it before it applies."""
 
@@ -9,7 +10,6 @@ import sys
 
 import click
 
-from .errors import UserError
 from .options import variables_files, variables_options
 
 EXIT_MISSING, EXIT_UNREACHABLE = 2, 3
@@ -28,29 +28,23 @@ def check_command(file, extra_files, sets, set_strings, set_jsons, target, kubec
     StorageClass or the existing claim (and ReadWriteMany for several hosts), GPUs, a published image.
     Each problem is one line saying what to install or set. Exit 0: all there; 2: something is
     missing or the variables are invalid; 3: the cluster cannot be asked."""
-    from .engines.kubernetes.kubectl import ClusterError, Kubectl
-    from .engines.kubernetes.preflight import check
+    from .engines import engine_of
+    from .errors import Unreachable
     from .images import unpublished
-    from .targets import target as target_of
     from .values import defaults, load_values
 
     values = load_values(variables_files(file, extra_files), sets, target, set_jsons=set_jsons, set_strings=set_strings)
-    if not target_of(values).kubernetes:
-        raise UserError(f"target {values['target']}: jaxgen check asks a Kubernetes cluster; a SLURM script is "
-                        "checked by sbatch --test-only")
     if namespace:  # the namespace the job would go to, as run.sh --namespace applies it there
         values["namespace"] = namespace
     try:
-        kube = Kubectl(context, values["namespace"] or None, kubeconfig)
-        passed, failed = check(values, kube)
+        passed, failed, where = engine_of(values).check(values, kubeconfig, context)
         image = unpublished(values, defaults()["image"]["repository"])
         passed, failed = (passed, failed + [image]) if image else (passed + ["image"], failed)
-    except ClusterError as error:
+    except Unreachable as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(EXIT_UNREACHABLE)
     for line in failed:
         click.echo(f"error: {line}", err=True)
     if failed:
         sys.exit(EXIT_MISSING)
-    click.echo(f"{values['target']} {values['name']} in namespace {kube.namespace}: ready "
-               f"({', '.join(passed)} checked)")
+    click.echo(f"{values['target']} {values['name']} in {where}: ready ({', '.join(passed)} checked)")

@@ -7,6 +7,11 @@ from __future__ import annotations
 from trainer.cluster import LOCAL_DEVICE_COUNT_ENV
 from trainer.config import rendered_flags
 
+# %s: the target's own_program_init (the chart fills it in with printf).
+OWN_PROGRAM_WARNING = ("program.command: jax.distributed.initialize() with no arguments cannot find its peers in "
+                       "these pods (JAX reads only JAX_COORDINATOR_ADDRESS from the environment); a program of your "
+                       "own must call %s, or trainer.distributed.initialize()")
+
 
 def trainer_flags(values: dict) -> list[str]:
     """The trainer's flags for these variables. Numbers are spelled as the Helm chart spells them:

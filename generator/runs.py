@@ -26,6 +26,8 @@ from trainer import outputs
 
 from .errors import UserError
 
+DEFAULT_OUTPUTS = "jax-training-outputs"  # where `jaxgen run` keeps results, and status --local reads them
+
 RUN_ID = re.compile(r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{4}")
 LATEST = "latest"
 LOCK = ".lock"

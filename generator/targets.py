@@ -80,7 +80,8 @@ class Workload:
     # Variables the engine sets in every pod beyond its launcher's (we leave them out of the render).
     engine_env: dict = field(default_factory=dict)
     runtime: Runtime | None = None
-    # A stock Kueue does not manage the kind: its integration is disabled by default (generator/kueue.py).
+    # A stock Kueue does not manage the kind: its integration is disabled by default
+    # (generator/engines/kubernetes/kueue.py).
     kueue_opt_in: bool = False
     # The pod field holding the gang's attempt (trainer/fencing.py), where the controller gives one.
     attempt_field: str = ""
@@ -228,7 +229,8 @@ def cleanup_resources() -> list[str]:
 def shell_facts() -> str:
     """scripts/lib/targets.sh (written by `make generate`): what clean.sh needs without a build
     folder or a Python environment."""
-    return ("# Generated from generator/targets.py and generator/kueue.py by `make generate`; do not edit.\n"
+    return ("# Generated from generator/targets.py and generator/engines/kubernetes/kueue.py by `make generate`; "
+            "do not edit.\n"
             "# shellcheck shell=bash disable=SC2034\n"
             f"CLEANUP_RESOURCES=({' '.join(cleanup_resources())})\n")
 

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from generator.checks import EMPTYDIR_WARNING, OWN_PROGRAM_WARNING
+from generator.engines.kubernetes.checks import EMPTYDIR_WARNING
+from generator.program import OWN_PROGRAM_WARNING
 from generator.targets import KUBERNETES, target as target_of
 from tests.support.jaxgen import jaxgen
 from trainer.config import TrainConfig

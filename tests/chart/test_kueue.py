@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from generator import kueue
+from generator.engines.kubernetes import kueue
 from generator.targets import KUBERNETES, workload
 from tests.support.jaxgen import jaxgen
 

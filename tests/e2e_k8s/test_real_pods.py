@@ -17,7 +17,7 @@ from tests.e2e_k8s.kube import (SCRIPTS, assert_complete, finish, prepare, relea
                                 wait_until)
 from tests.e2e_k8s.real import (MIN_ACCURACY, PERSISTENCE, assert_results_fetched, containerd_cli, containerd_task,
                                  final_accuracy, outputs_volume, train, trained)
-from generator.checks import EMPTYDIR_WARNING
+from generator.engines.kubernetes.checks import EMPTYDIR_WARNING
 from generator.targets import KUBERNETES
 from tests.support.examples import target_of
 from tests.support.paths import EXAMPLES_DIR, REPO_ROOT

@@ -164,7 +164,7 @@ def test_empty_output_dir_is_an_error():
 
 @pytest.mark.parametrize("target", KUBERNETES)
 def test_the_outputs_on_an_emptydir_are_a_warning_and_a_claim_keeps_them(target, tmp_path):
-    from generator.checks import EMPTYDIR_WARNING
+    from generator.engines.kubernetes.checks import EMPTYDIR_WARNING
 
     default = jaxgen("render", "--target", target)
     assert default.exit_code == 0 and default.stderr == f"warning: {EMPTYDIR_WARNING}\n"

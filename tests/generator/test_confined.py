@@ -12,7 +12,7 @@ import tarfile
 import pytest
 
 from generator import confined
-from generator.local_run import collect
+from generator.engines.kubernetes.local.collect import collect
 from tests.support.jaxgen import jaxgen
 from tests.support.paths import REPO_ROOT
 

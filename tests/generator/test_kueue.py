@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from generator import kueue
-from generator.checks import EMPTYDIR_WARNING
+from generator.engines.kubernetes import kueue
+from generator.engines.kubernetes.checks import EMPTYDIR_WARNING
 from generator.targets import KUBERNETES, workload
 
 from tests.support.jaxgen import jaxgen

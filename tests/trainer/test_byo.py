@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tests.support.paths import REPO_ROOT
-from generator.local_run import engine_env
+from generator.engines.kubernetes.local.plan import engine_env
 from tests.support.procs import free_port, start, wait_all
 from generator.targets import KUBERNETES, target as target_of
 from trainer import exit_codes

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from generator.local_run import local_values, plan_job
+from generator.engines.kubernetes.local.plan import local_values, plan_job
 from generator.engines.kubernetes import render_documents
 from generator.values import load_values
 from tests.support.paths import MNIST_DIR

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from generator import runs
-from generator.local_run import local_values, plan_job, restart_budget
+from generator.engines.kubernetes.local.plan import local_values, plan_job
+from generator.targets import restart_budget
 from generator.engines.kubernetes import render_documents
 from generator.targets import LOCAL, TARGETS
 from generator.values import load_values

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from generator.engines.kubernetes import render_documents
-from generator.local_run import local_values, outputs_of, plan_job
+from generator.engines.kubernetes.local.collect import outputs_of
+from generator.engines.kubernetes.local.plan import local_values, plan_job
 from generator.values import load_values
 from tests.support.paths import EXAMPLES_DIR, MNIST_DIR, REPO_ROOT
 

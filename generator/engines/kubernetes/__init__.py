@@ -1,12 +1,36 @@
-"""The Kubernetes renderer: each target's job object (and its Service, claim or runtime) from the
-templates in templates/, one per target plus the pod template they share (_pod.j2)."""
+"""The Kubernetes engine (an engines.base.Engine): each target's job object (and its Service, claim or
+runtime) from the templates in templates/, one per target plus the pod template they share (_pod.j2);
+its rules (checks.py), the cluster's jobs (jobs.py), `jaxgen check` (preflight.py) and the local
+runner of its pod spec (local/)."""
 
+from __future__ import annotations
+
+from pathlib import Path
+
+from .checks import errors, warnings
+from .release import release_files
 from .render import PodContext, files, render_documents, render_text, stream
 
-__all__ = ["PodContext", "files", "render_documents", "render_text", "stream", "errors"]
+__all__ = ["PodContext", "check", "errors", "files", "jobs_at", "release_files", "render_documents", "render_text",
+           "run_local", "stream", "warnings"]
 
 
-def errors(values: dict) -> list[str]:
-    """Rules of this engine beyond generator/checks.py's: none (the Kubernetes rules are the chart's too,
-    so they stay beside their twins in templates/_validate.tpl)."""
-    return []
+def check(values: dict, kubeconfig: str | None, context: str | None) -> tuple[list[str], list[str], str]:
+    from .kubectl import Kubectl
+    from .preflight import check as ask
+
+    kube = Kubectl(context, values["namespace"] or None, kubeconfig)
+    passed, failed = ask(values, kube)
+    return passed, failed, f"namespace {kube.namespace}"
+
+
+def jobs_at(context: str | None, namespace: str | None):
+    from .jobs import ClusterJobs
+
+    return ClusterJobs(context, namespace)
+
+
+def run_local(values: dict, kept: Path | None, work_dir: str | None, keep: bool) -> int:
+    from .local import run_local as run
+
+    return run(values, kept, work_dir, keep)

@@ -13,7 +13,8 @@ from datetime import datetime
 
 from trainer.contract import METRICS_PATH
 
-from ... import job_status, kueue, targets
+from ... import job_status, targets
+from . import kueue
 from ...errors import UserError
 from ...job_status import FAILED, PENDING, QUEUED, RUNNING, STOPPED, SUCCEEDED, JobStatus
 from .kubectl import ClusterError, Kubectl, NotFound
@@ -305,3 +306,19 @@ def logs(name: str, rank: int, follow: bool, echo, kube: Kubectl, poll: float = 
 
 
 __all__ = ["ClusterError", "Kubectl", "NotFound", "jobs", "logs", "status"]
+
+
+class ClusterJobs:
+    """The jobs of this project in one namespace of one cluster (engines.base.Jobs)."""
+
+    def __init__(self, context: str | None, namespace: str | None):
+        self.kube = Kubectl(context, namespace)
+
+    def status(self, name: str) -> JobStatus:
+        return status(name, self.kube)
+
+    def jobs(self) -> list[JobStatus]:
+        return jobs(self.kube)
+
+    def logs(self, name: str, rank: int, follow: bool, echo) -> int:
+        return logs(name, rank, follow, echo, self.kube)

@@ -8,13 +8,13 @@ import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
-from ...errors import UserError
+from ...errors import Unreachable, UserError
 
 TIMEOUT = 20  # seconds one call may take
 NOT_SERVED = ("the server doesn't have a resource type", "could not find the requested resource")
 
 
-class ClusterError(UserError):
+class ClusterError(Unreachable):
     """The cluster cannot be asked (no kubectl, no context, the API server does not answer)."""
 
 

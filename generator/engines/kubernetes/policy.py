@@ -14,7 +14,8 @@ import json
 from trainer import cluster, contract, exit_codes
 from trainer.fencing import ATTEMPT_ENV
 
-from ... import kueue, targets
+from ... import targets
+from . import kueue
 
 # The labels every object and pod of a release carries, and so the selector that finds them all.
 APP_NAME = "jax-training"

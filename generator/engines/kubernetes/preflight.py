@@ -9,7 +9,8 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 
-from ... import kueue, names, targets
+from ... import names, targets
+from . import kueue
 from .kubectl import Kubectl, NotFound
 from .policy import GPU_RESOURCE as GPU
 from .render import render_documents

@@ -13,12 +13,13 @@ import yaml
 from trainer import contract
 from trainer.fencing import ATTEMPT_ENV
 
-from ... import __version__, images, kueue, names, targets, yaml_text
+from ... import __version__, images, names, targets, yaml_text
 from ...errors import TemplateBug
 from ...output import dump_json, dump_json_list, dump_yaml, file_name
 from ...program import device_env, program_args
 from ...templating import environment
-from . import policy
+from . import kueue, policy
+from .hosts import coordinator_host
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 MANAGED_BY = "jaxgen"
@@ -63,7 +64,7 @@ class PodContext:
         return labels
 
     def suspended(self) -> bool:
-        """Created suspended for Kueue to admit (generator/kueue.py)."""
+        """Created suspended for Kueue to admit (kueue.py)."""
         return kueue.suspended(self.v)
 
     def container_env(self) -> list[dict]:
@@ -87,7 +88,7 @@ class PodContext:
         t = targets.target(self.v)
         if not t.process_env:
             return []
-        env = t.launcher.env(0, int(self.v["hosts_count"]), names.coordinator_host(self.v),
+        env = t.launcher.env(0, int(self.v["hosts_count"]), coordinator_host(self.v),
                              int(self.v["coordinator_port"]))
         index = {"fieldRef": {"fieldPath": policy.COMPLETION_INDEX_FIELD}}
         return [{"name": name, "valueFrom": index} if name == t.launcher.process_id else {"name": name, "value": value}

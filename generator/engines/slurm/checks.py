@@ -11,6 +11,7 @@ from trainer.cluster import SLURM_PORTS
 from trainer.contract import MAX_GPUS_PER_HOST
 
 from ...errors import excerpt
+from ...names import outputs_claim
 
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole name: fullmatch, never $
 # An #SBATCH line is split by sbatch itself, not by the shell: no quoting is possible there.
@@ -42,6 +43,11 @@ def slurm_errors(values: dict) -> list[str]:
         errors.append("$.queue_name: a Kueue queue is for Kubernetes targets; a SLURM job queues in its partition "
                       "(set queue_name '' and slurm.partition)")
 
+    if outputs_claim(values):
+        errors.append("$.persistence: a PersistentVolumeClaim is for Kubernetes targets; on slurm checkpoint.dir "
+                      "is on the shared filesystem (set persistence.enabled false and persistence.existing_claim '')")
+    if values["metrics"]["pod_monitor"]:
+        errors.append(f"$.metrics.pod_monitor: a PodMonitor is for Kubernetes targets, not {values['target']}")
     metrics_port = values["metrics"]["port"]
     if metrics_port in SLURM_PORTS:  # the coordinator's port is taken from this range by job id
         errors.append(f"$.metrics.port: {metrics_port} is in {SLURM_PORTS.start}-{SLURM_PORTS.stop - 1}, where a "

@@ -15,7 +15,7 @@ from trainer import outputs
 from trainer.results import read_records
 
 from ... import job_status
-from ...errors import UserError
+from ...errors import Unreachable, UserError
 from ...job_status import FAILED, PENDING, QUEUED, RUNNING, STOPPED, SUCCEEDED, JobStatus
 
 TIMEOUT = 20
@@ -24,7 +24,7 @@ PHASES = {"PENDING": QUEUED, "CONFIGURING": PENDING, "RUNNING": RUNNING, "COMPLE
           "CANCELLED": STOPPED, "PREEMPTED": STOPPED, "REQUEUED": QUEUED, "SUSPENDED": STOPPED}
 
 
-class SchedulerError(UserError):
+class SchedulerError(Unreachable):
     """SLURM cannot be asked (no squeue/sacct, no controller)."""
 
 

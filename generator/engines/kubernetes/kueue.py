@@ -6,7 +6,7 @@ integration is off by default (generator/targets.py, kueue_opt_in)."""
 
 from __future__ import annotations
 
-from .targets import workload
+from ...targets import workload
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"

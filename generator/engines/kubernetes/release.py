@@ -1,27 +1,22 @@
-"""What scripts/prepare.sh keeps beside the manifests, in BUILD/release/ (not applied with the job):
-the merged variables, the release's identity for run.sh and clean.sh, and the pod through which
-run.sh copies a job's results from its outputs claim."""
+"""What scripts/prepare.sh keeps beside the manifests of a Kubernetes target, in BUILD/release/ (not
+applied with the job): the release's record (generator/output.py) and the pod through which run.sh
+copies a job's results from its outputs claim."""
 
 from __future__ import annotations
 
 import json
-import shlex
 
-from . import images
-from .names import results_claim
-from .engines.kubernetes import PodContext
-from .targets import target as target_of
+from ... import images
+from ...names import results_claim
+from ...output import release_record
+from .render import PodContext
 
 RESULTS_MOUNT = "/outputs"  # where the results pod mounts the claim (scripts/run.sh copies from there)
 
 
 def release_files(values: dict) -> dict[str, str]:
-    target = target_of(values)
-    release = {"NAME": values["name"], "NAMESPACE": values["namespace"], "TARGET": values["target"],
-               "HOSTS_COUNT": values["hosts_count"], **target.facts(values["name"])}
-    files = {"release/values.json": json.dumps(values, indent=2) + "\n",
-             "release/release.env": "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in release.items())}
-    pod = results_pod(values) if target.kubernetes else None
+    files = release_record(values)
+    pod = results_pod(values)
     if pod:
         files["release/results-pod.json"] = json.dumps(pod, indent=2) + "\n"
     return files

@@ -1,0 +1,118 @@
+"""The end of a local run: what process 0 wrote is copied into a run folder of its own
+(<outputs>/<name>/<run id>, generator/runs.py), as scripts/run.sh fetches it from a cluster, and its
+result is printed (`jaxgen results`), or why there is none."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainer import outputs
+
+from .... import confined, runs
+from ....errors import UserError
+from .plan import CHECKPOINT_DIR_FLAG, RUN_NAME_FLAG, LocalJob, last_flag_value
+from .supervise import describe_exit
+
+
+def outputs_of(job: LocalJob) -> Path | None:
+    """Process 0's outputs directory (--checkpoint-dir/--run-name of the built-in trainer), or None."""
+    argv = job.plans[0].argv if job.plans else []
+    # the trainer's last word, in either spelling (its parser takes no abbreviations)
+    directory, name = last_flag_value(argv, CHECKPOINT_DIR_FLAG), last_flag_value(argv, RUN_NAME_FLAG)
+    if not directory or not name:
+        return None
+    return Path(directory) / name
+
+
+def _written_since(source: Path, since: float) -> bool:
+    """Whether anything in the outputs directory (not its checkpoints) was written since `since`."""
+    for path in source.rglob("*"):
+        if outputs.CHECKPOINTS in path.relative_to(source).parts[:1]:
+            continue
+        try:
+            if path.lstat().st_mtime >= since:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def collect(source: Path | None, staging: Path, since: float) -> tuple[bool, list[str]]:
+    """Copy what this run wrote into the new folder `staging` (not the checkpoints or the compilation
+    cache, nor a summary an earlier run left in a persistent volume): regular files and folders only,
+    a link is never followed (generator/confined.py). Returns whether this run's summary is there, and
+    what was left out (links, devices…) by relative path."""
+    if source is None or not source.is_dir() or not _written_since(source, since):
+        staging.mkdir(parents=True)
+        return False, []  # refused or stopped before it wrote anything: nothing here is this run's
+    stale = [outputs.SUMMARY] if (source / outputs.SUMMARY).exists() and \
+        (source / outputs.SUMMARY).stat().st_mtime < since else []
+    dropped = confined.copy_tree(source, staging, skip=(outputs.CHECKPOINTS, outputs.XLA_CACHE, *stale))
+    return (staging / outputs.SUMMARY).exists(), dropped
+
+
+def status_of(code: int) -> str:
+    return "finished" if code == 0 else "stopped" if code - 128 in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) \
+        else "failed"
+
+
+@dataclass
+class RunRecord:
+    """One run of a job kept in <outputs>/<name>/<run_id>/ (generator/runs.py)."""
+
+    folder: Path  # <outputs>/<name>
+    run_id: str
+    started: float  # time.time()
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.run_id
+
+
+def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -> None:
+    """Keep this run's outputs in its own run folder, and print its result, or why there is none;
+    the results of earlier runs are never touched."""
+    from ....results import report  # the summary as `jaxgen results` prints it (plot's modules, lazily)
+
+    if record is None:
+        return
+    source = outputs_of(job)
+    persistent = source is not None and not any(source == d or d in source.parents for d in job.pod_dirs)
+    staging = record.folder / f".{record.run_id}.collecting"
+    try:
+        summarised, dropped = collect(source, staging, record.started)
+        finished = summarised and code == 0
+        ended = time.time()
+        runs.write_record(staging, {"run_id": record.run_id, "name": name, "status": status_of(code),
+                                    "exit_code": code, "started": round(record.started, 3),
+                                    "ended": round(ended, 3), "wall_seconds": round(ended - record.started, 1)})
+        os.rename(staging, record.path)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise UserError(f"--outputs {record.folder.parent}: cannot keep the run's results: "
+                        f"{error.strerror or error}") from None
+    earlier = runs.latest(record.folder)
+    if finished:
+        runs.set_latest(record.folder, record.run_id)
+        say(f"results of {name} kept in {record.path} (run {record.run_id}; {record.folder / runs.LATEST} "
+            f"is the newest; `jaxgen results {record.folder}` lists every run)")
+        if line := confined.dropped_line(dropped):
+            say(line)
+        hint = (f"rerun the same command: it resumes from {source / outputs.CHECKPOINTS}" if persistent else
+                "none: the checkpoints were on an emptyDir, gone with the run; persistence.enabled=true keeps them")
+        report(record.path, resume_hint=hint)
+        return
+    say(f"run {record.run_id} of {name} {status_of(code)} ({describe_exit(code)})"
+        + (": no result" if code else ", leaving no summary") + f"; its record is in {record.path}")
+    if status_of(code) == "stopped" and source is not None:
+        say(f"a rerun of the same command resumes from {source / outputs.CHECKPOINTS}" if persistent else
+            "the checkpoints were on an emptyDir, gone with the run: a rerun starts over "
+            "(persistence.enabled=true keeps them)")
+    if earlier is not None:
+        say(f"the results of earlier runs are untouched: the newest finished one is {earlier}")
+

@@ -1,0 +1,227 @@
+"""The plan of a local run: the target's pod spec, rendered exactly as for the cluster, becomes
+hosts_count processes on this machine. Each gets the container's command, args and env with the
+coordinator at 127.0.0.1 and a free port, the completion index / process id filled in, volumes as
+local directories (an emptyDir per pod, a PersistentVolumeClaim shared under the claims folder), and
+process 0 alone serving its metrics, on a free port (the others share this machine)."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trainer
+from trainer.config import EPHEMERAL_OUTPUTS_ENV, FROM_VARIABLES_ENV, fields_named, flag
+from trainer.contract import PROCESS_ENV
+from trainer.fencing import ATTEMPT_ENV
+
+from ....errors import UserError
+from ....targets import Target, target as target_of, workload
+from ..hosts import hostname
+from ..policy import CHECKPOINTS_VOLUME, COMPLETION_INDEX_FIELD
+
+# Variables of the surrounding shell that would change how the trainer resolves its ClusterSpec.
+CLUSTER_VARIABLES = (*PROCESS_ENV, "JAX_PLATFORMS", "XLA_FLAGS")
+METRICS_FLAG = flag(*fields_named("metrics_port"))  # the built-in trainer's
+CHECKPOINT_DIR_FLAG, RUN_NAME_FLAG = map(flag, fields_named("checkpoint_dir", "run_name"))
+DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
+REPO_ROOT = Path(trainer.__file__).resolve().parents[1]  # on PYTHONPATH, so `-m trainer` runs without installing
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pod_spec(docs: list[dict], target: str) -> dict:
+    """The worker pod spec of the rendered manifests of `target`."""
+    w = workload(target)
+    node = next((d for d in docs if d.get("kind") == w.kind), None)
+    if node is None:
+        raise UserError(f"the {target} render holds no {w.kind}")
+    for key in w.pod_spec_path:
+        node = node[key]
+    return node
+
+
+@dataclass
+class ProcessPlan:
+    rank: int
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+
+
+@dataclass
+class LocalJob:
+    """What to run: one plan per process, and the directories standing in for volumes."""
+
+    plans: list[ProcessPlan]
+    run_dir: Path
+    target: Target | None = None  # its engine's variables are set again with each attempt's port
+    volume_dirs: dict[str, dict[int, Path]] = field(default_factory=dict)
+    # emptyDir volumes: emptied when the pods restart
+    pod_dirs: list[Path] = field(default_factory=list)
+    # SIGTERM, then SIGKILL after this long (the pod's terminationGracePeriodSeconds)
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
+    metrics_port: int = 0  # where process 0 serves its metrics on this machine (0: nowhere)
+
+
+def _volume_dir(volume: dict, rank: int, run_dir: Path, claims: Path) -> Path:
+    name = volume["name"]
+    if "hostPath" in volume:
+        return Path(volume["hostPath"]["path"])
+    if "emptyDir" in volume:
+        return run_dir / f"rank-{rank}" / name  # per pod, like an emptyDir
+    if "persistentVolumeClaim" in volume:
+        # shared by all pods; validation allows only object names, and the path is kept under `claims`
+        path = claims / volume["persistentVolumeClaim"]["claimName"]
+        if os.path.normpath(path).startswith(str(claims) + os.sep):
+            return path
+        raise UserError(f"volume {name!r}: claimName must be a PersistentVolumeClaim name, not a path")
+    kind = next((k for k in volume if k != "name"), "?")
+    raise UserError(f"volume {name!r}: a {kind} volume cannot be run locally (use hostPath, emptyDir or a PVC)")
+
+
+def _map_path(text: str, mounts: list[tuple[str, Path]]) -> str | None:
+    """The local path of a container path, by the mount that holds it most closely (a mount inside
+    another's folder takes its own paths), or None outside every mount."""
+    if text.startswith("/"):
+        text = posixpath.normpath(text)  # /checkpoints/../etc is not in /checkpoints
+    for mount_path, local in sorted(mounts, key=lambda m: len(m[0].rstrip("/")), reverse=True):
+        if text == mount_path or text.startswith(mount_path.rstrip("/") + "/"):
+            return str(local) + text[len(mount_path.rstrip("/")):]
+    return None
+
+
+def _map_paths(text: str, mounts: list[tuple[str, Path]]) -> str:
+    """An argument or env value with its container path mapped: PATH itself, or --flag=PATH."""
+    mapped = _map_path(text, mounts)
+    if mapped is not None:
+        return mapped
+    option, equals, value = text.partition("=")
+    if equals and option.startswith("--") and (mapped := _map_path(value, mounts)) is not None:
+        return f"{option}={mapped}"
+    return text
+
+
+def local_values(values: dict) -> dict:
+    """The variables as this machine runs them: its devices are forced CPU devices, so the built-in
+    trainer is rendered for accelerator cpu (a program of your own keeps its arguments as written)."""
+    return {**values, "accelerator": "cpu"}
+
+
+def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | None = None) -> LocalJob:
+    """claims_dir: where PersistentVolumeClaims live (default: run_dir/pvc)."""
+    t = target_of(values)
+    spec = pod_spec(docs, t.name)
+    container = next((c for c in spec["containers"] if c["name"] == t.workload.container), None)
+    if container is None:
+        raise UserError(f"the pod spec has no container named {t.workload.container!r}")
+    count = values["hosts_count"]
+    port = free_port()
+    builtin = not values["program"]["command"]
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    claims = claims_dir or run_dir / "pvc"
+    grace = float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+    job = LocalJob([], run_dir, t, grace_seconds=grace)
+    base_env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARIABLES}
+    base_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), base_env.get("PYTHONPATH")) if p)
+    base_env[FROM_VARIABLES_ENV] = "1"  # the trainer's messages name variables, not its flags
+    for rank in range(count):
+        mounts = []
+        for mount in container.get("volumeMounts", []):
+            if mount["mountPath"] == "/dev/shm":
+                continue  # the host's /dev/shm serves local processes
+            volume = volumes[mount["name"]]
+            local = _volume_dir(volume, rank, run_dir, claims)
+            try:
+                local.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise UserError(f"volume {mount['name']!r} at {mount['mountPath']}: {local} cannot be its directory: "
+                                f"{error.strerror or error}") from None
+            if "emptyDir" in volume:
+                job.pod_dirs.append(local)
+            job.volume_dirs.setdefault(mount["name"], {})[rank] = local
+            mounts.append((mount["mountPath"], local))
+        command = [sys.executable if c == "python" else c for c in container.get("command", [])]
+        args = [_map_paths(a, mounts) for a in container.get("args", [])]
+        if builtin:
+            if rank == 0:
+                _check_trainer_args(args)
+            args = _metrics_args(args, rank, job)
+        env = dict(base_env)
+        for item in container.get("env", []):
+            env[item["name"]] = _env_value(item, rank, hostname(values, rank), mounts)
+        env.update(engine_env(t, rank, count, port))
+        if "emptyDir" in volumes.get(CHECKPOINTS_VOLUME, {}):
+            env[EPHEMERAL_OUTPUTS_ENV] = "1"  # its log lines do not point into a scratch folder as if it stayed
+        job.plans.append(ProcessPlan(rank, hostname(values, rank), command + args, env))
+    return job
+
+
+def last_flag_value(args: list[str], flag: str) -> str | None:
+    """The value of the last `flag VALUE` or `flag=VALUE` in args (argparse's spellings), or None."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1:]
+    return value
+
+
+def _check_trainer_args(args: list[str]) -> None:
+    """Refuse, before anything starts, the built-in trainer's args that its parser refuses (program.args
+    with an abbreviated or unknown flag), as the trainer would once started, in every process."""
+    import contextlib
+    import io
+
+    from trainer.cli import build_parser
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+            build_parser().parse_args(args)
+    except SystemExit:
+        reason = (said.getvalue().strip().splitlines() or [""])[-1].partition("error: ")[2][:500]
+        raise UserError(f"$.program.args: the trainer refuses its arguments: {reason}") from None
+
+
+def _metrics_args(args: list[str], rank: int, job: LocalJob) -> list[str]:
+    """The built-in trainer's --metrics-port on one machine: process 0 serves on a free port (the
+    rendered one may be taken here), the others, which share its host, serve nothing."""
+    if last_flag_value(args, METRICS_FLAG) in (None, "0"):
+        return args  # off (the last flag wins in the trainer)
+    if rank == 0:
+        job.metrics_port = free_port()
+    return args + [METRICS_FLAG, str(job.metrics_port if rank == 0 else 0)]
+
+
+def engine_env(t: Target, rank: int, count: int, port: int) -> dict[str, str]:
+    """What the engine sets in the pod of process `rank` (its launchers' variables and its own), and
+    the variables the processes find their place from, with the coordinator on this machine."""
+    env = dict(t.workload.engine_env)
+    for launcher in (*t.engine_sets, t.launcher):
+        env.update(launcher.env(rank, count, "127.0.0.1", port))
+    return env
+
+
+def _env_value(item: dict, rank: int, name: str, mounts) -> str:
+    if "value" in item:
+        return _map_paths(str(item["value"]), mounts)
+    field_path = item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+    if field_path == COMPLETION_INDEX_FIELD:
+        return str(rank)
+    if item["name"] == ATTEMPT_ENV:
+        return "0"  # a JobSet's restart attempt: each attempt sets its own (Runner._start_all)
+    if field_path in ("metadata.name", "spec.nodeName"):
+        return name if field_path == "metadata.name" else socket.gethostname()
+    if field_path == "status.podIP":
+        return "127.0.0.1"
+    raise UserError(f"env {item['name']!r}: {item.get('valueFrom')} cannot be resolved locally")
+

@@ -1,0 +1,72 @@
+"""`jaxgen run`'s work on the Kubernetes engine: the job rendered as for the cluster, its pods run as
+local processes (plan.py) under supervision (supervise.py), stop signals trapped (signals.py), and the
+results kept in a run folder of their own (collect.py)."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+from trainer import contract
+
+from .... import runs
+from ....targets import restart_budget
+from ..render import render_documents
+from .collect import RunRecord, finish
+from .plan import local_values, plan_job
+from .signals import Stopped, trap_stop_signals
+from .supervise import Runner
+
+
+def run_local(values: dict, kept: Path | None, work_dir: str | None, keep: bool) -> int:
+    """Run the job of `values` on this machine and return its exit code. kept: the outputs folder
+    (None: keep nothing); work_dir: the scratch directory (default: a new temporary one)."""
+    docs = render_documents(local_values(values))
+    folder = kept / values["name"] if kept else None
+    with runs.locked(folder, values["name"]) if folder else nullcontext():
+        if folder:
+            runs.remove_stale_staging(folder)
+            runs.adopt_unversioned(folder)
+        return _run(values, docs, kept, work_dir, keep)
+
+
+def _run(values: dict, docs: list[dict], kept: Path | None, work_dir: str | None, keep: bool) -> int:
+    started = time.time()
+    record = RunRecord(kept / values["name"], runs.new_run_id(started), started) if kept else None
+    run_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix=f"jaxgen-{values['name']}-"))
+    job = runner = None
+    try:  # from here on, whatever happens, the work dir goes (unless kept) and no process outlives us
+        run_dir.mkdir(parents=True, exist_ok=True)
+        job = plan_job(values, docs, run_dir, kept / "claims" if kept else None)
+        deadline = values.get("active_deadline_seconds")
+        runner = Runner(job, restart_budget(values), time.monotonic() + deadline if deadline else None)
+        previous = trap_stop_signals(runner)
+        try:
+            runner.say(f"{values['target']} {values['name']}: {len(job.plans)} processes x "
+                       f"{values['local_device_count']} CPU devices, scratch {run_dir}"
+                       + (f", results in {record.path}" if record else ""))
+            if job.metrics_port:
+                runner.say(f"metrics of process 0: http://127.0.0.1:{job.metrics_port}{contract.METRICS_PATH}")
+            code = runner.run()
+        except Stopped as stop:
+            runner.say(f"{stop}: stopping every process (again to kill them at once)")
+            runner.stop_all()
+            code = 128 + stop.signum
+        finally:
+            runner.stop_all()  # nothing left running after an error either (a no-op once all exited)
+            # The end is decided and nothing is left to stop: a late stop signal must not kill jaxgen while
+            # it keeps the results or exits (the interpreter's shutdown resets Python handlers, not an ignore).
+            for sig in previous:
+                signal.signal(sig, signal.SIG_IGN)
+        finish(job, values["name"], record, code, runner.say)
+    finally:
+        if work_dir or keep:
+            if runner:
+                runner.say(f"kept the scratch directory {run_dir}")
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    return code

@@ -1,0 +1,172 @@
+"""Supervision of a local run: the processes of a LocalJob started together, their output tagged with
+the pod's name, and all of them restarted on any failure as the rendered failure policy would
+(trainer/exit_codes.py): a permanent error fails the job at once, a stop signal's 143 and a lost
+peer's 141 restart it without using the restart budget, other failures use it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import click
+
+from trainer import exit_codes
+from trainer.fencing import ATTEMPT_ENV
+
+from ....errors import UserError
+from ..policy import CHECKPOINTS_VOLUME
+from .plan import LocalJob, engine_env, free_port
+
+SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failure that caused it
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        sig = signal.Signals(-code).name
+        hint = " (a peer died or the coordinator failed)" if code == -signal.SIGABRT else ""
+        return f"killed by {sig}{hint}"
+    if code == 134:
+        return "aborted (a peer died or the coordinator failed)"
+    return f"exit code {code}"
+
+
+class Runner:
+    """Runs the processes of a LocalJob, restarting all of them on any failure."""
+
+    def __init__(self, job: LocalJob, restarts: int, deadline: float | None, echo=click.echo):
+        self.job, self.restarts, self.deadline, self.echo = job, restarts, deadline, echo
+        self.children: list[subprocess.Popen] = []
+        self.lock = threading.Lock()
+
+    def say(self, message: str) -> None:
+        with self.lock:
+            self.echo(f"[jaxgen] {message}")
+
+    def _pump(self, name: str, stream) -> None:
+        for line in iter(stream.readline, b""):
+            with self.lock:
+                sys.stdout.write(f"[{name}] {line.decode(errors='replace')}")
+                sys.stdout.flush()
+        stream.close()
+
+    def _start_all(self, attempt: int) -> list[threading.Thread]:
+        port = free_port()  # a fresh port per attempt: the previous one may linger in TIME_WAIT
+        self.children, threads = [], []
+        for plan in self.job.plans:
+            env = dict(plan.env)
+            if self.job.target:
+                env.update(engine_env(self.job.target, plan.rank, len(self.job.plans), port))
+            env[ATTEMPT_ENV] = str(attempt)  # trainer/fencing.py: an older attempt's process cannot join
+            try:
+                child = subprocess.Popen(plan.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            except OSError as error:
+                raise UserError(f"$.program.command: cannot start {plan.argv[0]!r}: {error.strerror}") from None
+            self.children.append(child)
+            self.say(f"attempt {attempt}: started {plan.name} (pid {child.pid})")
+            thread = threading.Thread(target=self._pump, args=(plan.name, child.stdout), daemon=True)
+            thread.start()
+            threads.append(thread)
+        return threads
+
+    def stop_all(self) -> None:
+        """SIGTERM every child's process group, then SIGKILL what is left after a grace period."""
+        for child in self.children:
+            if child.poll() is None:
+                _signal_group(child, signal.SIGTERM)
+        end = time.monotonic() + self.job.grace_seconds
+        for child in self.children:
+            try:
+                child.wait(timeout=max(end - time.monotonic(), 0.01))
+            except subprocess.TimeoutExpired:
+                pass
+        for child in self.children:
+            _signal_group(child, signal.SIGKILL)  # also reaps grandchildren left in the group
+            child.wait()
+
+    def kill_all(self) -> None:
+        """SIGKILL every process group now (a second stop signal: no more grace)."""
+        for child in self.children:
+            _signal_group(child, signal.SIGKILL)
+
+    def _failures(self) -> list[tuple[int, str]]:
+        return [(code, plan.name) for code, plan in zip((c.poll() for c in self.children), self.job.plans)
+                if code not in (None, 0)]
+
+    def _wait(self) -> tuple[int, str] | None:
+        """None when every process succeeded, else (exit code, pod name) of the failure that decides."""
+        while True:
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                return 124, "deadline"
+            failures = self._failures()
+            if failures:
+                if failures[0][0] == exit_codes.PEER_LOST:
+                    # The peer that died is the cause: give its exit a moment to be seen.
+                    end = time.monotonic() + SETTLE_SECONDS
+                    while time.monotonic() < end and all(c == exit_codes.PEER_LOST for c, _ in failures):
+                        time.sleep(0.1)
+                        failures = self._failures()
+                return next((f for f in failures if f[0] != exit_codes.PEER_LOST), failures[0])
+            if all(c.poll() == 0 for c in self.children):
+                return None
+            time.sleep(0.1)
+
+    def _new_pods(self) -> None:
+        """Restarted pods get new, empty emptyDirs, as on a cluster."""
+        checkpoints = self.job.volume_dirs.get(CHECKPOINTS_VOLUME, {}).get(0)
+        if checkpoints in self.job.pod_dirs:
+            self.say(f"the {CHECKPOINTS_VOLUME} volume is an emptyDir, new with each pod: the restarted processes "
+                     "start over at step 0, as on a cluster (persistence.enabled=true keeps it)")
+        for directory in self.job.pod_dirs:
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir(parents=True, exist_ok=True)
+
+    def run(self) -> int:
+        attempt = restarts = 0
+        while True:
+            if attempt:
+                self._new_pods()
+            threads = self._start_all(attempt)
+            failure = self._wait()
+            if failure is None:
+                for thread in threads:
+                    thread.join(timeout=5)
+                self.say(f"all {len(self.job.plans)} processes completed")
+                return 0
+            code, name = failure
+            if name == "deadline":
+                self.say("the job's active deadline passed: stopping every process")
+            else:
+                self.say(f"{name} failed: {describe_exit(code)}; stopping every process")
+            self.stop_all()
+            for thread in threads:
+                thread.join(timeout=5)
+            if name == "deadline":
+                return code
+            action = exit_codes.action_of(code)
+            if action == "fail":
+                self.say(f"exit code {code} is a permanent error: the job failed without a restart")
+                return code
+            attempt += 1
+            if action == "ignore":
+                self.say(f"restarting all processes (exit code {code} does not count against the {self.restarts} "
+                         "restarts); they resume from the last checkpoint")
+                continue
+            if restarts >= self.restarts:
+                self.say(f"no restarts left ({self.restarts} allowed): the job failed")
+                return code if code > 0 else 128 - code
+            restarts += 1
+            self.say(f"restarting all processes ({restarts}/{self.restarts}); they resume from the last checkpoint")
+
+
+def _signal_group(child: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(child.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
