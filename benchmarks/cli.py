@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import figures, flopcount, report
+from benchmarks import figures, flopcount, procs, report
 from benchmarks.figures import median, paired
 
 
@@ -171,7 +171,7 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", metavar="REPORT_JSON", help="print the tables of a saved report as Markdown and exit")
     args = p.parse_args(argv)
     if args.markdown:
-        print(report.markdown(json.loads(Path(args.markdown).read_text())))
+        print(report.markdown(procs.read_report(args.markdown)))
         return 0
     mode = figures.QUICK if args.quick else figures.FULL
     # SIGTERM unwinds like an exception, so every started process group is killed on the way out.
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
     result = build_report(mode, log, kwok_scale=args.kwok_scale)
     text = json.dumps(result, indent=2)
     if args.output:
-        Path(args.output).write_text(text + "\n")
+        procs.write_report(args.output, text)
     print(report.table(result), file=sys.stderr)
     print(text)
     return 0

@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.cli import revision
-from benchmarks.procs import publish
+from benchmarks.procs import read_report, publish
 from benchmarks.recovery import LOG_EVERY, SCRIPTS, TARGETS, Session, cluster_lock, log, rank_of, records, run
 
 
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", metavar="FILE", help="print the figures of a saved report and exit")
     args = parser.parse_args(argv)
     if args.markdown:
-        print(markdown(json.loads(Path(args.markdown).read_text())))
+        print(markdown(read_report(args.markdown)))
         return 0
     if args.epochs < 1 or args.every <= 0:
         parser.error("--epochs must be >= 1 and --every > 0")

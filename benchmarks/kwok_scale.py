@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.procs import REPO_ROOT
+from benchmarks.procs import REPO_ROOT, write_report
 
 CLUSTER = REPO_ROOT / "scripts" / "cluster"
 NAMESPACE = "jax-scale"
@@ -218,7 +218,7 @@ def main(argv=None) -> int:
     result["loadavg_before"], result["loadavg_after"] = load_before, os.getloadavg()
     text = json.dumps(result, indent=2)
     if args.output:
-        Path(args.output).write_text(text + "\n")
+        write_report(args.output, text)
     print(text)
     return 0
 

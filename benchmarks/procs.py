@@ -7,6 +7,7 @@ so the phases of a start-up can be read off rank 0's log.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -148,4 +149,17 @@ def publish(report: dict, load_before: tuple, output: str | None, text=lambda r:
     written = text(report)
     print(written)
     if output:
-        Path(output).write_text(written + "\n")
+        write_report(output, written)
+
+
+def write_report(path: str | Path, text: str) -> None:
+    """A report's JSON text in `path`, gzip-compressed where the name ends in .gz (as the committed
+    reports in benchmarks/results/ are)."""
+    data = (text + "\n").encode()
+    Path(path).write_bytes(gzip.compress(data, mtime=0) if str(path).endswith(".gz") else data)
+
+
+def read_report(path: str | Path) -> dict:
+    """A saved report, plain JSON or gzip-compressed (.gz)."""
+    data = Path(path).read_bytes()
+    return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)

@@ -50,7 +50,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.cli import revision
-from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish
+from benchmarks.procs import read_report, MNIST_DIR, REPO_ROOT, publish
 from generator.targets import KUBERNETES as TARGETS, workload
 
 SCRIPTS = REPO_ROOT / "scripts"
@@ -412,7 +412,7 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", metavar="FILE", help="print the tables of a saved report and exit")
     args = parser.parse_args(argv)
     if args.markdown:
-        print(markdown(json.loads(Path(args.markdown).read_text())))
+        print(markdown(read_report(args.markdown)))
         return 0
     targets, faults = args.targets.split(","), args.faults.split(",")
     for value, known, option in ((targets, TARGETS, "--targets"), (faults, FAULTS, "--faults")):

@@ -9,7 +9,7 @@ usage() {
 Usage: scripts/clean.sh [OPTIONS] [BUILD_DIR]
        scripts/clean.sh [OPTIONS] --name NAME
 
-Deletes every object of the release (TrainJobs, TrainingRuntimes, JAXJobs, JobSets, Jobs, PodMonitors,
+Deletes every object of the release (each kind a target creates, owners first, then PodMonitors,
 Services, NetworkPolicies, Pods labelled $(release_selector NAME)) in its
 namespace and waits until they are gone. BUILD_DIR defaults to ./rendered. With nothing deployed, or run twice, it succeeds and says so.
 The PersistentVolumeClaim of the job's outputs (persistence.enabled) is kept, with the model,

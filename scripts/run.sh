@@ -11,7 +11,7 @@ Usage: scripts/run.sh [OPTIONS] [BUILD_DIR]
        scripts/run.sh --local [BUILD_DIR] [-- ARGS...]
 
 Server-side applies the manifests of BUILD_DIR (written by scripts/prepare.sh; default: ./rendered),
-waits until the job (Indexed Job, JobSet, JAXJob or TrainJob) succeeds or fails, streams the logs
+waits until the job (the target's object) succeeds or fails, streams the logs
 of rank 0 meanwhile, and exits with the job's result. Then it brings the job's results (summary,
 metrics, model; not the checkpoints) from its outputs claim (persistence) into
 BUILD_DIR/results/NAME/<run id> through a short-lived pod (BUILD_DIR/results/NAME/latest: the newest

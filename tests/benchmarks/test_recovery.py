@@ -11,6 +11,7 @@ import time
 import pytest
 
 from benchmarks import goodput, recovery
+from benchmarks.procs import read_report
 from tests.support.paths import MNIST_DIR, REPO_ROOT
 
 RESULTS = REPO_ROOT / "benchmarks" / "results"
@@ -62,9 +63,9 @@ def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
     assert done.returncode == 2 and option in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("name", ["recovery.json", "recovery-sigkill.json"])
+@pytest.mark.parametrize("name", ["recovery.json.gz", "recovery-sigkill.json.gz", "recovery-late.json.gz"])
 def test_the_committed_recovery_reports_make_their_tables(name):
-    report = json.loads((RESULTS / name).read_text())
+    report = read_report(RESULTS / name)
     text = recovery.markdown(report)
     for key, result in report["results"].items():
         row = next(line for line in text.splitlines() if line.startswith(f"| {key} | "))
@@ -73,9 +74,12 @@ def test_the_committed_recovery_reports_make_their_tables(name):
 
 
 def test_the_committed_goodput_report_follows_from_its_records():
-    report = json.loads((RESULTS / "goodput.json").read_text())
+    report = read_report(RESULTS / "goodput.json.gz")
     figures = goodput.goodput_figures(report["metrics_records"], 0.0, report["fault_times_seconds"])
     for key in ("total_steps", "step_seconds", "productive_seconds", "wall_seconds", "goodput", "restarts",
                 "steps_redone", "resumed_from"):
         assert figures[key] == report[key], key
     assert f"| {report['goodput']:.3f} |" in goodput.markdown(report)
+    shown = subprocess.run([sys.executable, "-m", "benchmarks.goodput", "--markdown", str(RESULTS / "goodput.json.gz")],
+                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and shown.stdout == goodput.markdown(report) + "\n", shown.stderr

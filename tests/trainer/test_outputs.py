@@ -233,11 +233,11 @@ def test_progress_is_logged_by_process_0_only(tmp_path):
     assert "Rank 1: training completed." in procs[1].output  # and its end: every process confirms it
 
 
-def test_the_readme_shows_the_snippet_the_model_card_carries():
+def test_the_results_guide_shows_the_snippet_the_model_card_carries():
     from tests.support.paths import REPO_ROOT
     from trainer import export
 
-    assert f"```python\n{export.load_snippet('mlp')}```" in (REPO_ROOT / "README.md").read_text()
+    assert f"```python\n{export.load_snippet('mlp')}```" in (REPO_ROOT / "docs" / "results.md").read_text()
 
 
 @pytest.mark.slow
