@@ -21,7 +21,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 import chart_docs  # noqa: E402
 import chart_version  # noqa: E402
 import kubernetes_definitions  # noqa: E402
-from generator import checks, images, kueue, targets  # noqa: E402
+from generator import checks, images, kubernetes_versions, kueue, targets  # noqa: E402
 from trainer import config, contract, exit_codes, models  # noqa: E402
 
 CHART = ROOT / "charts" / "jax-training"
@@ -77,6 +77,7 @@ def outputs() -> dict[Path, str]:
         CHART / "files" / "targets.json": targets.chart_rows(),
         CHART / "files" / "warnings.json": checks.warnings_json(),
         CHART / "files" / "image-variants.json": images.variants_json(),
+        CHART / "files" / "kubernetes-versions.json": kubernetes_versions.chart_json(),
         ROOT / "scripts" / "lib" / "contract.sh": contract.shell_facts(),
         ROOT / "scripts" / "lib" / "targets.sh": targets.shell_facts() + kueue.shell_facts(),
     }
