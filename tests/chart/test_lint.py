@@ -3,6 +3,7 @@ the renders of every target; each tool is also shown to catch a planted fault.""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -27,15 +28,25 @@ def values_files(tmp_path_factory) -> tuple[Path, ...]:
 
 
 @pytest.fixture(scope="module")
-def all_renders(values_files) -> str:
-    """Every example and hand-picked case rendered by helm, test hook included, as one stream."""
-    chunks = []
-    for path in values_files:
-        name = json.loads(path.read_text()).get("name", "jax-training")
-        result = helm_template(release_name(name), path, extra=())
-        assert result.returncode == 0, f"{path.name}: {result.stderr}"
-        chunks.append(result.stdout)
-    return "\n---\n".join(chunks)
+def renders_for(values_files):
+    """Every example and hand-picked case rendered by helm for a Kubernetes version (helm's
+    --kube-version: what the chart renders depends on it), test hook included, as one stream."""
+    @functools.cache
+    def render(version: str) -> str:
+        chunks = []
+        for path in values_files:
+            name = json.loads(path.read_text()).get("name", "jax-training")
+            result = helm_template(release_name(name), path, extra=("--kube-version", version))
+            assert result.returncode == 0, f"{path.name}: {result.stderr}"
+            chunks.append(result.stdout)
+        return "\n---\n".join(chunks)
+    return render
+
+
+@pytest.fixture(scope="module")
+def all_renders(renders_for) -> str:
+    """The renders for the newest supported Kubernetes."""
+    return renders_for(KUBERNETES_VERSIONS[-1])
 
 
 def _lint_problems(output: str) -> list[str]:
@@ -75,7 +86,8 @@ def test_helm_lint_catches_bad_values(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
-def test_kubeconform_every_render(all_renders, values_files, version):
+def test_kubeconform_every_render(renders_for, values_files, version):
+    all_renders = renders_for(version)
     # No offline schema of the Prometheus Operator's CRDs: the PodMonitor's shape is checked by
     # tests/generator/test_metrics_render.py (and its parity here by test_parity.py).
     result = kubeconform(all_renders, version, skip=("PodMonitor",))
@@ -92,7 +104,8 @@ def test_kubeconform_every_render(all_renders, values_files, version):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
-def test_kubeconform_catches_faults(all_renders, version):
+def test_kubeconform_catches_faults(renders_for, version):
+    all_renders = renders_for(version)
     """An unknown field in a core kind, a wrong type in a CRD, an unknown kind: all reported."""
     docs = [d for d in yaml.safe_load_all(all_renders) if d]
     job = next(d for d in docs if d["kind"] == "Job")

@@ -206,3 +206,18 @@ def test_namespace_is_the_release_namespace_unless_set(target, namespace_value, 
     assert {d["metadata"].get("namespace") for d in helm_docs} == {want}
     assert comparable([d for d in helm_docs if not d["metadata"]["name"].endswith("-test-coordinator")], "helm") == \
         comparable(expected, "jaxgen")
+
+
+@pytest.mark.parametrize("version", ["1.31.0", "1.34.9", "1.35.0", "v1.36.3-gke.1"])
+def test_the_kubernetes_version_selects_the_same_fields_in_both(tmp_path, version):
+    """kube_version in jaxgen, and in helm either the value or --kube-version (what helm install
+    reads from the cluster): container restart rules only from the version that has them."""
+    values = write_values(tmp_path, "kube", {"name": "kube", "kube_version": version})
+    expected = assert_parity(values, "kube")
+    by_flag = helm_template(release_name("kube"), write_values(tmp_path, "plain", {"name": "kube"}),
+                            extra=("--skip-tests", "--kube-version", version))
+    assert by_flag.returncode == 0, by_flag.stderr
+    assert comparable(by_flag.documents(), "helm") == expected
+    [job] = [d for d in expected if d["kind"] == "Job"]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert ("restartPolicyRules" in container) == (version not in ("1.31.0", "1.34.9"))

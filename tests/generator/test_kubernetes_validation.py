@@ -1,5 +1,6 @@
 """Every render of every example is a valid object: core kinds in strict mode for the lowest and
-newest supported Kubernetes (generator/kubernetes_versions.py, kubernetes-validate), JAXJob, JobSet and TrainJob against their CRDs' openAPIV3Schema."""
+newest supported Kubernetes (generator/kubernetes_versions.py, kubernetes-validate), each rendered for
+that version (kube_version), JAXJob, JobSet and TrainJob against their CRDs' openAPIV3Schema."""
 
 import pytest
 
@@ -16,7 +17,7 @@ K8S_EXAMPLES = [p.name for p in KUBERNETES_EXAMPLES]
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("example", K8S_EXAMPLES)
 def test_example_validates(example, version):
-    result = jaxgen("render", str(EXAMPLES_DIR / example))
+    result = jaxgen("render", str(EXAMPLES_DIR / example), "--set", f"kube_version={version}")
     assert result.exit_code == 0, result.stderr
     docs = result.documents()
     assert docs
@@ -27,10 +28,11 @@ def test_example_validates(example, version):
 @pytest.mark.parametrize("target", KUBERNETES)
 @pytest.mark.parametrize("accelerator", choices("accelerator"))
 def test_each_target_validates(target, accelerator):
-    result = jaxgen("render", "--target", target, "--set", f"accelerator={accelerator}")
-    assert result.exit_code == 0, result.stderr
-    for doc in result.documents():
-        for version in KUBERNETES_VERSIONS:
+    for version in KUBERNETES_VERSIONS:
+        result = jaxgen("render", "--target", target, "--set", f"accelerator={accelerator}",
+                        "--set", f"kube_version={version}")
+        assert result.exit_code == 0, result.stderr
+        for doc in result.documents():
             assert validation_problems(doc, version) == []
 
 
@@ -50,13 +52,23 @@ def test_validator_catches_a_bad_manifest():
 
 @pytest.mark.parametrize("target", KUBERNETES)
 def test_4096_hosts_validate_and_the_cap_is_the_indexed_job_parallelism_limit(target):
-    result = jaxgen("render", "--target", target, "--set", "hosts_count=4096", "--set", "training.batch_size=32768")
-    assert result.exit_code == 0, result.stderr
-    for doc in result.documents():
-        for version in KUBERNETES_VERSIONS:
+    for version in KUBERNETES_VERSIONS:
+        result = jaxgen("render", "--target", target, "--set", "hosts_count=4096", "--set", "training.batch_size=32768",
+                        "--set", f"kube_version={version}")
+        assert result.exit_code == 0, result.stderr
+        for doc in result.documents():
             assert validation_problems(doc, version) == []
     # Kubernetes refuses an Indexed Job (JobSets run one) with a parallelism above 100000
     over = jaxgen("render", "--target", target, "--set", "hosts_count=100001", "--set", "local_device_count=1")
     assert over.exit_code == 2 and "$.hosts_count: 100001 is greater than the maximum of 100000" in over.stderr
     at_cap = jaxgen("render", "--target", target, "--set", "hosts_count=100000", "--set", "local_device_count=1")
     assert "$.hosts_count" not in at_cap.stderr
+
+
+def test_a_render_for_a_newer_kubernetes_is_refused_by_an_older_one():
+    """What tells the versions apart: the Indexed Job's container restart rules, which the lowest
+    supported API server does not know (so a render must be for the cluster's version)."""
+    newest, lowest = KUBERNETES_VERSIONS[-1], KUBERNETES_VERSIONS[0]
+    job = next(d for d in jaxgen("render").documents() if d["kind"] == "Job")
+    assert validation_problems(job, newest) == []
+    assert any("restartPolicyRules" in problem for problem in validation_problems(job, lowest))

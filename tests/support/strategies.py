@@ -80,6 +80,7 @@ def variables(draw, targets=KUBERNETES) -> dict:
                                                        "effect": st.sampled_from(["NoSchedule", "NoExecute"])}),
                                 max_size=2),
         "backoff_limit": st.integers(0, 5),
+        "kube_version": st.sampled_from(["", "1.31.0", "1.34", "1.35.0", "v1.36.3-gke.1", "1.37.0"]),
         "ttl_seconds_after_finished": st.one_of(st.none(), st.integers(0, 10**6)),
         "active_deadline_seconds": st.one_of(st.none(), st.integers(1, 10**6)),
         "queue_name": st.one_of(st.just(""), dns_name(max_size=20)),

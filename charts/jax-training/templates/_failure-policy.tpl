@@ -34,3 +34,23 @@ codes fail it too, and the JobSet recreates its Jobs without counting (files/con
 {{- end -}}
 {{- include "jax-training.json" (dict "rules" $rules) -}}
 {{- end -}}
+
+{{/*
+The Indexed Job container's in-place restarts (JSON list; the twin of container_restart_rules()): a
+Restart rule on the codes whose action is files/contract.json's inPlaceRestart; empty where the
+Kubernetes version (kube_version, else the cluster's as helm reads it) lacks container restart rules.
+*/}}
+{{- define "jax-training.containerRestartRules" -}}
+{{- $since := (.Files.Get "files/kubernetes-versions.json" | fromJson).containerRestartRules -}}
+{{- $version := .Values.kube_version | default .Capabilities.KubeVersion.Version -}}
+{{- if semverCompare (printf ">=%s-0" $since) $version -}}
+{{- $action := (.Files.Get "files/contract.json" | fromJson).inPlaceRestart -}}
+{{- $codes := list -}}
+{{- range (.Files.Get "files/exit-codes.json" | fromJson).exit_codes -}}
+{{- if eq .action $action }}{{ $codes = append $codes (int64 .code) }}{{ end -}}
+{{- end -}}
+{{- include "jax-training.json" (list (dict "action" "Restart" "exitCodes" (dict "operator" "In" "values" $codes))) -}}
+{{- else -}}
+[]
+{{- end -}}
+{{- end -}}

@@ -79,6 +79,11 @@ POD_FAILURE_RULES = (
     ("Ignore", "ignore"),
     ("Count", "retry"),
 )
+# The Indexed Job's processes that end with these codes restart in place, in their pods (container
+# restart rules, where the Kubernetes version has them): a gang that lost one pod replaces that one,
+# and the Job controller's pod-failure backoff (10 s, doubled for each failed pod since the last
+# success; it has no setting) counts one failure per fault instead of one per host.
+IN_PLACE_RESTART = "ignore"
 # The same for a Job a JobSet owns (ours and a TrainJob runtime's): a disruption and the "ignore"
 # codes fail the Job at once too, and the JobSet (JOBSET_FAILURE_RULES) recreates its Jobs without
 # counting. Replacing the pod inside the Job would wait for the Job controller's pod-failure backoff
@@ -136,6 +141,7 @@ def chart_json() -> str:
         "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
         "attemptEnv": ATTEMPT_ENV,
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
+        "inPlaceRestart": IN_PLACE_RESTART,
         "childJobFailureRules": [{"action": action, "match": match} for action, match in CHILD_JOB_FAILURE_RULES],
         "jobSetFailureRules": list(JOBSET_FAILURE_RULES),
         "metricsPortName": METRICS_PORT_NAME,

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import jinja2
 import yaml
 
-from trainer import contract
+from trainer import contract, exit_codes
 from trainer.fencing import ATTEMPT_ENV
 
-from ... import __version__, images, names, targets, yaml_text
+from ... import __version__, images, kubernetes_versions, names, targets, yaml_text
 from ...errors import TemplateBug
 from ...output import dump_json, dump_json_list, dump_yaml, file_name
 from ...program import device_env, program_args
@@ -173,6 +173,14 @@ class PodContext:
         rules = policy.CHILD_JOB_FAILURE_RULES if child else policy.POD_FAILURE_RULES
         return policy.pod_failure_policy(self.container_name(), rules)
 
+    def container_restart_rules(self) -> list[dict]:
+        """The Indexed Job container's in-place restarts (policy.IN_PLACE_RESTART); none where the
+        render's Kubernetes version (kube_version) lacks container restart rules."""
+        if not kubernetes_versions.at_least(self.v["kube_version"], kubernetes_versions.CONTAINER_RESTART_RULES):
+            return []
+        codes = exit_codes.codes(policy.IN_PLACE_RESTART)
+        return [{"action": "Restart", "exitCodes": {"operator": "In", "values": codes}}]
+
     @staticmethod
     def jobset_failure_rules() -> list[dict]:
         """A JobSet's failurePolicy rules (policy.py)."""
@@ -231,7 +239,7 @@ class PodContext:
         return {name: getattr(self, name) for name in (
             "image", "pull_policy", "suspended",
             "selector_labels", "labels", "container_env", "container_resources",
-            "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "jobset_failure_rules", "container_name", "runtime_hook_annotations", "container_command", "container_args",
+            "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "container_restart_rules", "jobset_failure_rules", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
             "volumes", "target", "outputs_claim", "metrics_port", "pod_annotations",
             "pod_monitor_endpoints")}
