@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -151,30 +152,49 @@ class PodWatch:
         self.proc.terminate()
         self.proc.wait(timeout=10)
 
-    def marks(self, fault: float, old_uids: set) -> dict:
-        """Arrival times of the pod-side marks (the slowest pod's), None where one was not seen."""
+    def marks(self, fault: float, old_pods: list[dict], target: str) -> dict:
+        """Arrival times of the pod-side marks (the slowest pod's or rank's), None where one was not
+        seen. A rank's container comes back in a new pod or, restarted in place (container restart
+        rules), in its old one: its restart count goes up."""
+        restarts_at_fault = {p["metadata"]["uid"]: _restart_count(p) for p in old_pods}
         first: dict[tuple[str, str], float] = {}
+        ranks: dict[str, int | None] = {}
         for arrived, pod in self.events:
             uid = pod["metadata"]["uid"]
+            ranks[uid] = rank_of(pod, target)
             states = [s.get("state", {}) for s in pod["status"].get("containerStatuses", [])]
+            restarted = uid in restarts_at_fault and _restart_count(pod) > restarts_at_fault[uid]
             seen = {"exists": True,
                     "scheduled": bool(pod["spec"].get("nodeName")),
-                    "running": any("running" in s for s in states),
-                    "terminated": any("terminated" in s for s in states)
+                    "running": any("running" in s for s in states) and (uid not in restarts_at_fault or restarted),
+                    "terminated": any("terminated" in s for s in states) or restarted
                     or pod["status"].get("phase") in ("Failed", "Succeeded")}
             for what, true in seen.items():
                 if true:
                     first.setdefault((uid, what), arrived)
-        new = {uid for uid, _ in first} - old_uids
+        new = {uid for uid, _ in first} - set(restarts_at_fault)
+        in_place = {uid for uid in restarts_at_fault if (uid, "running") in first}
 
         def slowest(uids, what):
             times = [first.get((uid, what)) for uid in uids]
             return None if not times or None in times else max(times) - fault
-        return {"old_containers_finished": slowest(old_uids, "terminated"),
+
+        def every_rank_running():  # each rank's first container after the fault, new pod or in place
+            by_rank: dict[int | None, float] = {}
+            for uid in new | in_place:
+                if (uid, "running") in first:
+                    by_rank[ranks[uid]] = min(by_rank.get(ranks[uid], float("inf")), first[(uid, "running")])
+            wanted = {rank_of(p, target) for p in old_pods}
+            return max(by_rank.values()) - fault if wanted <= set(by_rank) else None
+        return {"old_containers_finished": slowest(restarts_at_fault, "terminated"),
                 "new_pods_created": slowest(new, "exists"),
                 "new_pods_scheduled": slowest(new, "scheduled"),
-                "new_containers_running": slowest(new, "running"),
-                "new_pods": len(new)}
+                "new_containers_running": every_rank_running(),
+                "new_pods": len(new), "restarted_in_place": len(in_place)}
+
+
+def _restart_count(pod: dict) -> int:
+    return sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
 
 
 def stamp(text: str) -> float:
@@ -284,12 +304,12 @@ def container_id(pod: dict) -> str:
 
 
 def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Path, victim_rank: int = 1,
-                 earlier: int = 0, after_step: int = FAULT_AFTER_STEP, epochs: int = 1) -> dict:
+                 earlier: int = 0, after_step: int = FAULT_AFTER_STEP, epochs: int = 1, hosts: int = 2) -> dict:
     """The marks of one fault; with `earlier`, of the fault after that many earlier ones (each once
     the run has logged FAULT_AFTER_STEP steps past its last start)."""
-    name = f"rec-{target}-{fault.split('-')[0]}-{repeat}"[:40]
+    name = f"rec-{target}-{fault.split('-')[0]}-{hosts}h-{repeat}"[:40]
     build = tmp / name
-    outputs = session.prepare(name, target, build, (f"training.epochs={epochs}",))
+    outputs = session.prepare(name, target, build, (f"training.epochs={epochs}", f"hosts_count={hosts}"))
     metrics_path = outputs / "metrics.jsonl"
     job = session.start(build)
     try:
@@ -322,15 +342,16 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
             watch.stop()
         after = [r for r in records(metrics_path) if r["time"] > fault_time]
         start = next(r for r in after if r.get("event") == "start")
-        rank0 = next(p for p in session.pods(name, target) if rank_of(p, target) == 0
-                     and p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in pods})
-        lines = session.rank0_log(rank0["metadata"]["name"], target)
+        # rank 0 now: a new pod, or its old one where its container restarted in place
+        rank0 = min((p for p in session.pods(name, target) if rank_of(p, target) == 0),
+                    key=lambda p: p["metadata"]["uid"] in {q["metadata"]["uid"] for q in pods})
+        lines = [(t, text) for t, text in session.rank0_log(rank0["metadata"]["name"], target) if t > fault_time]
         new_pods = [p for p in session.pods(name, target) if p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in pods}]
         # every new pod's first log lines, seconds after the fault (to read where a slow phase waited)
         start_logs = {p["metadata"]["name"]: [f"{t - fault_time:7.2f} {text}" for t, text in
                                               session.rank0_log(p["metadata"]["name"], target)[:12]]
                       for p in new_pods}
-        marks = {"fault": 0.0, **watch.marks(fault_time, {p["metadata"]["uid"] for p in pods})}
+        marks = {"fault": 0.0, **watch.marks(fault_time, pods, target)}
         for key, marker in TRAINER_MARKS.items():
             marks[key] = next((t - fault_time for t, text in lines if marker in text), None)
         stopped = next((r for r in records(metrics_path) if r.get("event") == "preempted" and r["time"] > fault_time),
@@ -359,15 +380,20 @@ def phases(marks: dict) -> dict:
     return out
 
 
-def summarize(runs: list[dict]) -> dict:
-    """Medians over repeats of every mark and phase."""
-    def med(values):
+def summarize(runs: list[dict], pick=statistics.median) -> dict:
+    """Medians (or `pick`) over repeats of every mark and phase."""
+    def agg(values):
         values = [v for v in values if v is not None]
-        return round(statistics.median(values), 2) if values else None
+        return round(pick(values), 2) if values else None
     keys = [k for k, v in runs[0].items() if isinstance(v, (int, float))]
-    summary = {k: med([r.get(k) for r in runs]) for k in keys}
-    summary["phases"] = {p: med([r["phases"].get(p) for r in runs]) for p in PHASES}
+    summary = {k: agg([r.get(k) for r in runs]) for k in keys}
+    summary["phases"] = {p: agg([r["phases"].get(p) for r in runs]) for p in PHASES}
     return summary
+
+
+def summarize_max(runs: list[dict]) -> dict:
+    """The slowest repeat of every mark and phase."""
+    return summarize(runs, max)
 
 
 MARK_COLUMNS = ("old_containers_finished", "new_pods_created", "new_containers_running", "process_first_log",
@@ -379,16 +405,17 @@ def markdown(report: dict) -> str:
     and the phases between them."""
     def cell(value):
         return "" if value is None else f"{value:.2f}"
-    lines = ["| target × fault | " + " | ".join(MARK_COLUMNS) + " | resumed at step (redone) |",
-             "|---|" + "---|" * (len(MARK_COLUMNS) + 1)]
+    lines = ["| target × fault | " + " | ".join(MARK_COLUMNS) + " | first_step, slowest | resumed at step (redone) |",
+             "|---|" + "---|" * (len(MARK_COLUMNS) + 2)]
     phase_lines = ["| target × fault | " + " | ".join(PHASES) + " |", "|---|" + "---|" * len(PHASES)]
     for key, result in report["results"].items():
         m = result["median"]
         if not m:
             lines.append(f"| {key} | failed: {result['errors'][0][:120]} |")
             continue
+        slowest = (result.get("max") or {}).get("first_step")
         lines.append(f"| {key} | " + " | ".join(cell(m.get(c)) for c in MARK_COLUMNS)
-                     + f" | {m['resumed_step']} ({m['steps_redone']}) |")
+                     + f" | {cell(slowest)} | {m['resumed_step']} ({m['steps_redone']}) |")
         phase_lines.append(f"| {key} | " + " | ".join(cell(m["phases"].get(p)) for p in PHASES) + " |")
     rev = report.get("revision") or {}
     load = report["load_average_before_after"]
@@ -406,6 +433,7 @@ def main(argv=None) -> int:
                         help="the rank whose pod is deleted or container killed (0: the coordinator's)")
     parser.add_argument("--after-step", type=int, default=FAULT_AFTER_STEP, help="inject once this step is logged")
     parser.add_argument("--epochs", type=int, default=1, help="the job's epochs (468 steps each)")
+    parser.add_argument("--hosts", default="2", help="comma-separated host counts (pods of the gang), each measured")
     parser.add_argument("--earlier-faults", type=int, default=0, metavar="N",
                         help="measure the fault that follows N earlier ones of the same kind in the same job")
     parser.add_argument("--output", help="also write the JSON report to this file")
@@ -418,6 +446,10 @@ def main(argv=None) -> int:
     for value, known, option in ((targets, TARGETS, "--targets"), (faults, FAULTS, "--faults")):
         if not set(value) <= set(known):
             parser.error(f"{option}: {', '.join(sorted(set(value) - set(known)))} not one of {', '.join(known)}")
+    try:
+        host_counts = [int(h) for h in args.hosts.split(",")]
+    except ValueError:
+        parser.error(f"--hosts: {args.hosts!r} is not a comma-separated list of integers")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
     if os.geteuid() != 0:
@@ -432,18 +464,18 @@ def main(argv=None) -> int:
         try:
             session = Session(state)
             report["node_tier_up_seconds"] = session.up_seconds
-            for target in targets:
-                for fault in faults:
-                    runs, errors = [], []
-                    for i in range(args.repeats):
-                        try:
-                            runs.append(recovery_run(session, target, fault, i, Path(tmp), args.victim_rank,
-                                                     args.earlier_faults, args.after_step, args.epochs))
-                        except RuntimeError as e:  # one cell's failure: the others still run
-                            log(f"{target} × {fault}: {e}")
-                            errors.append(str(e)[:2000])
-                    report["results"][f"{target} × {fault}"] = {
-                        "runs": runs, "median": summarize(runs) if runs else None, "errors": errors}
+            for target, fault, hosts in itertools.product(targets, faults, host_counts):
+                runs, errors = [], []
+                for i in range(args.repeats):
+                    try:
+                        runs.append(recovery_run(session, target, fault, i, Path(tmp), args.victim_rank,
+                                                 args.earlier_faults, args.after_step, args.epochs, hosts))
+                    except RuntimeError as e:  # one cell's failure: the others still run
+                        log(f"{target} × {fault}: {e}")
+                        errors.append(str(e)[:2000])
+                cell = f"{target} × {fault}" + (f" × {hosts} hosts" if len(host_counts) > 1 else "")
+                report["results"][cell] = {"runs": runs, "median": summarize(runs) if runs else None,
+                                           "max": summarize_max(runs) if runs else None, "errors": errors}
         finally:
             subprocess.run([str(SCRIPTS / "cluster" / "down.sh"), str(state)], capture_output=True, timeout=300)
     publish(report, load_before, args.output, lambda r: json.dumps(r, indent=2, ensure_ascii=False))

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from generator.engines.kubernetes.preflight import COMPONENTS, KUEUE, TRAINER_RUNTIMES
+from generator.engines.kubernetes import render_documents
+from generator.engines.kubernetes.preflight import COMPONENTS, KUEUE, TRAINER_RUNTIMES, version_gap
+from generator.values import load_values
 from tests.support.paths import EXAMPLES_DIR, SCRIPTS_DIR
 
 JAXGEN = str(Path(sys.executable).with_name("jaxgen"))
@@ -50,3 +52,19 @@ def test_a_slurm_render_and_no_cluster_are_one_line_each(tmp_path):
     invalid = subprocess.run([JAXGEN, "check", str(EXAMPLES_DIR / "jobset.json"), "--set", "hosts_count=0"],
                              capture_output=True, text=True, timeout=60)
     assert invalid.returncode == 2 and "$.hosts_count" in invalid.stderr, invalid.stderr
+
+
+@pytest.mark.parametrize("server, gap", [("v1.33.4", True), ("v1.34.2-gke.1", True), ("v1.35.0", False),
+                                         ("v1.36.3", False)])
+def test_a_render_for_a_newer_kubernetes_than_the_clusters_is_one_line(server, gap):
+    """The default render (for the newest Kubernetes) restarts processes in place; a cluster older than
+    the restart rules' version would refuse (or drop) them: jaxgen check says how to render for it,
+    and a render for that version has no gap."""
+    values = load_values([str(EXAMPLES_DIR / "cpu-local.json")], [])
+    lines = version_gap(values, server, render_documents(values))
+    assert bool(lines) == gap, lines
+    if gap:
+        [line] = lines
+        assert f"--set kube_version={server[1:]}" in line and "kube_version is empty" in line
+        fitted = load_values([str(EXAMPLES_DIR / "cpu-local.json")], [f"kube_version={server[1:]}"])
+        assert version_gap(fitted, server, render_documents(fitted)) == []

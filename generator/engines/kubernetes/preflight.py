@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 
-from ... import names, targets
+from ... import kubernetes_versions, names, targets
 from . import kueue
 from .kubectl import Kubectl, NotFound
 from .policy import GPU_RESOURCE as GPU
@@ -52,6 +52,19 @@ KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_conf
 KUEUE_WEBHOOKS = "kueue-"
 
 
+def version_gap(values: dict, server: str, docs: list[dict]) -> list[str]:
+    """A line when the render is for a newer Kubernetes than the cluster's and differs from a render
+    for the cluster's (fields its API server would refuse or drop)."""
+    rendered_for = values["kube_version"] or kubernetes_versions.NEWEST
+    if kubernetes_versions.parse(server) >= kubernetes_versions.parse(rendered_for):
+        return []
+    if render_documents({**values, "kube_version": server}) == docs:
+        return []
+    return [f"this cluster runs Kubernetes {server}; the render is for {rendered_for}"
+            f"{'' if values['kube_version'] else ' (kube_version is empty: the newest)'}, with fields this API "
+            f"server refuses or drops: render for it with --set kube_version={server.lstrip('v')}"]
+
+
 def _group(api_version: str) -> str:
     return api_version.rpartition("/")[0] or "core"
 
@@ -81,12 +94,18 @@ class Preflight:
                 checks.append(("admission", self.admission))
         checks.append(("namespace", lambda: [] if namespace else [
             f"namespace {self.kube.namespace} does not exist: kubectl create namespace {self.kube.namespace}"]))
-        checks += [("queue", lambda: self.queue(served)), ("storage", self.storage), ("GPUs", self.gpus)]
+        checks += [("queue", lambda: self.queue(served)), ("storage", self.storage), ("GPUs", self.gpus),
+                   ("Kubernetes version", self.kubernetes_version)]
         results = self.kube.many([check for _, check in checks])
         passed = [what for (what, _), failures in zip(checks, results) if not failures]
         return passed, [line for failures in results for line in failures]
 
     # --- what the cluster serves
+
+    def kubernetes_version(self) -> list[str]:
+        server = self.kube.run("version", "-o", "json", namespaced=False).stdout
+        return version_gap(self.v, json.loads(server)["serverVersion"]["gitVersion"], self.docs)
+
 
     def kube_api_versions(self) -> set[str]:
         return set(self.kube.run("api-versions", namespaced=False).stdout.split())
