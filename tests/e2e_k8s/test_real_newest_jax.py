@@ -1,0 +1,64 @@
+"""The newest JAX in real pods: the trainer image on a Debian trixie base (Python 3.13, the JAX line
+trainer/constraints.txt pins for Python 3.12 and later; scripts/image.sh --debian trixie) trains on
+every Kubernetes target. A short run per target (a fifth of an epoch) keeps the tier lean; the
+default image's full runs are test_real_pods.py's."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from packaging.requirements import Requirement
+
+from generator.targets import KUBERNETES
+from tests.e2e_k8s.kube import SCRIPTS, prepare
+from tests.e2e_k8s.real import containerd_cli, final_accuracy, train
+from tests.support.paths import REPO_ROOT
+
+EXAMPLES = 12800  # 100 steps of cpu-local.json's batch
+MIN_ACCURACY = 0.9
+
+
+def newest_jax() -> str:
+    """The jax version trainer/constraints.txt pins for Python 3.13."""
+    lines = (line.split("#", 1)[0].strip() for line in (REPO_ROOT / "trainer" / "constraints.txt").read_text().splitlines())
+    pins = [Requirement(line) for line in lines if line]
+    [jax] = [r for r in pins if r.name == "jax" and (r.marker is None or r.marker.evaluate({"python_version": "3.13"}))]
+    return next(iter(jax.specifier)).version
+
+
+@pytest.fixture(scope="session")
+def trixie_image() -> tuple[str, str]:
+    """The trixie image (built once, cached by content like the default one): its name and archive."""
+    def image_sh(*args: str) -> str:
+        proc = subprocess.run([str(SCRIPTS / "image.sh"), "--debian", "trixie", *args], capture_output=True,
+                              text=True, timeout=1800)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return proc.stdout.strip()
+    return image_sh(), image_sh("--print-archive")
+
+
+@pytest.fixture
+def newest(real, trixie_image):
+    """The real node with the trixie image imported, and the --set overrides that run it."""
+    cluster, sets = real
+    image, archive = trixie_image
+    ctr = containerd_cli()
+    if image not in cluster.run([*ctr, "images", "ls", "-q"]).stdout.split():
+        cluster.run([*ctr, "images", "import", archive], timeout=300)
+    return cluster, [*sets, f"image.tag={image.rsplit(':', 1)[1]}"]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("target", KUBERNETES)
+def test_the_newest_jax_trains_on_every_target(newest, tmp_path, target):
+    cluster, sets = newest
+    name = f"real-newest-{target}"
+    build = tmp_path / "build"
+    prepare(cluster, build, name, *sets, f"training.train_examples={EXAMPLES}", base="cpu-local.json",
+            target=target)
+    output = train(cluster, build, 300)
+    assert f", jax {newest_jax()}" in output, output[-3000:]  # rank 0 ran the newest jax
+    assert final_accuracy(output) >= MIN_ACCURACY, output[-3000:]
+    cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
+    assert cluster.release_objects(name) == []
