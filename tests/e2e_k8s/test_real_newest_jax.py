@@ -8,23 +8,14 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from packaging.requirements import Requirement
 
 from generator.targets import KUBERNETES
 from tests.e2e_k8s.kube import SCRIPTS, prepare
 from tests.e2e_k8s.real import containerd_cli, final_accuracy, train
-from tests.support.paths import REPO_ROOT
+from tests.support.constraints import pinned_for
 
 EXAMPLES = 12800  # 100 steps of cpu-local.json's batch
 MIN_ACCURACY = 0.9
-
-
-def newest_jax() -> str:
-    """The jax version trainer/constraints.txt pins for Python 3.13."""
-    lines = (line.split("#", 1)[0].strip() for line in (REPO_ROOT / "trainer" / "constraints.txt").read_text().splitlines())
-    pins = [Requirement(line) for line in lines if line]
-    [jax] = [r for r in pins if r.name == "jax" and (r.marker is None or r.marker.evaluate({"python_version": "3.13"}))]
-    return next(iter(jax.specifier)).version
 
 
 @pytest.fixture(scope="session")
@@ -58,7 +49,7 @@ def test_the_newest_jax_trains_on_every_target(newest, tmp_path, target):
     prepare(cluster, build, name, *sets, f"training.train_examples={EXAMPLES}", base="cpu-local.json",
             target=target)
     output = train(cluster, build, 300)
-    assert f", jax {newest_jax()}" in output, output[-3000:]  # rank 0 ran the newest jax
+    assert f", jax {pinned_for('jax', '3.13')}" in output, output[-3000:]  # rank 0 ran the newest jax
     assert final_accuracy(output) >= MIN_ACCURACY, output[-3000:]
     cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
     assert cluster.release_objects(name) == []

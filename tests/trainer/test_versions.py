@@ -10,25 +10,13 @@ from importlib.metadata import version
 import pytest
 from packaging.requirements import Requirement
 
+from tests.support.constraints import pinned, pins
 from tests.support.paths import REPO_ROOT
-
-CONSTRAINTS = REPO_ROOT / "trainer" / "constraints.txt"
-
-
-def pins() -> list[Requirement]:
-    lines = (line.split("#", 1)[0].strip() for line in CONSTRAINTS.read_text().splitlines())
-    return [Requirement(line) for line in lines if line]
 
 
 def declared() -> dict[str, Requirement]:
     extra = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["trainer"]
     return {Requirement(r).name: Requirement(r) for r in extra}
-
-
-def pinned(requirement: Requirement) -> str:
-    [spec] = requirement.specifier
-    assert spec.operator == "==", requirement
-    return spec.version
 
 
 def test_this_python_runs_the_pinned_versions():
@@ -53,7 +41,7 @@ def test_the_declared_range_admits_every_pin():
 INSTALLERS = [REPO_ROOT / "pyproject.toml", REPO_ROOT / "trainer" / "Dockerfile", REPO_ROOT / "Makefile",
               *(REPO_ROOT / "scripts").rglob("*.sh"), *(REPO_ROOT / "scripts").rglob("*.py"),
               *(REPO_ROOT / "trainer").rglob("*.py"), *(REPO_ROOT / "generator").rglob("*.py"),
-              *(REPO_ROOT / "docs").rglob("*.md")]
+              *(REPO_ROOT / "docs").rglob("*.md"), *REPO_ROOT.glob("*.md"), *(REPO_ROOT / "trainer").glob("*.md")]
 
 
 def restatements(text: str) -> list[str]:
