@@ -4,6 +4,7 @@
 # `docker load` reads; with --push, pushes it to a registry. Builds with buildah (own storage under
 # $JAXT_CACHE, no registry or daemon; what the tests use), podman or docker, whichever is present.
 # buildah builds are cached: rebuilt only when the Dockerfile, trainer/, the variant, the uid or the base change.
+# --debian trixie builds on Python 3.13, which runs the newest JAX (trainer/constraints.txt pins both lines).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
@@ -15,19 +16,21 @@ variants="$(cd "$JAXT_ROOT" && python3 -m generator.images)"
 
 usage() {
   cat <<EOF
-Usage: scripts/image.sh [--variant ${variants// /|}] [--builder buildah|podman|docker] [--base IMAGE]
-                        [--push REPOSITORY] [--rebuild] [--print-archive]
+Usage: scripts/image.sh [--variant ${variants// /|}] [--debian bookworm|trixie] [--builder buildah|podman|docker]
+                        [--base IMAGE] [--push REPOSITORY] [--rebuild] [--print-archive]
 
 Builds trainer/Dockerfile as $IMAGE_REPOSITORY:$version-<variant>, saves it to
 \$JAXT_CACHE/images/trainer-<variant>.tar and prints the image name (or, with --print-archive, the
-archive's path).
+archive's path). With --debian trixie the tag and the archive end in -trixie.
 
   --variant V         cpu (default: jax from PyPI, CPU only; the image of accelerator cpu) or
                       cuda12 (jax[cuda12], ~5 GB; the image of accelerator gpu)
+  --debian RELEASE    the Debian release of the base, and so its Python and JAX (trainer/constraints.txt):
+                      bookworm (default; Python 3.11, jax 0.10) or trixie (Python 3.13, the newest jax)
   --builder B         buildah, podman or docker. Default: the first of them on PATH
-  --base IMAGE        the Dockerfile's PYTHON_IMAGE. Default with buildah: a local Debian bookworm
-                      image with python3, made once with debootstrap (no registry needed); with
-                      podman and docker: the Dockerfile's python:*-slim image
+  --base IMAGE        the Dockerfile's PYTHON_IMAGE. Default with buildah: a local Debian image of
+                      the --debian release with python3, made once with debootstrap (no registry
+                      needed); with podman and docker: the release's python:*-slim image
   --push REPOSITORY   also push the image as REPOSITORY:$version-<variant> (for example
                       registry.example.com/ml/jax-training) and print that name. Point a job at it
                       with image.repository=REPOSITORY: the tag follows the accelerator by default
@@ -39,10 +42,11 @@ secret: it is never written into the image. Builds use the host network.
 EOF
 }
 
-variant=cpu base="" print=image rebuild=false builder="" push=""
+variant=cpu debian=bookworm base="" print=image rebuild=false builder="" push=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --variant) need_value "$@"; variant="$2"; shift ;;
+    --debian) need_value "$@"; debian="$2"; shift ;;
     --builder) need_value "$@"; builder="$2"; shift ;;
     --base) need_value "$@"; base="$2"; shift ;;
     --push) need_value "$@"; push="$2"; shift ;;
@@ -54,6 +58,12 @@ while [ $# -gt 0 ]; do
   shift
 done
 [[ " $variants " == *" $variant "* ]] || die "--variant must be one of: $variants (not '$variant')"
+# The release's official Python image, for podman and docker (buildah debootstraps the release itself).
+case "$debian" in
+  bookworm) python_image="" suffix="" ;;  # the Dockerfile's default
+  trixie) python_image=python:3.13-slim-trixie suffix=-trixie ;;
+  *) die "--debian must be bookworm or trixie (not '$debian')" ;;
+esac
 if [ -z "$builder" ]; then
   for candidate in buildah podman docker; do
     if command -v "$candidate" >/dev/null; then builder="$candidate"; break; fi
@@ -71,8 +81,8 @@ images="$JAXT_CACHE/images"
 mkdir -p "$images"
 exec 8>"$images/.lock"
 flock 8  # one build at a time per cache
-image="$IMAGE_REPOSITORY:$version-$variant"
-archive="$images/trainer-$variant.tar"
+image="$IMAGE_REPOSITORY:$version-$variant$suffix"
+archive="$images/trainer-$variant$suffix.tar"
 secret=()
 [ -f "$BUILD_CA_BUNDLE" ] && secret=(--secret "id=pip-ca,src=$BUILD_CA_BUNDLE")
 
@@ -80,9 +90,9 @@ secret=()
 storage="$JAXT_CACHE/buildah"
 bah() { buildah --root "$storage/root" --runroot "$storage/run" --storage-driver overlay "$@"; }
 
-# The default base with buildah: Debian bookworm with python3 and venv, from the host's Debian mirror.
+# The default base with buildah: Debian $debian with python3 and venv, from the host's Debian mirror.
 local_base() {
-  local name=localhost/jax-training/bookworm-python:1
+  local name="localhost/jax-training/$debian-python:1"
   if ! bah inspect --type image "$name" >/dev/null 2>&1; then
     command -v debootstrap >/dev/null || die "debootstrap is required (scripts/setup.sh node installs it)"
     local mirror rootfs
@@ -90,8 +100,8 @@ local_base() {
     rootfs="$(mktemp -d "${TMPDIR:-/tmp}/jaxt-rootfs.XXXXXX")"
     log "making the base image $name with debootstrap from $mirror (once; about 2 minutes)"
     debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
-      bookworm "$rootfs" "$mirror" >"$images/debootstrap.log" 2>&1 ||
-      { rm -rf "$rootfs"; die "debootstrap failed (log: $images/debootstrap.log)"; }
+      "$debian" "$rootfs" "$mirror" >"$images/debootstrap-$debian.log" 2>&1 ||
+      { rm -rf "$rootfs"; die "debootstrap failed (log: $images/debootstrap-$debian.log)"; }
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
     local c
     tar -C "$rootfs" --numeric-owner -cf "$rootfs.tar" . && rm -rf "$rootfs"
@@ -112,7 +122,7 @@ debian_mirror() {
 
 source "$JAXT_ROOT/scripts/lib/contract.sh"  # RUN_AS_ID: the image's user is the pods' (the Dockerfile has no default)
 build_args=(--build-arg "JAX_VARIANT=$variant" --build-arg "RUN_AS_ID=$RUN_AS_ID")
-build_log="$images/build-$variant.log"
+build_log="$images/build-$variant$suffix.log"
 build_failed() { tail -n 30 "$build_log" >&2; die "building $image with $1 failed (log: $build_log)"; }
 
 if [ "$builder" = buildah ]; then
@@ -138,6 +148,7 @@ if [ "$builder" = buildah ]; then
   push_image() { bah push --quiet "$image" "docker://$1" >/dev/null; }
 else
   # podman and docker keep the image in their own storage and cache layers themselves.
+  [ -n "$base" ] || base="$python_image"
   [ -z "$base" ] || build_args+=(--build-arg "PYTHON_IMAGE=$base")
   extra=()
   ! $rebuild || extra+=(--no-cache)
@@ -156,7 +167,7 @@ else
 fi
 
 if [ -n "$push" ]; then
-  pushed="$push:$version-$variant"
+  pushed="$push:$version-$variant$suffix"
   log "pushing $pushed"
   push_image "$pushed" || die "pushing $pushed with $builder failed (logged in to the registry?)"
   image="$pushed"

@@ -16,13 +16,15 @@
 # Usage: scripts/setup.sh [python|dev|helm|tools|cluster|node|slurm|all]...   (default: all)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+CONSTRAINTS="$JAXT_ROOT/trainer/constraints.txt"  # the pinned versions of the trainer's dependencies
 
 # setup_python EXTRAS: an editable install of this checkout with EXTRAS (trainer,plot or test) into
-# $JAXT_VENV, redone when pyproject.toml, the checkout or the extras change. A venv with the test
+# $JAXT_VENV, at the versions of trainer/constraints.txt, redone when pyproject.toml, the constraints,
+# the checkout or the extras change. A venv with the test
 # extras has the demo's too.
 setup_python() {
   local extras="$1" stamp="$JAXT_VENV/.jax-training-install" key have
-  key="$(sha256sum <"$JAXT_ROOT/pyproject.toml" | cut -d' ' -f1) $JAXT_ROOT"
+  key="$(cat "$JAXT_ROOT/pyproject.toml" "$CONSTRAINTS" | sha256sum | cut -d' ' -f1) $JAXT_ROOT"
   have="$(cat "$stamp" 2>/dev/null || true)"
   { [ "$have" = "$key test" ] || [ "$have" = "$key $extras" ]; } && return 0
   if [ ! -x "$JAXT_VENV/bin/python" ]; then
@@ -33,7 +35,8 @@ setup_python() {
   # The venv's own pip (Python 3.11's installs editables): upgrading it first costs seconds and buys nothing
   # here. --no-compile: byte-compiling every installed module (jax, scipy, matplotlib) is two thirds of the
   # install's CPU time, and Python compiles the modules a command imports on first use anyway.
-  "$JAXT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile -e "$JAXT_ROOT[$extras]"
+  "$JAXT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile -c "$CONSTRAINTS" \
+    -e "$JAXT_ROOT[$extras]"
   echo "$key $extras" >"$stamp"
 }
 
@@ -41,7 +44,7 @@ setup_python() {
 # checkout tests (once per pyproject.toml).
 fill_wheelhouse() {
   local stamp="$JAXT_VENV/.jax-training-wheelhouse" key
-  key="$(sha256sum <"$JAXT_ROOT/pyproject.toml" | cut -d' ' -f1)"
+  key="$(cat "$JAXT_ROOT/pyproject.toml" "$CONSTRAINTS" | sha256sum | cut -d' ' -f1)"
   [ "$(cat "$stamp" 2>/dev/null || true)" = "$key" ] && return 0
   log "collecting the wheels of jax-training[trainer,plot]'s dependencies into $JAXT_CACHE/wheelhouse"
   # The requirements as installed (not the project itself: building it here would write build/).
@@ -53,7 +56,7 @@ for r in m.requires("jax-training"):
     if not marker or re.search(r"extra == .(trainer|plot).", marker):
         print(name.strip())')
   "$JAXT_VENV/bin/python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$JAXT_CACHE/wheelhouse" \
-    "setuptools>=77" "${requirements[@]}"
+    -c "$CONSTRAINTS" "setuptools>=77" "${requirements[@]}"
   echo "$key" >"$stamp"
 }
 

@@ -240,7 +240,8 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     marks["initialized"] = time.time()
     local_devices = jax.local_device_count()
     check_layout(cfg, spec, local_devices, num_examples)
-    log(f"{local_devices} local devices, {jax.device_count()} global devices, strategy {cfg.strategy}")
+    log(f"{local_devices} local devices, {jax.device_count()} global devices, strategy {cfg.strategy}, "
+        f"jax {jax.__version__}")
 
     from trainer import optimization
     from trainer.strategies import make_strategy

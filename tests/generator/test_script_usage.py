@@ -27,6 +27,7 @@ CASES = [
     ("image.sh", ["--variant"], 2, "error: --variant needs a value"),
     ("image.sh", ["--variant", "rocm"], 1, "--variant must be one of: cpu cuda12"),
     ("image.sh", ["--push", "Registry/X:tag"], 1, "--push takes a repository without a tag"),
+    ("image.sh", ["--debian", "buster"], 1, "--debian must be bookworm or trixie"),
 ]
 
 

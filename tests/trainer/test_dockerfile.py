@@ -1,14 +1,6 @@
-"""The trainer image definition: pinned to what the tests run, non-root, both variants present."""
+"""The trainer image definition: non-root, both variants present (its pins: test_versions.py)."""
 
 import re
-from importlib.metadata import version
-
-import jax
-import numpy
-import optax
-import PIL
-import prometheus_client
-import safetensors
 
 from generator.engines.kubernetes.policy import RUN_AS_ID
 from tests.support.paths import REPO_ROOT
@@ -22,20 +14,14 @@ def arg(name: str) -> str:
     return match.group(1)
 
 
-def test_pins_match_the_tested_versions():
-    assert arg("JAX_VERSION") == jax.__version__
-    assert arg("OPTAX_VERSION") == optax.__version__
-    assert arg("NUMPY_VERSION") == numpy.__version__
-    assert arg("SAFETENSORS_VERSION") == safetensors.__version__
-    assert arg("PILLOW_VERSION") == PIL.__version__
-    assert arg("PROMETHEUS_CLIENT_VERSION") == version("prometheus-client")
+def test_the_default_base_is_the_tests_python():
     assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+", arg("PYTHON_IMAGE"))  # jax 0.10 is the last for 3.11
 
 
 def test_gpu_by_default_cpu_by_build_arg():
     assert arg("JAX_VARIANT") == "cuda12"
-    assert 'cuda12) jax_req="jax[cuda12]==${JAX_VERSION}"' in DOCKERFILE
-    assert 'cpu)    jax_req="jax==${JAX_VERSION} jaxlib==${JAX_VERSION}"' in DOCKERFILE
+    assert 'cuda12) jax_req="jax[cuda12]"' in DOCKERFILE
+    assert 'cpu)    jax_req="jax jaxlib"' in DOCKERFILE
 
 
 def test_runs_as_the_manifests_non_root_user():
