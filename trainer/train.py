@@ -18,6 +18,7 @@ from trainer.errors import ConfigError
 from trainer.metrics import Logger, MetricsFile, Pace, progress
 from trainer.outputs import CHECKPOINTS, METRICS, XLA_CACHE, run_dir as outputs_dir
 from trainer.preemption import StopRequest, exit_code_of
+from trainer.termination import terminate_with
 from trainer.watchdog import Watchdog
 
 
@@ -168,7 +169,7 @@ def _finish(cfg, spec, local_devices, metrics_path, final, step, params, outputs
         log(f"outputs: {outputs} (model {outputs / summary['model']}, summary, metrics)")
     result = results.line(summary)
     log(f"result: {result}")
-    results.terminate_with(f"result: {result}" + (f"; outputs {outputs}" if outputs else ""))
+    terminate_with(f"result: {result}" + (f"; outputs {outputs}" if outputs else ""))
 
 
 def _phases(m: dict) -> dict:

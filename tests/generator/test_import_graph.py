@@ -1,11 +1,13 @@
-"""The generator's modules import each other without a cycle, counting imports inside functions too
-(a lazy import that only breaks a cycle at run time is still a cycle in the design), and in layers:
-each engine package under generator/engines/ imports no other engine, and the engine-neutral modules
-below them import no engine."""
+"""The generator's and the trainer's modules import each other without a cycle, counting imports
+inside functions too (a lazy import that only breaks a cycle at run time is still a cycle in the
+design), and the generator's in layers: each engine package under generator/engines/ imports no
+other engine, and the engine-neutral modules below them import no engine."""
 
 from __future__ import annotations
 
 import ast
+
+import pytest
 
 from generator import engines
 from generator.targets import ENGINES
@@ -15,9 +17,9 @@ PACKAGE = REPO_ROOT / "generator"
 ENGINES_PACKAGE = "engines"
 
 
-def module_name(path) -> str:
-    """The dotted name below generator/ (engines.kubernetes for its __init__.py)."""
-    parts = path.relative_to(PACKAGE).with_suffix("").parts
+def module_name(path, package=PACKAGE) -> str:
+    """The dotted name below the package (engines.kubernetes for its __init__.py)."""
+    parts = path.relative_to(package).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -25,8 +27,8 @@ def _join(*parts: str) -> str:
     return ".".join(p for p in parts if p)
 
 
-def imports_of(name: str, path, modules: set[str]) -> set[str]:
-    """The generator modules `path` imports (relative or absolute, at any depth of the file)."""
+def imports_of(name: str, path, modules: set[str], top: str = "generator") -> set[str]:
+    """The modules of package `top` that `path` imports (relative or absolute, at any depth of the file)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -34,25 +36,28 @@ def imports_of(name: str, path, modules: set[str]) -> set[str]:
             if node.level:
                 parts = package.split(".") if package else []
                 base = _join(*parts[: len(parts) - (node.level - 1)], node.module or "")
-            elif (node.module or "").split(".")[0] == "generator":
-                base = node.module.removeprefix("generator").lstrip(".")
+            elif (node.module or "").split(".")[0] == top:
+                base = node.module.removeprefix(top).lstrip(".")
             else:
                 continue
             submodules = {_join(base, alias.name) for alias in node.names} & modules  # from . import a, b
             found |= submodules or ({base} & modules)
         elif isinstance(node, ast.Import):
-            found |= {a.name.removeprefix("generator.") for a in node.names if a.name.startswith("generator.")}
+            found |= {a.name.removeprefix(top + ".") for a in node.names if a.name.startswith(top + ".")}
     return found & modules - {name}
 
 
-def graph() -> dict[str, set[str]]:
-    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
-    paths.pop("", None)  # generator/__init__.py: the version only
-    return {name: imports_of(name, path, set(paths)) for name, path in paths.items()}
+def graph(top: str = "generator") -> dict[str, set[str]]:
+    package = REPO_ROOT / top
+    paths = {module_name(p, package): p for p in package.rglob("*.py")}
+    paths.pop("", None)  # the package's __init__.py: the version only
+    return {name: imports_of(name, path, set(paths), top) for name, path in paths.items()}
 
 
-def test_no_import_cycle():
-    imports = graph()
+@pytest.mark.parametrize("top", ["generator", "trainer"])
+def test_no_import_cycle(top):
+    imports = graph(top)
+    assert len(imports) > 10, f"{top}: the graph is not being read"
     done, path = set(), []
 
     def visit(name):
