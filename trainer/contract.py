@@ -57,8 +57,8 @@ METRICS_PATH = "/metrics"
 
 # The environment variables the trainer reads its place in the job from (trainer/cluster.py): the
 # renders or the engine set them per process, so a user env entry with one of these names is refused
-# on every target (one value for every process would break the ranks).
-PROCESS_ENV = cluster.launcher_env_names(cluster.JAX, cluster.KUBEFLOW_V1, cluster.INDEXED_JOB)
+# on every target (one value for every process would break the ranks). SLURM's own are SLURM_TASK_ENV's.
+PROCESS_ENV = cluster.launcher_env_names(*(la for la in cluster.LAUNCHERS if la != cluster.SLURM))
 # What the renders set in the container beside PROCESS_ENV (unbuffered logs): a user env entry of
 # that name, like one given twice, would be a second entry of one name, which Helm 4's server-side
 # apply refuses.
