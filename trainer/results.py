@@ -42,7 +42,7 @@ def summarize(cfg, spec, local_devices: int, records: list[dict], final: dict, s
     import jax
 
     settings = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
-                if not f.metadata["hidden"] and f.metadata["model"] in (None, cfg.model)}  # the selected model's
+                if f.metadata["model"] in (None, cfg.model)}  # the selected model's
     return {
         "name": cfg.run_name, "status": "completed",
         "test_accuracy": final.get("test_accuracy"), "train_accuracy": final.get("train_accuracy"),
