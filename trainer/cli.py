@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from trainer import config, supervisor
+from trainer import config, faults, supervisor
 from trainer.cluster import resolve_cluster
 from trainer.errors import ConfigError, TrainerError, as_peer_lost, report
 from trainer.exit_codes import INTERRUPTED
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="data-parallel MNIST training", allow_abbrev=False)
     config.add_arguments(t)
+    faults.add_arguments(t)
     _cluster_args(t, train=True)
     for name, text in (("query", "print local and global devices"),
                        ("allreduce", "also check that a psum of ones equals the global device count")):
@@ -105,7 +106,7 @@ def _run(argv: list[str] | None) -> int:
         if args.command == "train":
             from trainer.train import train
 
-            return train(config.TrainConfig.from_args(args), spec)
+            return train(config.TrainConfig.from_args(args), spec, faults.Faults.from_args(args))
         from trainer.query import query
 
         return query(spec, args.platform, args.init_timeout, args.heartbeat_timeout, args.command == "allreduce")

@@ -1,18 +1,21 @@
 """Where this process sits in the job: ClusterSpec and its resolution from flags or environment.
 
-Pure Python (no jax import) so it is cheap to test. Each field is taken from the first source that
-provides it, in this order:
+Pure Python (no jax import) so it is cheap to test. Each field (process id, number of processes,
+coordinator address) is taken from the first source that provides it, in this order:
 
 1. explicit flags (--coordinator-address, --num-processes, --process-id)
-2. JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID (our Indexed Job and JobSet,
-   Kubeflow Trainer v2, XPK)
-3. Kubeflow JAXJob v1: COORDINATOR_ADDRESS + COORDINATOR_PORT, NUM_PROCESSES, PROCESS_ID
-4. Kubernetes Indexed Job: JOB_COMPLETION_INDEX; without a coordinator address, pod 0 of the Job
-   behind the same headless Service: this pod's FQDN with its first label's ``-<index>`` made ``-0``
-   (``job-3.svc.ns.svc.cluster.local`` -> ``job-0.svc.ns.svc.cluster.local``; needs a subdomain)
-5. SLURM step: SLURM_PROCID, SLURM_NTASKS, first host of SLURM_STEP_NODELIST and port
-   SLURM_JOB_ID % 4096 + 61440 (unless a port is given)
-6. a single process
+2. the launchers of LAUNCHERS, each reading its own variables (as JAX's own jax/_src/clusters
+   environments do):
+   - jax: JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID (our Indexed Job and JobSet,
+     Kubeflow Trainer v2, XPK)
+   - kubeflow-v1 (Kubeflow JAXJob): COORDINATOR_ADDRESS + COORDINATOR_PORT, NUM_PROCESSES, PROCESS_ID
+   - indexed-job (Kubernetes Indexed Job): JOB_COMPLETION_INDEX; when the process id came from it,
+     the coordinator is pod 0 of the Job behind the same headless Service: this pod's FQDN with its
+     first label's ``-<index>`` made ``-0`` (``job-3.svc.ns.svc.cluster.local`` ->
+     ``job-0.svc.ns.svc.cluster.local``; needs a subdomain)
+   - slurm (a SLURM step, SLURM_PROCID set): SLURM_PROCID, SLURM_NTASKS, first host of
+     SLURM_STEP_NODELIST and port SLURM_JOB_ID % 4096 + 61440 (unless a port is given)
+3. a single process
 
 The devices each process expects (checked once JAX is up) come from --local-device-count, else
 JAX_LOCAL_DEVICE_COUNT, else whatever JAX finds.
@@ -23,53 +26,16 @@ from __future__ import annotations
 import re
 import socket
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping, NamedTuple
 
 from trainer.errors import ConfigError
 
 DEFAULT_PORT = 1234
 # A SLURM step's coordinator port, unless one is given: SLURM_JOB_ID % len(SLURM_PORTS) + SLURM_PORTS.start.
 SLURM_PORTS = range(61440, 65536)
-
-
-@dataclass(frozen=True)
-class Launcher:
-    """The variables one way of starting the processes sets in each of them (resolve_cluster reads
-    them; generator/targets.py says which one each target's processes find)."""
-
-    name: str
-    process_id: str
-    num_processes: str = ""
-    coordinator: str = ""  # HOST:PORT, or HOST alone where coordinator_port names the port's variable
-    coordinator_port: str = ""
-
-    def env(self, process_id: int, num_processes: int, host: str, port: int) -> dict[str, str]:
-        """These variables as this launcher sets them for one process (the coordinator first)."""
-        env = {}
-        if self.coordinator:
-            env[self.coordinator] = host if self.coordinator_port else f"{host}:{port}"
-        if self.coordinator_port:
-            env[self.coordinator_port] = str(port)
-        if self.num_processes:
-            env[self.num_processes] = str(num_processes)
-        env[self.process_id] = str(process_id)
-        return env
-
-
-# In the order resolve_cluster() prefers them (see the module doc).
-JAX = Launcher("jax", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES", "JAX_COORDINATOR_ADDRESS")
-KUBEFLOW_V1 = Launcher("kubeflow-v1", "PROCESS_ID", "NUM_PROCESSES", "COORDINATOR_ADDRESS", "COORDINATOR_PORT")
-INDEXED_JOB = Launcher("indexed-job", "JOB_COMPLETION_INDEX")  # the coordinator: from the pod's FQDN
-SLURM = Launcher("slurm", "SLURM_PROCID", "SLURM_NTASKS")  # the coordinator: from SLURM_STEP_NODELIST
 # Read on any launcher: the coordinator's port where an address has none, and the devices per process.
 COORDINATOR_PORT_ENV = "JAX_COORDINATOR_PORT"
 LOCAL_DEVICE_COUNT_ENV = "JAX_LOCAL_DEVICE_COUNT"
-
-
-def launcher_env_names(*launchers: Launcher) -> tuple[str, ...]:
-    """Every variable the launchers set, then the two read on any launcher."""
-    names = [n for la in launchers for n in (la.coordinator, la.coordinator_port, la.num_processes, la.process_id) if n]
-    return tuple(names) + (COORDINATOR_PORT_ENV, LOCAL_DEVICE_COUNT_ENV)
 
 
 @dataclass(frozen=True)
@@ -193,6 +159,150 @@ def indexed_job_coordinator(index: int, fqdn: str) -> str:
     return f"{label[: -len(suffix)]}-0.{domain}"
 
 
+class Found(NamedTuple):
+    """A value of the ClusterSpec and where it came from (a flag or variable, as messages name it)."""
+
+    value: object
+    source: str
+
+
+def _read_int(env: Mapping[str, str], name: str, minimum: int) -> Found | None:
+    """The integer variable `name`, or None where it is unset or empty."""
+    return Found(_int(env[name], name, minimum), name) if env.get(name, "") != "" else None
+
+
+@dataclass(frozen=True)
+class Known:
+    """What a launcher's coordinator may depend on: the process id and count resolved (from any
+    source), the port given (flag or JAX_COORDINATOR_PORT), and how to find this host's name."""
+
+    process_id: Found | None
+    num_processes: Found | None
+    port: int | None
+    fqdn: Callable[[], str]
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """One way of starting the processes: the variables it sets in each of them (generator/targets.py
+    says which one each target's processes find), and how this process's place in the job is read
+    back from them. Each read_* answers None where the launcher's variables say nothing."""
+
+    name: str
+    process_id: str
+    num_processes: str = ""
+    coordinator: str = ""  # HOST:PORT, or HOST alone where coordinator_port names the port's variable
+    coordinator_port: str = ""
+
+    def env(self, process_id: int, num_processes: int, host: str, port: int) -> dict[str, str]:
+        """These variables as this launcher sets them for one process (the coordinator first)."""
+        env = {}
+        if self.coordinator:
+            env[self.coordinator] = host if self.coordinator_port else f"{host}:{port}"
+        if self.coordinator_port:
+            env[self.coordinator_port] = str(port)
+        if self.num_processes:
+            env[self.num_processes] = str(num_processes)
+        env[self.process_id] = str(process_id)
+        return env
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.coordinator, self.coordinator_port, self.num_processes, self.process_id) if n)
+
+    def read_process_id(self, env: Mapping[str, str]) -> Found | None:
+        return _read_int(env, self.process_id, 0)
+
+    def read_num_processes(self, env: Mapping[str, str]) -> Found | None:
+        return _read_int(env, self.num_processes, 1) if self.num_processes else None
+
+    def read_coordinator(self, env: Mapping[str, str], known: Known) -> Found | None:
+        """HOST:PORT, or HOST alone (resolve_cluster adds the given or default port)."""
+        return Found(env[self.coordinator], self.coordinator) if self.coordinator and env.get(self.coordinator) else None
+
+
+class KubeflowV1(Launcher):
+    """Kubeflow's JAXJob: the coordinator's host and port in two variables."""
+
+    def read_coordinator(self, env, known):
+        host = env.get(self.coordinator)
+        if not host:
+            return None
+        if env.get(self.coordinator_port):
+            port = _port(env[self.coordinator_port], self.coordinator_port)
+        elif ":" in host:
+            host, _, given = host.rpartition(":")
+            port = _port(given, self.coordinator)
+        else:
+            port = known.port or DEFAULT_PORT
+        return Found(f"{host}:{port}", f"{self.coordinator}/{self.coordinator_port}")
+
+
+class IndexedJob(Launcher):
+    """Kubernetes' Indexed Job: only the process id; the coordinator is pod 0 under this pod's headless
+    Service, when the process id is the completion index and there are peers."""
+
+    def read_coordinator(self, env, known):
+        pid, count = known.process_id, known.num_processes
+        if pid is None or pid.source != self.process_id or count is None or count.value <= 1:
+            return None
+        return Found(indexed_job_coordinator(pid.value, known.fqdn()), f"{self.process_id}/hostname")
+
+
+class Slurm(Launcher):
+    """A SLURM step (SLURM_PROCID set; an sbatch script's own SLURM_NTASKS means nothing): the
+    coordinator is the step's first host, on a port derived from the job id unless one is given."""
+
+    STEP_NUM_PROCESSES = "SLURM_STEP_NUM_TASKS"
+    NODELISTS = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+    JOB_ID = "SLURM_JOB_ID"
+
+    def in_step(self, env) -> bool:
+        return self.process_id in env
+
+    def read_num_processes(self, env):
+        if not self.in_step(env):
+            return None
+        return super().read_num_processes(env) or _read_int(env, self.STEP_NUM_PROCESSES, 1)
+
+    def read_coordinator(self, env, known):
+        if not self.in_step(env):
+            return None
+        nodelist = next((n for n in self.NODELISTS if env.get(n)), None)
+        if nodelist is None:
+            raise ConfigError(f"{self.process_id} is set but {self.NODELISTS[0]} (or {self.NODELISTS[1]}) is not")
+        host = first_host(env[nodelist])
+        if host is None:
+            raise ConfigError(f"{nodelist}={env[nodelist]!r} names no host")
+        if known.port is not None:
+            port = known.port
+        elif env.get(self.JOB_ID):
+            port = SLURM_PORTS[_int(env[self.JOB_ID], self.JOB_ID, 0) % len(SLURM_PORTS)]
+        else:
+            raise ConfigError(f"{self.JOB_ID} is not set: pass --coordinator-port")
+        return Found(f"{host}:{port}", nodelist)
+
+
+JAX = Launcher("jax", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES", "JAX_COORDINATOR_ADDRESS")
+KUBEFLOW_V1 = KubeflowV1("kubeflow-v1", "PROCESS_ID", "NUM_PROCESSES", "COORDINATOR_ADDRESS", "COORDINATOR_PORT")
+INDEXED_JOB = IndexedJob("indexed-job", "JOB_COMPLETION_INDEX")
+SLURM = Slurm("slurm", "SLURM_PROCID", "SLURM_NTASKS")
+# Every launcher, in the order resolve_cluster() asks them (see the module doc).
+LAUNCHERS = (JAX, KUBEFLOW_V1, INDEXED_JOB, SLURM)
+
+
+def launcher_env_names(*launchers: Launcher) -> tuple[str, ...]:
+    """Every variable the launchers set, then the two read on any launcher."""
+    return tuple(n for la in launchers for n in la.names()) + (COORDINATOR_PORT_ENV, LOCAL_DEVICE_COUNT_ENV)
+
+
+def _first(candidates) -> Found | None:
+    return next((found for found in candidates if found is not None), None)
+
+
+def _flag(value, name: str, minimum: int) -> Found | None:
+    return None if value is None else Found(_int(value, name, minimum), name)
+
+
 def resolve_cluster(
     env: Mapping[str, str],
     coordinator_address: str | None = None,
@@ -204,102 +314,44 @@ def resolve_cluster(
 ) -> ClusterSpec:
     """Resolve the ClusterSpec from flags (arguments) and environment `env` (see module doc).
     `fqdn` returns this host's fully qualified name (read only for an Indexed Job's coordinator)."""
-    sources: dict[str, str] = {}
     # A port given here is checked under its own name, before any address built from it is.
-    given_port = None if coordinator_port is None else _port(coordinator_port, "--coordinator-port")
-    if given_port is None and env.get(COORDINATOR_PORT_ENV):
-        given_port = _port(env[COORDINATOR_PORT_ENV], COORDINATOR_PORT_ENV)
-    in_slurm_step = SLURM.process_id in env
-
-    # -- process id
-    pid = None
-    if process_id is not None:
-        pid, sources["process_id"] = _int(process_id, "--process-id", 0), "--process-id"
+    if coordinator_port is not None:
+        port = _port(coordinator_port, "--coordinator-port")
     else:
-        for name in (JAX.process_id, KUBEFLOW_V1.process_id, INDEXED_JOB.process_id, SLURM.process_id):
-            if env.get(name, "") != "":
-                pid, sources["process_id"] = _int(env[name], name, 0), name
-                break
-
-    # -- number of processes
-    nproc = None
-    if num_processes is not None:
-        nproc, sources["num_processes"] = _int(num_processes, "--num-processes", 1), "--num-processes"
-    else:
-        names = [JAX.num_processes, KUBEFLOW_V1.num_processes]
-        names += [SLURM.num_processes, "SLURM_STEP_NUM_TASKS"] if in_slurm_step else []
-        for name in names:
-            if env.get(name, "") != "":
-                nproc, sources["num_processes"] = _int(env[name], name, 1), name
-                break
-
-    # -- coordinator address
-    coord = None
-    if coordinator_address:
-        coord, sources["coordinator_address"] = coordinator_address, "--coordinator-address"
-    elif env.get(JAX.coordinator):
-        coord, sources["coordinator_address"] = env[JAX.coordinator], JAX.coordinator
-    elif env.get(KUBEFLOW_V1.coordinator):
-        host = env[KUBEFLOW_V1.coordinator]
-        if env.get(KUBEFLOW_V1.coordinator_port):
-            port = _port(env[KUBEFLOW_V1.coordinator_port], KUBEFLOW_V1.coordinator_port)
-        elif ":" in host:
-            host, _, port_s = host.rpartition(":")
-            port = _port(port_s, KUBEFLOW_V1.coordinator)
-        else:
-            port = given_port or DEFAULT_PORT
-        coord = f"{host}:{port}"
-        sources["coordinator_address"] = f"{KUBEFLOW_V1.coordinator}/{KUBEFLOW_V1.coordinator_port}"
-    elif in_slurm_step:
-        nodelist_name = next(
-            (n for n in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST") if env.get(n)), None
-        )
-        if nodelist_name is None:
-            raise ConfigError("SLURM_PROCID is set but SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST) is not")
-        host = first_host(env[nodelist_name])
-        if host is None:
-            raise ConfigError(f"{nodelist_name}={env[nodelist_name]!r} names no host")
-        if given_port is not None:
-            port = given_port
-        elif env.get("SLURM_JOB_ID"):
-            port = SLURM_PORTS[_int(env["SLURM_JOB_ID"], "SLURM_JOB_ID", 0) % len(SLURM_PORTS)]
-        else:
-            raise ConfigError("SLURM_JOB_ID is not set: pass --coordinator-port")
-        coord, sources["coordinator_address"] = f"{host}:{port}", nodelist_name
-    elif sources.get("process_id") == INDEXED_JOB.process_id and (nproc or 1) > 1:
-        coord = indexed_job_coordinator(pid, fqdn())
-        sources["coordinator_address"] = f"{INDEXED_JOB.process_id}/hostname"
-
+        port = _port(env[COORDINATOR_PORT_ENV], COORDINATOR_PORT_ENV) if env.get(COORDINATOR_PORT_ENV) else None
+    pid = _flag(process_id, "--process-id", 0) or _first(la.read_process_id(env) for la in LAUNCHERS)
+    count = _flag(num_processes, "--num-processes", 1) or _first(la.read_num_processes(env) for la in LAUNCHERS)
+    known = Known(pid, count, port, fqdn)
+    coord = (Found(coordinator_address, "--coordinator-address") if coordinator_address else
+             _first(la.read_coordinator(env, known) for la in LAUNCHERS))
     if coord is not None:
-        name = sources["coordinator_address"].split("/")[0]
-        if ":" not in coord.rsplit("]", 1)[-1]:  # host without port (IPv6 literals are bracketed)
-            coord = f"{coord}:{given_port or DEFAULT_PORT}"
-        _check_address(coord, name)
+        address, name = coord.value, coord.source.split("/")[0]
+        if ":" not in address.rsplit("]", 1)[-1]:  # host without port (IPv6 literals are bracketed)
+            address = f"{address}:{port or DEFAULT_PORT}"
+        coord = Found(_check_address(address, name), coord.source)
+    pid, count = _complete(pid, count, coord)
+    devices = _flag(local_device_count, "--local-device-count", 1) or _read_int(env, LOCAL_DEVICE_COUNT_ENV, 1)
+    sources = {key: found.source for key, found in (("process_id", pid), ("num_processes", count),
+                                                    ("coordinator_address", coord), ("local_device_count", devices))
+               if found is not None}
+    return ClusterSpec(coord and coord.value, count.value, pid.value, devices and devices.value, sources)
 
-    if pid is not None and nproc is None:
-        raise ConfigError(
-            f"{sources['process_id']} is set but the number of processes is unknown: "
-            "pass --num-processes or set JAX_NUM_PROCESSES"
-        )
-    if nproc is None:
-        nproc, sources["num_processes"] = 1, "default"
+
+def _complete(pid: Found | None, count: Found | None, coord: Found | None) -> tuple[Found, Found]:
+    """The process id and count, a single process's where none is given; refuses a set that does not
+    add up."""
+    if pid is not None and count is None:
+        raise ConfigError(f"{pid.source} is set but the number of processes is unknown: "
+                          f"pass --num-processes or set {JAX.num_processes}")
+    count = count or Found(1, "default")
     if pid is None:
-        if nproc > 1:
-            raise ConfigError(
-                f"{sources['num_processes']}={nproc} but the process id is unknown: pass --process-id or set JAX_PROCESS_ID"
-            )
-        pid, sources["process_id"] = 0, "default"
-    if pid >= nproc:
-        raise ConfigError(f"{sources['process_id']}={pid} is out of range for {nproc} processes")
-    if nproc > 1 and coord is None:
-        raise ConfigError(
-            f"{nproc} processes need a coordinator: pass --coordinator-address HOST:PORT or set JAX_COORDINATOR_ADDRESS"
-        )
-    if local_device_count is not None:
-        local_device_count = _int(local_device_count, "--local-device-count", 1)
-        sources["local_device_count"] = "--local-device-count"
-    elif env.get(LOCAL_DEVICE_COUNT_ENV, "") != "":
-        local_device_count = _int(env[LOCAL_DEVICE_COUNT_ENV], LOCAL_DEVICE_COUNT_ENV, 1)
-        sources["local_device_count"] = LOCAL_DEVICE_COUNT_ENV
-    return ClusterSpec(coord, nproc, pid, local_device_count, sources)
-
+        if count.value > 1:
+            raise ConfigError(f"{count.source}={count.value} but the process id is unknown: "
+                              f"pass --process-id or set {JAX.process_id}")
+        pid = Found(0, "default")
+    if pid.value >= count.value:
+        raise ConfigError(f"{pid.source}={pid.value} is out of range for {count.value} processes")
+    if count.value > 1 and coord is None:
+        raise ConfigError(f"{count.value} processes need a coordinator: pass --coordinator-address HOST:PORT or set "
+                          f"{JAX.coordinator}")
+    return pid, count

@@ -27,15 +27,15 @@ RUNTIME = "runtime"
 
 
 def setting(default, help: str, *, choices=None, variable: str | None = None, render: str | None = None,
-            parse=None, metavar: str | None = None, group: str = "train", hidden: bool = False,
-            internal: str | None = None, model: str | None = None):
+            parse=None, metavar: str | None = None, group: str = "train", internal: str | None = None,
+            model: str | None = None):
     """A TrainConfig field. variable: the variables key (dotted) the renderers pass as this flag;
-    internal: why a setting that is neither a variable nor a test hook (hidden) has no variable;
+    internal: why a setting that is not a variable has none;
     render: how they spell it where the field's type would not say (int for integer seconds);
     parse: argparse type for values that are not a plain int/float/str; model: the model whose
     setting it is (used, and rendered, only when that model is selected)."""
     meta = {"help": help, "choices": choices, "variable": variable, "render": render, "parse": parse,
-            "metavar": metavar, "group": group, "hidden": hidden, "internal": internal, "model": model}
+            "metavar": metavar, "group": group, "internal": internal, "model": model}
     if isinstance(default, (list, tuple)):
         return field(default_factory=lambda: tuple(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -94,11 +94,6 @@ class _TrainConfig:
                                                   "$JAX_COMPILATION_CACHE_DIR, else <checkpoint-dir>/xla-cache)",
                                             metavar="DIR", internal="kept in the job's outputs directory; "
                                                                     "JAX_COMPILATION_CACHE_DIR in env moves it")
-    fault_after_step: int = setting(0, "test hook: SIGKILL this process after that global step (once the "
-                                       "checkpoint write in flight is on disk)", hidden=True)
-    hang_after_step: int = setting(0, "test hook: stop making progress after that global step", hidden=True)
-    stall_save_at_step: int = setting(0, "test hook: the background write of that step's checkpoint stops for good "
-                                         "before its rename (the step loop goes on)", hidden=True)
 
     def model_settings(self) -> dict:
         """The selected model's settings, {name: value} (lists as tuples)."""
@@ -193,7 +188,7 @@ def add_field_argument(parser, f: dataclasses.Field) -> None:
     """The flag of one TrainConfig field: its default, help, choices and parser."""
     meta = f.metadata
     default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-    help_ = argparse.SUPPRESS if meta["hidden"] else f"{meta['help']} (default: {_shown(default)})"
+    help_ = f"{meta['help']} (default: {_shown(default)})"
     if isinstance(default, bool):
         parser.add_argument(flag(f), dest=f.name, action=argparse.BooleanOptionalAction, default=default,
                             help=help_)

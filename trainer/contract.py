@@ -31,5 +31,6 @@ METRICS_PATH = "/metrics"
 
 # The environment variables the trainer reads its place in the job from (trainer/cluster.py): the
 # renders or the engine set them per process, so a user env entry with one of these names is refused
-# on every target (one value for every process would break the ranks).
-PROCESS_ENV = cluster.launcher_env_names(cluster.JAX, cluster.KUBEFLOW_V1, cluster.INDEXED_JOB)
+# on every target (one value for every process would break the ranks). SLURM's own are the SLURM
+# engine's (engines/slurm/checks.py).
+PROCESS_ENV = cluster.launcher_env_names(*(la for la in cluster.LAUNCHERS if la != cluster.SLURM))

@@ -6,6 +6,7 @@ import re
 import sys
 
 from trainer import exit_codes
+from trainer.termination import terminate_with
 
 
 class TrainerError(Exception):
@@ -98,8 +99,6 @@ def report(error: TrainerError, spec=None, distributed: bool = True) -> int:
     `spec`: the ClusterSpec, when it was resolved."""
     rank = spec.process_id if spec is not None else os.environ.get("JAX_PROCESS_ID") or "?"
     print(f"Rank {rank}: error: {error}" if distributed else f"error: {error}", file=sys.stderr, flush=True)
-    from trainer.results import terminate_with
-
     terminate_with(f"error (exit {error.exit_code}): {error}")
     if "jax" in sys.modules:
         from trainer.preemption import flush_and_exit

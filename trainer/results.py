@@ -6,16 +6,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 from trainer import __version__, goodput
 from trainer.errors import CheckpointError
 from trainer.outputs import MODEL, MODEL_FILE, SUMMARY, result_line
-
-# Kubernetes' default terminationMessagePath; outside a pod it does not exist and nothing is written.
-TERMINATION_LOG = "/dev/termination-log"
 
 
 def read_records(path: str | os.PathLike | None) -> list[dict]:
@@ -46,7 +42,7 @@ def summarize(cfg, spec, local_devices: int, records: list[dict], final: dict, s
     import jax
 
     settings = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
-                if not f.metadata["hidden"] and f.metadata["model"] in (None, cfg.model)}  # the selected model's
+                if f.metadata["model"] in (None, cfg.model)}  # the selected model's
     return {
         "name": cfg.run_name, "status": "completed",
         "test_accuracy": final.get("test_accuracy"), "train_accuracy": final.get("train_accuracy"),
@@ -96,14 +92,3 @@ def write(run_dir: Path, params: dict, cfg, summary: dict) -> None:
 def line(summary: dict) -> str:
     return result_line(summary)
 
-
-def terminate_with(message: str, path: str = TERMINATION_LOG) -> None:
-    """Leave `message` in the pod's termination message (at most 4096 bytes are kept); a no-op
-    outside a pod."""
-    if not os.path.exists(path):
-        return
-    try:
-        with open(path, "w") as f:
-            f.write(message[:4000])
-    except OSError as e:
-        print(f"cannot write the termination message to {path}: {e.strerror}", file=sys.stderr)

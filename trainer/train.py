@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -15,9 +17,11 @@ from trainer.cluster import ClusterSpec
 from trainer.checkpoint_writer import CheckpointWriter
 from trainer.config import PRECISIONS, TrainConfig, ephemeral_outputs
 from trainer.errors import ConfigError
+from trainer.faults import NO_FAULTS, Faults
 from trainer.metrics import Logger, MetricsFile, Pace, progress
 from trainer.outputs import CHECKPOINTS, METRICS, XLA_CACHE, run_dir as outputs_dir
 from trainer.preemption import StopRequest, exit_code_of
+from trainer.termination import terminate_with
 from trainer.watchdog import Watchdog
 
 
@@ -120,28 +124,17 @@ def _save(strategy, state, step, jax, writer: CheckpointWriter):
     return host_state
 
 
-def _stall_save_hook(cfg: TrainConfig, log):
-    """--stall-save-at-step: the test hook that leaves a background write half done."""
-    def hook(step: int) -> None:
-        if step == cfg.stall_save_at_step:
-            log(f"fault injection: the checkpoint write of step {step} stops before its rename")
-            while True:
-                time.sleep(3600)
-
-    return hook if cfg.stall_save_at_step else None
-
-
-def _chunk_end(cfg: TrainConfig, s: int, spe: int, epoch_start: int, chunk: int) -> int:
+def _chunk_end(cfg: TrainConfig, s: int, spe: int, epoch_start: int, chunk: int, stops: tuple[int, ...] = ()) -> int:
     """Where the chunk starting at batch `s` of an epoch ends: after `chunk` steps at most, and at
-    the next log line, checkpoint, fault injection or the end of the epoch (all need that step's
-    results on the host)."""
+    the next log line, checkpoint, global step of `stops` (fault injection) or the end of the epoch
+    (all need that step's results on the host)."""
     end = min(s + chunk, spe, (s // cfg.log_every + 1) * cfg.log_every)
     step = epoch_start + s
     if cfg.checkpoint_every:
         end = min(end, (step // cfg.checkpoint_every + 1) * cfg.checkpoint_every - epoch_start)
-    for hook in (cfg.fault_after_step, cfg.hang_after_step):
-        if step < hook:
-            end = min(end, hook - epoch_start)
+    for stop in stops:
+        if step < stop:
+            end = min(end, stop - epoch_start)
     return end
 
 
@@ -159,7 +152,7 @@ def _test_accuracy(jax, spec, params, dataset, cfg: TrainConfig) -> float:
     return correct / len(dataset.test_labels)
 
 
-def _finish(cfg, spec, local_devices, metrics_path, final, step, params, outputs, log) -> None:
+def _publish(cfg, spec, local_devices, metrics_path, final, step, params, outputs, log) -> None:
     """Process 0: the summary and the exported model in the outputs, the result in the log and in
     the termination message."""
     summary = results.summarize(cfg, spec, local_devices, results.read_records(metrics_path), final, step)
@@ -168,7 +161,7 @@ def _finish(cfg, spec, local_devices, metrics_path, final, step, params, outputs
         log(f"outputs: {outputs} (model {outputs / summary['model']}, summary, metrics)")
     result = results.line(summary)
     log(f"result: {result}")
-    results.terminate_with(f"result: {result}" + (f"; outputs {outputs}" if outputs else ""))
+    terminate_with(f"result: {result}" + (f"; outputs {outputs}" if outputs else ""))
 
 
 def _phases(m: dict) -> dict:
@@ -183,43 +176,116 @@ def _phases(m: dict) -> dict:
     return {name: round(max(seconds[name], 0.0), 3) for name in goodput.PHASES}
 
 
-def _hang_forever(log, step: int) -> None:
-    log(f"hang injection: this process stops making progress after step {step}")
-    while True:
-        time.sleep(3600)
+@dataclass
+class _Run:
+    """What the phases of a run share: built by _setup, advanced by _epoch, ended by _finish."""
+
+    cfg: TrainConfig
+    spec: ClusterSpec
+    log: Logger
+    writer: CheckpointWriter
+    stop: StopRequest
+    outputs: Path | None
+    metrics_path: Path | None
+    reporter: trainjob_status.Reporter | None
+    followers: list  # each sees every record and completed step
+    jax: Any
+    dataset: data.Dataset
+    local_devices: int
+    strategy: Any
+    state: Any  # on the devices
+    train_data: Any  # on the devices
+    metrics: MetricsFile
+    final: dict  # the last epoch's record
+    steps_per_epoch: int
+    total: int  # steps of the whole run
+    step: int  # the global steps done
+    watchdog: Watchdog
+    pace: Pace
+    start_step: int = 0  # where this attempt started
+    saved_step: int = 0  # the newest checkpoint's step
+
+    def __post_init__(self):
+        self.start_step = self.saved_step = self.step
+
+    @property
+    def rank0(self) -> bool:
+        return self.spec.process_id == 0
 
 
-def train(cfg: TrainConfig, spec: ClusterSpec) -> int:
+def train(cfg: TrainConfig, spec: ClusterSpec, faults: Faults = NO_FAULTS) -> int:
     """Train; when the run fails, the checkpoint write in flight is finished first: it holds a
-    consistent state a restart resumes from."""
+    consistent state a restart resumes from. `faults`: the tests' fault injection."""
     log = Logger(spec.process_id)
     writer = CheckpointWriter(run_dir(cfg) / CHECKPOINTS if spec.process_id == 0 and cfg.checkpoint_dir else None,
-                              cfg.fingerprint(), log, before_rename=_stall_save_hook(cfg, log))
+                              cfg.fingerprint(), log, before_rename=faults.before_rename(log))
     try:
-        return _train(cfg, spec, writer, log)
+        run = _setup(cfg, spec, writer, log)
+        stopped = False
+        for epoch in range(run.step // run.steps_per_epoch, cfg.epochs):
+            stopped = _epoch(run, epoch, faults)
+            if stopped:
+                break
+        return _finish(run, stopped)
     except BaseException:
         writer.abandon()
         raise
 
 
-def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: Logger) -> int:
+def _setup(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: Logger) -> _Run:
+    """Everything before the first step: the outputs claimed, the stop signals and the endpoints
+    installed, the data loaded, JAX up, the state on the devices (a checkpoint's when there is one)
+    and the start record written."""
     check_config(cfg)
     outputs = run_dir(cfg)
-    if spec.process_id == 0 and outputs:  # process 0 writes the job's outputs
+    rank0 = spec.process_id == 0
+    if rank0 and outputs:  # process 0 writes the job's outputs
         checkpoint.check_writable(cfg.checkpoint_dir)
         ownership.claim(outputs, cfg.run_name, cfg.fingerprint())
     stop = StopRequest(log)
     stop.install()
     log(f"cluster: {spec.describe()}")
-    rank0 = spec.process_id == 0
     metrics_path = cfg.metrics_file or (outputs / METRICS if outputs else None)
     # Every process serves its own endpoint (each pod's declared port answers), from the start.
     exporter = monitoring.Exporter(metrics_path if rank0 else None, outputs / CHECKPOINTS if outputs else None)
     exporter.serve(cfg.metrics_port, log)
     # Process 0 also reports to Kubeflow Trainer's status server when the runtime provides one.
     reporter = trainjob_status.from_env(log) if rank0 else None
-    followers = [exporter, *([reporter] if reporter else [])]  # each sees every record and step
-    # Read and decompress the data set (zlib and hashlib release the GIL) while jax is imported.
+    followers = [exporter, *([reporter] if reporter else [])]
+    dataset, marks = _load(cfg, log)
+
+    from trainer import runtime
+
+    jax = runtime.initialize(spec, cfg.platform, cfg.init_timeout, cfg.heartbeat_timeout, log, cfg.cpu_threads,
+                             compilation_cache_dir(cfg))
+    marks["initialized"] = time.time()
+    local_devices = jax.local_device_count()
+    check_layout(cfg, spec, local_devices, len(dataset.train_labels))
+    log(f"{local_devices} local devices, {jax.device_count()} global devices, strategy {cfg.strategy}, "
+        f"jax {jax.__version__}")
+    spe = data.steps_per_epoch(len(dataset.train_labels), cfg.batch_size)
+    total = cfg.epochs * spe
+    strategy, state, step = _initial_state(cfg, spec, jax, local_devices, total, log, marks)
+    train_data = strategy.put_data(dataset.train_images, dataset.train_labels)
+    metrics = writer.metrics = MetricsFile(metrics_path if rank0 else None,
+                                           lambda record: [f.observe(record) for f in followers])
+    # The last epoch's figures, from an earlier attempt's records when this one resumes at the end.
+    final = next((r for r in reversed(results.read_records(metrics_path if rank0 else None))
+                  if r.get("event") == "epoch"), {})
+    marks["started"] = time.time()
+    metrics.write({"event": "start", "step": step, "total_steps": total, "processes": spec.num_processes,
+                   "local_devices": local_devices, "strategy": cfg.strategy, "batch_size": cfg.batch_size,
+                   "precision": cfg.precision, "launched": round(marks["launched"], 3),
+                   "phases": _phases(marks)})
+    stop.training = True  # from here on a stop signal saves the state
+    return _Run(cfg, spec, log, writer, stop, outputs, metrics_path, reporter, followers, jax, dataset, local_devices,
+                strategy, state, train_data, metrics, final, spe, total, step, Watchdog(cfg.hang_timeout, log),
+                Pace(total, cfg.batch_size))
+
+
+def _load(cfg: TrainConfig, log: Logger):
+    """(the data set, the start-up marks): MNIST read and decompressed (zlib and hashlib release the
+    GIL) while jax is imported."""
     with ThreadPoolExecutor(1) as pool:
         loading = pool.submit(data.load_mnist, cfg.data_dir, cfg.download, cfg.mirror, log)
         import jax  # noqa: F401  (the backend is created later, in runtime.initialize)
@@ -231,23 +297,14 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     if cfg.train_examples:
         dataset.train_images = dataset.train_images[: cfg.train_examples]
         dataset.train_labels = dataset.train_labels[: cfg.train_examples]
-    num_examples = len(dataset.train_labels)
+    return dataset, marks
 
-    from trainer import runtime
 
-    jax = runtime.initialize(spec, cfg.platform, cfg.init_timeout, cfg.heartbeat_timeout, log, cfg.cpu_threads,
-                             compilation_cache_dir(cfg))
-    marks["initialized"] = time.time()
-    local_devices = jax.local_device_count()
-    check_layout(cfg, spec, local_devices, num_examples)
-    log(f"{local_devices} local devices, {jax.device_count()} global devices, strategy {cfg.strategy}, "
-        f"jax {jax.__version__}")
-
+def _initial_state(cfg: TrainConfig, spec: ClusterSpec, jax, local_devices: int, total: int, log, marks):
+    """(strategy, state on the devices, its step): the seeded state, or the newest checkpoint's."""
     from trainer import optimization
     from trainer.strategies import make_strategy
 
-    spe = data.steps_per_epoch(num_examples, cfg.batch_size)
-    total = cfg.epochs * spe
     optimizer = optimization.make_optimizer(cfg.optimizer, cfg.learning_rate, cfg.momentum, total, cfg.lr_schedule)
     params = models.get(cfg.model).network().init_params(cfg.seed, cfg.model_settings())
     host_state = (params, optimization.init_opt_state(optimizer, params))
@@ -256,115 +313,111 @@ def _train(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     marks["restored"] = time.time()
     strategy = make_strategy(cfg.strategy, optimizer, local_devices, cfg.model_parallelism, cfg.allreduce_dtype,
                              cfg.precision, cfg.model, cfg.model_settings())
-    state = strategy.put_state(host_state)
-    train_data = strategy.put_data(dataset.train_images, dataset.train_labels)
+    return strategy, strategy.put_state(host_state), step
 
-    metrics = writer.metrics = MetricsFile(metrics_path if rank0 else None,
-                                           lambda record: [f.observe(record) for f in followers])
-    # The last epoch's figures, from an earlier attempt's records when this one resumes at the end.
-    final = next((r for r in reversed(results.read_records(metrics_path if rank0 else None))
-                  if r.get("event") == "epoch"), {})
-    marks["started"] = time.time()
-    metrics.write({"event": "start", "step": step, "total_steps": total, "processes": spec.num_processes,
-                   "local_devices": local_devices, "strategy": cfg.strategy, "batch_size": cfg.batch_size,
-                   "precision": cfg.precision, "launched": round(marks["launched"], 3),
-                   "phases": _phases(marks)})
 
+def _epoch(run: _Run, epoch: int, faults: Faults) -> bool:
+    """One pass over the training set, from run.step on (mid-epoch after a resume), in chunks of
+    steps; its record once it completes. True when a stop signal ended it early."""
+    cfg, spec, spe = run.cfg, run.spec, run.steps_per_epoch
+    perm = data.epoch_permutation(len(run.dataset.train_labels), cfg.seed, epoch)
     # Every chunk is waited for (its losses are read back): several local CPU devices deadlock the
     # all-reduce otherwise (jax 0.10), and a log line or checkpoint needs its step done anyway.
     chunk = min(cfg.steps_per_dispatch, cfg.log_every, spe)
     indices = np.zeros((chunk, cfg.batch_size // spec.num_processes), np.int32)
-    saved_step = start_step = step
-    pace = Pace(total, cfg.batch_size)
-    stop.training = True  # from here on a stop signal saves the state
-    watchdog = Watchdog(cfg.hang_timeout, log)
+    losses, corrects = [], []
+    s = run.step - epoch * spe
+    bar = progress(spe - s, f"epoch {epoch + 1}/{cfg.epochs}", run.rank0)
+    started = time.perf_counter()
     stopped = False
-    for epoch in range(step // spe, cfg.epochs):
-        perm = data.epoch_permutation(num_examples, cfg.seed, epoch)
-        first = step - epoch * spe
-        losses, corrects = [], []
-        bar = progress(spe - first, f"epoch {epoch + 1}/{cfg.epochs}", rank0)
-        started = time.perf_counter()
-        s = first
-        while s < spe:
-            end = _chunk_end(cfg, s, spe, epoch * spe, chunk)
-            for i in range(s, end):
-                indices[i - s] = data.local_indices(perm, i, cfg.batch_size, spec.process_id, spec.num_processes)
-            state, chunk_losses, chunk_corrects = strategy.run(state, train_data, indices, end - s)
-            losses.extend(chunk_losses.tolist())
-            corrects.extend(chunk_corrects.tolist())
-            step += end - s
-            s = end
-            watchdog.beat(step)
-            writer.poll()  # a finished background write: its log line, or its error
-            pace.stepped(step)
-            for follower in followers:
-                follower.stepped(step)
-            if bar is not None:
-                bar.update(len(chunk_losses))
-            if s % cfg.log_every == 0 or s == spe:
-                if bar is None:
-                    log.progress(f"epoch {epoch + 1}/{cfg.epochs}, batch {s}/{spe}, loss={losses[-1]:.4f}, "
-                                 f"{pace.describe()}")
-                metrics.write({"event": "step", "epoch": epoch + 1, "step": step, "loss": losses[-1],
-                               **pace.record()})
-            if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < total:
-                _save(strategy, state, step, jax, writer)
-                saved_step = step
-                watchdog.beat(step)
-            if cfg.fault_after_step and step == cfg.fault_after_step:
-                writer.wait()  # a kill mid-write is --stall-save-at-step's: this one's resume step is known
-                log(f"fault injection: killing this process after step {step}")
-                os.kill(os.getpid(), signal.SIGKILL)
-            if cfg.hang_after_step and step == cfg.hang_after_step:
-                _hang_forever(log, step)
-            if step < total and stop.agreed(spec.distributed):
-                stopped = True
-                break
-        if bar is not None:
-            bar.close()
-        if stopped:
-            break
-        seconds = time.perf_counter() - started
-        epoch_loss = float(np.mean(losses))
-        train_acc = sum(corrects) / (len(corrects) * cfg.batch_size)
-        params_host = strategy.get_state(state)[0]
-        test_acc = _test_accuracy(jax, spec, params_host, dataset, cfg)
-        watchdog.beat(step)
-        log.progress(f"epoch {epoch + 1}/{cfg.epochs}, average epoch loss={epoch_loss:.4f}")
-        log.progress(f"epoch {epoch + 1}/{cfg.epochs}, train accuracy={train_acc:.4f}, test accuracy={test_acc:.4f}, "
+    while s < spe and not stopped:
+        end = _chunk_end(cfg, s, spe, epoch * spe, chunk, faults.stops())
+        for i in range(s, end):
+            indices[i - s] = data.local_indices(perm, i, cfg.batch_size, spec.process_id, spec.num_processes)
+        run.state, chunk_losses, chunk_corrects = run.strategy.run(run.state, run.train_data, indices, end - s)
+        losses.extend(chunk_losses.tolist())
+        corrects.extend(chunk_corrects.tolist())
+        run.step += end - s
+        s = end
+        _stepped(run, bar, len(chunk_losses))
+        if s % cfg.log_every == 0 or s == spe:
+            if bar is None:
+                run.log.progress(f"epoch {epoch + 1}/{cfg.epochs}, batch {s}/{spe}, loss={losses[-1]:.4f}, "
+                                 f"{run.pace.describe()}")
+            run.metrics.write({"event": "step", "epoch": epoch + 1, "step": run.step, "loss": losses[-1],
+                               **run.pace.record()})
+        if cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0 and run.step < run.total:
+            _save(run.strategy, run.state, run.step, run.jax, run.writer)
+            run.saved_step = run.step
+            run.watchdog.beat(run.step)
+        faults.after_step(run.step, run.writer, run.log)
+        stopped = run.step < run.total and run.stop.agreed(spec.distributed)
+    if bar is not None:
+        bar.close()
+    if not stopped:
+        _epoch_record(run, epoch, losses, corrects, time.perf_counter() - started)
+    return stopped
+
+
+def _stepped(run: _Run, bar, steps: int) -> None:
+    """A chunk is done: the watchdog, the writer's news, the pace and the followers learn of it."""
+    run.watchdog.beat(run.step)
+    run.writer.poll()  # a finished background write: its log line, or its error
+    run.pace.stepped(run.step)
+    for follower in run.followers:
+        follower.stepped(run.step)
+    if bar is not None:
+        bar.update(steps)
+
+
+def _epoch_record(run: _Run, epoch: int, losses: list, corrects: list, seconds: float) -> None:
+    """A completed epoch's loss and accuracies, in the log and the metrics (run.final)."""
+    cfg = run.cfg
+    epoch_loss = float(np.mean(losses))
+    train_acc = sum(corrects) / (len(corrects) * cfg.batch_size)
+    params_host = run.strategy.get_state(run.state)[0]
+    test_acc = _test_accuracy(run.jax, run.spec, params_host, run.dataset, cfg)
+    run.watchdog.beat(run.step)
+    run.log.progress(f"epoch {epoch + 1}/{cfg.epochs}, average epoch loss={epoch_loss:.4f}")
+    run.log.progress(f"epoch {epoch + 1}/{cfg.epochs}, train accuracy={train_acc:.4f}, test accuracy={test_acc:.4f}, "
                      f"{seconds:.1f} s, {len(losses) * cfg.batch_size / seconds:.0f} examples/s")
-        final = {"event": "epoch", "epoch": epoch + 1, "step": step, "loss": epoch_loss,
+    run.final = {"event": "epoch", "epoch": epoch + 1, "step": run.step, "loss": epoch_loss,
                  "train_accuracy": train_acc, "test_accuracy": test_acc, "seconds": round(seconds, 3),
                  "batches": len(losses), "examples_per_second": len(losses) * cfg.batch_size / seconds}
-        metrics.write(final)
-    writer.wait()  # an earlier save's line before the stop's
+    run.metrics.write(run.final)
+
+
+def _finish(run: _Run, stopped: bool) -> int:
+    """After the last epoch or a stop: the last checkpoint on disk, the end record, the result
+    (process 0) and the exit code."""
+    cfg, log, step = run.cfg, run.log, run.step
+    run.writer.wait()  # an earlier save's line before the stop's
     if stopped:
-        cause = f"received {stop.signal_name}" if stop.signal_name else "a peer received a stop signal"
+        cause = f"received {run.stop.signal_name}" if run.stop.signal_name else "a peer received a stop signal"
         log(f"preempted ({cause}): every process stops after step {step}")
     host_state = None
-    if saved_step != step:  # the same decision on every process (the save may be collective)
-        host_state = _save(strategy, state, step, jax, writer)
+    if run.saved_step != step:  # the same decision on every process (the save may be collective)
+        host_state = _save(run.strategy, run.state, step, run.jax, run.writer)
     closing = time.perf_counter()
-    writer.close()  # a stop signal's save and the final one are on disk before the process ends
-    metrics.write({"event": "preempted" if stopped else "end", "step": step,
-                   "save_seconds": round(time.perf_counter() - closing, 6)})
-    if reporter:
-        reporter.close()
-    code, word = exit_code_of(stop.signal_name) if stopped else (0, "completed")
+    run.writer.close()  # a stop signal's save and the final one are on disk before the process ends
+    run.metrics.write({"event": "preempted" if stopped else "end", "step": step,
+                       "save_seconds": round(time.perf_counter() - closing, 6)})
+    if run.reporter:
+        run.reporter.close()
+    code, word = exit_code_of(run.stop.signal_name) if stopped else (0, "completed")
     if stopped:
         after = ("nothing is saved without --checkpoint-dir, so a rerun starts over" if not cfg.checkpoint_dir else
                  "its checkpoint is on an emptyDir, so a rerun starts over" if ephemeral_outputs() else
                  "a rerun resumes here")
-        log(f"stopped at step {step} of {total}; exiting with {code} ({word}: {after})")
+        log(f"stopped at step {step} of {run.total}; exiting with {code} ({word}: {after})")
     else:
-        params_host = (host_state or strategy.get_state(state))[0]  # collective: every process calls it
-        if step == start_step:  # resumed at the end: score the restored model (collective too)
-            final = {**final, "test_accuracy": _test_accuracy(jax, spec, params_host, dataset, cfg)}
-        if rank0:
-            _finish(cfg, spec, local_devices, metrics_path, final, step, params_host, outputs, log)
+        params_host = (host_state or run.strategy.get_state(run.state))[0]  # collective: every process calls it
+        final = run.final
+        if step == run.start_step:  # resumed at the end: score the restored model (collective too)
+            final = {**final, "test_accuracy": _test_accuracy(run.jax, run.spec, params_host, run.dataset, cfg)}
+        if run.rank0:
+            _publish(cfg, run.spec, run.local_devices, run.metrics_path, final, step, params_host, run.outputs, log)
         log("training completed.")  # every process: each one confirms its own end
-    if spec.distributed:
-        jax.distributed.shutdown()
+    if run.spec.distributed:
+        run.jax.distributed.shutdown()
     return code
-

@@ -104,7 +104,7 @@ def test_every_trainer_setting_is_a_variable_or_says_why_not():
 
     for f in dataclasses.fields(TrainConfig):
         meta = f.metadata
-        assert meta["variable"] or meta["hidden"] or meta["internal"], f"--{f.name}: no variable and no reason"
+        assert meta["variable"] or meta["internal"], f"--{f.name}: no variable and no reason"
 
 
 def test_jaxgen_defaults_prints_what_helm_show_values_prints():

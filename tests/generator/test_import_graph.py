@@ -1,5 +1,6 @@
-"""The generator's modules import each other without a cycle, counting imports inside functions too
-(a lazy import that only breaks a cycle at run time is still a cycle in the design), and in layers:
+"""The generator's and the trainer's modules import each other without a cycle, counting imports
+inside functions too (a lazy import that only breaks a cycle at run time is still a cycle in the
+design), and the generator's in layers:
 the commands and helpers reach an engine only through the dispatcher (generator/engines/__init__.py)
 and the interface (generator/engines/base.py), never an engine's own modules; each engine package
 imports no other engine; and the engine-neutral modules below them import no engine. Each rule is also
@@ -32,8 +33,8 @@ def _join(*parts: str) -> str:
     return ".".join(p for p in parts if p)
 
 
-def imports_of(name: str, path, modules: set[str]) -> set[str]:
-    """The generator modules `path` imports (relative or absolute, at any depth of the file)."""
+def imports_of(name: str, path, modules: set[str], top: str = "generator") -> set[str]:
+    """The modules of package `top` that `path` imports (relative or absolute, at any depth of the file)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -41,21 +42,22 @@ def imports_of(name: str, path, modules: set[str]) -> set[str]:
             if node.level:
                 parts = package.split(".") if package else []
                 base = _join(*parts[: len(parts) - (node.level - 1)], node.module or "")
-            elif (node.module or "").split(".")[0] == "generator":
-                base = node.module.removeprefix("generator").lstrip(".")
+            elif (node.module or "").split(".")[0] == top:
+                base = node.module.removeprefix(top).lstrip(".")
             else:
                 continue
             submodules = {_join(base, alias.name) for alias in node.names} & modules  # from . import a, b
             found |= submodules or ({base} & modules)
         elif isinstance(node, ast.Import):
-            found |= {a.name.removeprefix("generator.") for a in node.names if a.name.startswith("generator.")}
+            found |= {a.name.removeprefix(top + ".") for a in node.names if a.name.startswith(top + ".")}
     return found & modules - {name}
 
 
 def graph(package=PACKAGE) -> dict[str, set[str]]:
     paths = {module_name(p, package): p for p in package.rglob("*.py")}
-    paths.pop("", None)  # generator/__init__.py: the version only
-    return {name: imports_of(name, path, set(paths)) for name, path in paths.items()}
+    paths.pop("", None)  # the package's __init__.py: the version only
+    top = package.name
+    return {name: imports_of(name, path, set(paths), top) for name, path in paths.items()}
 
 
 def cycle(imports: dict[str, set[str]]) -> list[str] | None:
@@ -102,8 +104,11 @@ def strays(imports: dict[str, set[str]]) -> list[tuple[str, str]]:
                   for other in imported if _engine(other) is not None and _engine(other) != _engine(module))
 
 
-def test_no_import_cycle():
-    found = cycle(graph())
+@pytest.mark.parametrize("top", ["generator", "trainer"])
+def test_no_import_cycle(top):
+    imports = graph(REPO_ROOT / top)
+    assert len(imports) > 10, f"{top}: the graph is not being read"
+    found = cycle(imports)
     assert found is None, "import cycle: " + " -> ".join(found)
 
 

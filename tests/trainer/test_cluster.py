@@ -3,7 +3,7 @@
 import pytest
 
 from tests.support.hostlist import expand_hostlist
-from trainer.cluster import first_host, resolve_cluster
+from trainer.cluster import LAUNCHERS, first_host, resolve_cluster
 from trainer.errors import ConfigError
 
 
@@ -41,6 +41,13 @@ def test_jax_env_beats_kubeflow_and_slurm():
     env = {"JAX_COORDINATOR_ADDRESS": "a:1", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0",
            "COORDINATOR_ADDRESS": "b", "COORDINATOR_PORT": "2", "NUM_PROCESSES": "3", "PROCESS_ID": "2"}
     assert spec_tuple(resolve_cluster(env)) == ("a:1", 2, 0)
+
+
+@pytest.mark.parametrize("launcher", [la for la in LAUNCHERS if la.coordinator], ids=lambda la: la.name)
+def test_a_launcher_reads_back_the_variables_it_sets(launcher):
+    spec = resolve_cluster(launcher.env(2, 4, "coordinator-host", 4321))
+    assert spec_tuple(spec) == ("coordinator-host:4321", 4, 2)
+    assert spec.sources["process_id"] == launcher.process_id
 
 
 def test_kubeflow_jaxjob_v1():

@@ -64,6 +64,26 @@ def test_help_is_for_users_and_says_each_default_once():
         assert not re.search(r"\(default: [^)]*\) \(default:", text), command
 
 
+def test_fault_injection_flags_are_hidden_and_no_setting_of_the_run():
+    import contextlib
+    import dataclasses
+    import io
+
+    from trainer.cli import build_parser
+    from trainer.config import TrainConfig
+    from trainer.faults import Faults
+
+    args = build_parser().parse_args(["train", "--fault-after-step", "45", "--stall-save-at-step", "8"])
+    assert Faults.from_args(args) == Faults(fault_after_step=45, stall_save_at_step=8)
+    assert Faults.from_args(args).stops() == (45,)
+    names = {f.name for f in dataclasses.fields(Faults)}
+    assert not names & {f.name for f in dataclasses.fields(TrainConfig)}
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown), pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--help"])
+    assert "--epochs" in shown.getvalue() and "after-step" not in shown.getvalue()
+
+
 def test_a_command_that_is_not_distributed_names_no_rank(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "trainer", "evaluate", "--model", str(tmp_path / "none")],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)

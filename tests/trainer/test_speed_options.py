@@ -11,6 +11,7 @@ from trainer import checkpoint
 from generator.plot import read_records
 from trainer.runtime import cpu_budget
 from trainer.config import TrainConfig
+from trainer.faults import Faults
 from trainer.train import _chunk_end
 
 
@@ -19,10 +20,10 @@ def params_of(directory) -> dict[str, np.ndarray]:
     return {name: value for name, value in leaves.items() if name.startswith("[0]")}
 
 
-def chunks(cfg: TrainConfig, spe: int, epoch: int, start: int = 0) -> list[int]:
+def chunks(cfg: TrainConfig, spe: int, epoch: int, start: int = 0, stops: tuple[int, ...] = ()) -> list[int]:
     ends, s = [], start
     while s < spe:
-        s = _chunk_end(cfg, s, spe, epoch * spe, min(cfg.steps_per_dispatch, cfg.log_every, spe))
+        s = _chunk_end(cfg, s, spe, epoch * spe, min(cfg.steps_per_dispatch, cfg.log_every, spe), stops)
         ends.append(s)
     return ends
 
@@ -32,7 +33,7 @@ def test_chunks_end_at_log_lines_checkpoints_faults_and_the_epoch_end():
                                                                                   400, 450, 468]
     assert chunks(TrainConfig(steps_per_dispatch=8, log_every=100, checkpoint_every=10), 32, 1) == [
         8, 16, 18, 26, 28, 32]  # global steps 50 and 60 are checkpoints
-    assert chunks(TrainConfig(steps_per_dispatch=8, log_every=5, fault_after_step=45), 32, 1, 10) == [
+    assert chunks(TrainConfig(steps_per_dispatch=8, log_every=5), 32, 1, 10, Faults(fault_after_step=45).stops()) == [
         13, 15, 20, 25, 30, 32]
     assert chunks(TrainConfig(steps_per_dispatch=50, log_every=1), 3, 0) == [1, 2, 3]
 
