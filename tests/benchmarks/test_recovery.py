@@ -83,3 +83,16 @@ def test_the_committed_goodput_report_follows_from_its_records():
     shown = subprocess.run([sys.executable, "-m", "benchmarks.goodput", "--markdown", str(RESULTS / "goodput.json.gz")],
                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and shown.stdout == goodput.markdown(report) + "\n", shown.stderr
+
+
+def test_the_in_place_report_shows_one_new_pod_per_fault_whatever_the_gang():
+    """The Indexed Job's committed in-place figures: every fault replaced one pod and restarted the
+    other ranks in their pods, with 2 hosts and with 4; and the README stays one page of method and
+    current tables."""
+    report = read_report(RESULTS / "recovery-in-place.json.gz")
+    for cell, result in report["results"].items():
+        hosts = int(cell.rsplit("× ", 1)[1].split()[0])
+        assert result["runs"] and not result["errors"], cell
+        assert all(run["new_pods"] == 1 and run["restarted_in_place"] == hosts - 1 for run in result["runs"]), cell
+    assert "| indexed-job × pod-deleted × 4 hosts |" in recovery.markdown(report)
+    assert len((REPO_ROOT / "benchmarks" / "README.md").read_text().splitlines()) <= 200
