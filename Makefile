@@ -17,7 +17,8 @@ BINDIR ?= $(HOME)/.local/bin
 help:
 	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
 	@echo "make install     set up, then link jaxgen, jax-trainer and helm (built with Go) into $(BINDIR)"
-	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e)"
+	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e) in two"
+	@echo "                 lanes at once (scripts/test.sh; JAXT_TEST_LANES=1: one after the other)"
 	@echo "make test-fast   the tests that need no cluster or SLURM, less those marked slow"
 	@echo "make generate    write every generated file from its one home (scripts/generate.py): the chart's"
 	@echo "                 values.yaml, values.schema.json, files/*.json, README table and versions; scripts/lib/*.sh"
@@ -43,7 +44,7 @@ install:
 	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "$(BINDIR) is not on PATH: export PATH=\"$(BINDIR):\$$PATH\"";; esac
 
 test: setup
-	$(PY) -m pytest tests
+	scripts/test.sh
 
 test-fast:
 	scripts/setup.sh dev tools
