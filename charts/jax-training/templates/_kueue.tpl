@@ -1,4 +1,4 @@
-{{/* What a job queued to Kueue (queue_name set) carries (the twin of generator/kueue.py). */}}
+{{/* What a job queued to Kueue (queue_name set) carries (the twin of generator/engines/kubernetes/kueue.py). */}}
 
 {{/* "true" when the target's kind is one a stock Kueue does not manage (the row's kueueOptIn) and the
 values do not say the cluster's Kueue enables it, "" otherwise. */}}

@@ -1,4 +1,4 @@
-{{/* Names of the objects and of the pods' hosts (the twin of generator/names.py). */}}
+{{/* Names of the objects and of the pods' hosts (the twin of generator/names.py and generator/engines/kubernetes/hosts.py). */}}
 
 {{/* Name of every object (validated by values.schema.json: a DNS-1035 label). */}}
 {{- define "jax-training.name" -}}
