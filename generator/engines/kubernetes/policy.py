@@ -79,11 +79,6 @@ POD_FAILURE_RULES = (
     ("Ignore", "ignore"),
     ("Count", "retry"),
 )
-# The Indexed Job's processes that end with these codes restart in place, in their pods (container
-# restart rules, where the Kubernetes version has them): a gang that lost one pod replaces that one,
-# and the Job controller's pod-failure backoff (10 s, doubled for each failed pod since the last
-# success; it has no setting) counts one failure per fault instead of one per host.
-IN_PLACE_RESTART = "ignore"
 # The same for a Job a JobSet owns (ours and a TrainJob runtime's): a disruption and the "ignore"
 # codes fail the Job at once too, and the JobSet (JOBSET_FAILURE_RULES) recreates its Jobs without
 # counting. Replacing the pod inside the Job would wait for the Job controller's pod-failure backoff
@@ -95,6 +90,11 @@ CHILD_JOB_FAILURE_RULES = (
     ("FailJob", "ignore"),
     ("Count", "retry"),
 )
+# The Indexed Job's processes that end with these codes restart in place, in their pods (container
+# restart rules, where the Kubernetes version has them): a gang that lost one pod replaces that one,
+# and the Job controller's pod-failure backoff (10 s, doubled for each failed pod since the last
+# success; it has no setting) counts one failure per fault instead of one per host.
+IN_PLACE_RESTART = "ignore"
 # The failurePolicy rules of a JobSet, matched against the failed child Job's reason and message
 # (the Job controller's "failed with exit code N matching FailJob rule" or "has condition C matching
 # FailJob rule"): a stop or a disruption restarts the JobSet without counting; any other FailJob (a
