@@ -149,17 +149,19 @@ last_watched() {  # the conditions of this object's last state the watch saw
 }
 
 # --- rank 0's logs, in the background, until the job is decided
-rank0_pod() {  # name of the newest started rank-0 pod, if any
+rank0_container() {  # "POD RESTARTS" of the newest started rank-0 pod, if any: its container restarts in
+  # place on an Indexed Job (container restart rules), and each restart is a new log to follow
   kube get pods -l "$pods,$index_label=0" --sort-by .metadata.creationTimestamp \
-    -o go-template="{{range .items}}$own{{if ne .status.phase \"Pending\"}}{{.metadata.name}}{{\"\\n\"}}{{end}}{{end}}{{end}}" \
+    -o go-template="{{range .items}}$own{{if ne .status.phase \"Pending\"}}{{.metadata.name}} {{range .status.containerStatuses}}{{if eq .name \"$CONTAINER\"}}{{.restartCount}}{{end}}{{end}}{{\"\\n\"}}{{end}}{{end}}{{end}}" \
     2>/dev/null | tail -n1
 }
+rank0_pod() { rank0_container | cut -d' ' -f1; }
 stream_logs() {
-  local followed="" pod
+  local followed="" container pod
   while [ ! -e "$tmp/done" ]; do
-    pod="$(rank0_pod)"
-    if [ -n "$pod" ] && [ "$pod" != "$followed" ]; then
-      followed="$pod"
+    container="$(rank0_container)" pod="${container%% *}"
+    if [ -n "$pod" ] && [ "$container" != "$followed" ]; then
+      followed="$container"
       echo "$pod" >"$tmp/followed"
       log "logs of rank 0 (pod $pod):"
       # kubectl itself in the background (not the kube function), so its pid is the one to stop
