@@ -255,10 +255,11 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
         # RuntimeError, or AssertionError when no plugin registers the platform at all)
         first = str(e).strip().splitlines()[0] if str(e).strip() else f"{type(e).__name__} from jax"
         raise DeviceCountError(f"--platform {platform}: no usable {platform.upper()} backend ({first})") from None
+    check_local_devices(jax, spec)  # this process's own: the others do not see it
     try:
-        check_devices(jax, spec)
+        check_global_devices(jax, spec)
     except DeviceCountError:
-        _leave_together(spec)
+        _leave_together(spec, init_timeout)
         raise
     return jax
 
@@ -266,24 +267,36 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
 LEAVE_WAIT_SECONDS = 10
 
 
-def _leave_together(spec: ClusterSpec) -> None:
-    """A layout error that every process sees: wait (briefly) until all have seen it before exiting,
-    so none loses the coordinator first and aborts instead of printing the error."""
+def _leave_together(spec: ClusterSpec, init_timeout: float) -> None:
+    """A layout error that every process sees: wait until all have seen it before exiting, so none
+    loses the coordinator first and aborts instead of printing the error. A slow peer is still
+    creating its backend (a part of its start-up): it gets the init timeout to arrive."""
     if not spec.distributed:
         return
     try:
         from jax._src import distributed  # the barrier has no public API in jax 0.10
 
-        distributed.global_state.client.wait_at_barrier("jax_training/device-check", LEAVE_WAIT_SECONDS * 1000)
-    except Exception:  # noqa: BLE001  a peer that passed the check never comes: leave anyway
+        wait_ms = int(max(LEAVE_WAIT_SECONDS, init_timeout) * 1000)
+        distributed.global_state.client.wait_at_barrier("jax_training/device-check", wait_ms)
+    except Exception:  # noqa: BLE001  a peer that never comes: leave anyway
         pass
 
 
 def check_devices(jax, spec: ClusterSpec) -> None:
+    check_local_devices(jax, spec)
+    check_global_devices(jax, spec)
+
+
+def check_local_devices(jax, spec: ClusterSpec) -> None:
     local = jax.local_device_count()
     if spec.local_device_count and local != spec.local_device_count:
         source = spec.sources.get("local_device_count", "--local-device-count")
         raise DeviceCountError(f"{local} local devices, {source} asks for {spec.local_device_count}")
+
+
+def check_global_devices(jax, spec: ClusterSpec) -> None:
+    """The layout every process sees alike (the global device count, JAX's process numbering)."""
+    local = jax.local_device_count()
     expected = spec.num_processes * local
     if jax.device_count() != expected:
         raise DeviceCountError(
