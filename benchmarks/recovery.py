@@ -343,10 +343,11 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
         after = [r for r in records(metrics_path) if r["time"] > fault_time]
         start = next(r for r in after if r.get("event") == "start")
         # rank 0 now: a new pod, or its old one where its container restarted in place
-        rank0 = min((p for p in session.pods(name, target) if rank_of(p, target) == 0),
-                    key=lambda p: p["metadata"]["uid"] in {q["metadata"]["uid"] for q in pods})
+        old_uids = {q["metadata"]["uid"] for q in pods}
+        now = session.pods(name, target)
+        rank0 = min((p for p in now if rank_of(p, target) == 0), key=lambda p: p["metadata"]["uid"] in old_uids)
         lines = [(t, text) for t, text in session.rank0_log(rank0["metadata"]["name"], target) if t > fault_time]
-        new_pods = [p for p in session.pods(name, target) if p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in pods}]
+        new_pods = [p for p in now if p["metadata"]["uid"] not in old_uids]
         # every new pod's first log lines, seconds after the fault (to read where a slow phase waited)
         start_logs = {p["metadata"]["name"]: [f"{t - fault_time:7.2f} {text}" for t, text in
                                               session.rank0_log(p["metadata"]["name"], target)[:12]]
