@@ -108,14 +108,23 @@ fi
 apply_err="$(mktemp)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$apply_err" "$tmp"' EXIT
+# Admission webhooks read from caches: one may not yet see an object applied a moment earlier in
+# the same apply (a TrainJob's own TrainingRuntime) and deny the next. A denial is retried twice.
+apply_build() {
+  local try
+  for try in 1 2 3; do
+    kube apply --server-side --force-conflicts --field-manager jax-training -f "$build" 2>"$apply_err" && return 0
+    grep -q "admission webhook .* denied the request" "$apply_err" && [ "$try" -lt 3 ] || return 1
+    sleep 2
+  done
+}
 # A queued job that Kueue admitted runs with suspend: false; applying the build again would set the
 # build's suspend: true and stop its pods. It is followed as it is.
 source "$JAXT_ROOT/scripts/lib/targets.sh"  # QUEUE_LABEL
 admitted="{{with .metadata.labels}}{{with index . \"$QUEUE_LABEL\"}}queued{{end}}{{end}} {{.spec.suspend}}"
 if ! $replace && [ "$(kube get "$kind" "$NAME" --ignore-not-found -o go-template="$admitted" 2>/dev/null)" = "queued false" ]; then
   log "$what is queued and already admitted: following it (applying the build again would suspend it)"
-elif log "applying $build ($TARGET, $HOSTS_COUNT hosts) to namespace $NAMESPACE" &&
-  ! kube apply --server-side --force-conflicts --field-manager jax-training -f "$build" 2>"$apply_err"; then
+elif log "applying $build ($TARGET, $HOSTS_COUNT hosts) to namespace $NAMESPACE" && ! apply_build; then
   sed 's/; if you choose to ignore these errors, turn validation off with --validate=false//' "$apply_err" >&2
   if grep -q "field is immutable" "$apply_err"; then
     die "$what already exists with a different spec; delete it first (scripts/clean.sh $build, or run.sh --replace)"

@@ -34,7 +34,8 @@ def status_json(name, outputs):
 def test_status_and_list_of_a_local_run_during_and_after(tmp_path):
     outputs = tmp_path / "outputs"
     claim = outputs / "claims" / "demo-outputs"  # where a running job with persistence writes
-    args = small_train_args(claim, "--run-name", "demo", "--epochs", "40", "--checkpoint-every", "16",
+    # Long enough (minutes) that it is still running when the three commands below look; killed after.
+    args = small_train_args(claim, "--run-name", "demo", "--epochs", "2000", "--checkpoint-every", "16",
                             "--log-every", "4")
     proc = procs.start(trainer_argv(*args), tmp_path / "train.log")
     try:
@@ -47,7 +48,7 @@ def test_status_and_list_of_a_local_run_during_and_after(tmp_path):
                     break
             time.sleep(1)
         assert during["phase"] == "Running" and during["kind"] == "local"
-        assert during["total_steps"] == 40 * 32 and 0 < during["step"] < during["total_steps"]
+        assert during["total_steps"] == 2000 * 32 and 0 < during["step"] < during["total_steps"]
         assert during["eta_seconds"] > 0 and during["loss"] > 0 and during["results"] == str(claim / "demo")
         text = jaxgen("status", "demo", "--local", "--outputs", str(outputs)).stdout
         assert "phase:      Running" in text and ", ETA " in text and "checkpoint: step " in text, text

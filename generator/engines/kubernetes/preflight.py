@@ -176,8 +176,10 @@ class Preflight:
 
     def _awaits_own_runtime(self, failed: str) -> bool:
         """The TrainJob webhook refuses a job whose runtime does not exist yet; a TrainingRuntime of
-        the render's own is applied before the job (run.sh), so that refusal is no gap."""
-        return any(d["kind"] == "TrainingRuntime" for d in self.docs) and "must be created before" in failed
+        the render's own is applied before the job (run.sh), so that refusal is no gap. Kubeflow
+        Trainer's webhook and Kueue's each word it their own way; whichever answers first is seen."""
+        runtimes = [d["metadata"]["name"] for d in self.docs if d["kind"] == "TrainingRuntime"]
+        return any("must be created before" in failed or f"runtime '{name}' not found" in failed for name in runtimes)
 
     def _pod(self) -> dict | None:
         node = self.job
