@@ -15,11 +15,12 @@ from pathlib import Path
 
 import click
 
+from .engines.kubernetes.policy import DNS_LABEL_MAX
 from .errors import Unreachable, UserError
 from .runs import DEFAULT_OUTPUTS
 
 EXIT_INVALID, EXIT_UNREACHABLE = 2, 3
-NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS-1123 label, as every target's job name
+NAME = re.compile(rf"^[a-z0-9]([-a-z0-9]{{0,{DNS_LABEL_MAX - 2}}}[a-z0-9])?$")  # a DNS-1123 label, as every job name
 
 
 def _where(command):
@@ -73,8 +74,8 @@ def jobs_where(context, namespace, slurm, local, outputs_dir):
 
 def _check_name(name: str) -> str:
     if not NAME.match(name):
-        raise UserError(f"NAME: {name!r} is not a job name (lowercase letters, digits and '-', at most 63 "
-                        "characters, starting and ending with a letter or digit)")
+        raise UserError(f"NAME: {name!r} is not a job name (lowercase letters, digits and '-', at most "
+                        f"{DNS_LABEL_MAX} characters, starting and ending with a letter or digit)")
     return name
 
 

@@ -20,6 +20,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import chart_docs  # noqa: E402
 import chart_version  # noqa: E402
+import failure_docs  # noqa: E402
 import kubernetes_definitions  # noqa: E402
 from generator import images, kubernetes_versions, targets  # noqa: E402
 from generator.engines.kubernetes import checks as kubernetes_checks, kueue, policy  # noqa: E402
@@ -92,6 +93,7 @@ def outputs() -> dict[Path, str]:
         CHART / "files" / "warnings.json": kubernetes_checks.warnings_json(),
         CHART / "files" / "image-variants.json": images.variants_json(),
         CHART / "files" / "kubernetes-versions.json": kubernetes_versions.chart_json(),
+        ROOT / "docs" / "kubernetes.md": failure_docs.page((ROOT / "docs" / "kubernetes.md").read_text()),
         ROOT / "scripts" / "lib" / "contract.sh": policy.shell_facts(),
         ROOT / "scripts" / "lib" / "targets.sh": targets.shell_facts() + kueue.shell_facts(),
     }

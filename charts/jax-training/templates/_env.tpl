@@ -5,11 +5,11 @@ variables where it does not set those, the gang's attempt where the controller g
 JAX_LOCAL_DEVICE_COUNT (every target), then the user's env. */}}
 {{- define "jax-training.containerEnv" -}}
 {{- $env := list -}}
+{{- $contract := .Files.Get "files/contract.json" | fromJson -}}
 {{- if (include "jax-training.target" . | fromJson).unbuffered -}}
-{{- $env = append $env (dict "name" "PYTHONUNBUFFERED" "value" "1") -}}
+{{- $env = append $env (dict "name" $contract.unbufferedEnv "value" "1") -}}
 {{- end -}}
 {{- $env = concat $env (include "jax-training.processEnv" . | fromJsonArray) -}}
-{{- $contract := .Files.Get "files/contract.json" | fromJson -}}
 {{- with (include "jax-training.target" . | fromJson).attemptField -}}
 {{- $env = append $env (dict "name" $contract.attemptEnv "valueFrom" (dict "fieldRef" (dict "fieldPath" .))) -}}
 {{- end -}}

@@ -137,6 +137,7 @@ def chart_json() -> str:
         "runAsId": RUN_AS_ID,
         "processEnv": list(contract.PROCESS_ENV),
         "renderedEnv": list(RENDERED_ENV),
+        "unbufferedEnv": UNBUFFERED_ENV,
         "outputFlags": contract.OUTPUT_FLAGS,
         "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
         "attemptEnv": ATTEMPT_ENV,
