@@ -90,9 +90,9 @@ def records(path: Path) -> list[dict]:
 def one_run(slurm: Slurm, work: Path, name: str) -> dict:
     work.mkdir(parents=True)
     (work / "variables.json").write_text(json.dumps(variables(work, name)))
-    subprocess.run([sys.executable, "-m", "generator", "render", str(work / "variables.json"), "-o", str(work)],
-                   cwd=REPO_ROOT, check=True, capture_output=True, timeout=120)
-    job = int(slurm.run("sbatch", "--parsable", str(work / f"{name}.sbatch"), cwd=work).split(";")[0])
+    subprocess.run([sys.executable, "-m", "generator", "render", str(work / "variables.json"), "-o",
+                    str(work / "rendered")], cwd=REPO_ROOT, check=True, capture_output=True, timeout=120)
+    job = int(slurm.run("sbatch", "--parsable", str(work / "rendered" / f"{name}.sbatch"), cwd=work).split(";")[0])
     metrics = work / "checkpoints" / name / "metrics.jsonl"
     deadline = time.monotonic() + TIMEOUT
     while not any(r.get("event") == "step" and r["step"] >= SIGNAL_AT_STEP for r in records(metrics)):
@@ -158,7 +158,9 @@ def main(argv=None) -> int:
     load_before = os.getloadavg()
     report: dict = {"revision": revision(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     "signal_at_step": SIGNAL_AT_STEP, "cpus": os.cpu_count(), "runs": []}
-    with tempfile.TemporaryDirectory(prefix="jaxt-bench-requeue.") as tmp, Slurm(Path(tmp) / "slurm") as slurm:
+    # The state directory on its own (up.sh opens it to munged's user; down.sh removes it).
+    state = Path(tempfile.mkdtemp(prefix="jaxt-bench-slurm."))
+    with tempfile.TemporaryDirectory(prefix="jaxt-bench-requeue.") as tmp, Slurm(state) as slurm:
         for repeat in range(args.repeats):
             run = one_run(slurm, Path(tmp) / f"run{repeat}", f"requeue-{repeat}")
             print(f"[slurm-requeue] {json.dumps(run)}", file=sys.stderr, flush=True)
