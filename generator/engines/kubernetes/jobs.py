@@ -149,12 +149,19 @@ class _Job:
             return FAILED, c.get("message") or c.get("reason", "")
         if self.workload.succeeded in conditions:
             return SUCCEEDED, ""
-        if "Suspended" in conditions or (self.obj.get("spec") or {}).get("suspend"):
+        if "Suspended" in conditions or self.suspended():
             return (QUEUED, "") if (self.meta.get("labels") or {}).get(kueue.QUEUE_LABEL) else (STOPPED, "suspended")
         running = sum((p.get("status") or {}).get("phase") == "Running" for p in self.pods)
         if running and running >= (self.hosts() or 1):
             return RUNNING, ""
         return PENDING, self.trouble()
+
+    def suspended(self) -> bool:
+        """Whether the job's `suspend` (where its row says it sits) is set."""
+        path, node = self.workload.suspend_path, self.obj
+        for key in path[:-1]:
+            node = node.get(key) or {}
+        return bool(path and node.get(path[-1]))
 
     def pods_line(self) -> str:
         if not self.pods:
