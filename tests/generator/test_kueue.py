@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from generator.engines.kubernetes import kueue
+from generator.engines.kubernetes import jobs, kueue
 from generator.engines.kubernetes.checks import EMPTYDIR_WARNING
+from generator import job_status
 from generator.targets import KUBERNETES, workload
 
 from tests.support.jaxgen import jaxgen
@@ -55,6 +56,15 @@ def test_a_queued_job_is_created_suspended_where_kueue_manages_its_kind(target, 
     assert annotations.get("kueue.x-k8s.io/podset-required-topology") == ("example.com/rack" if managed else None)
     warnings = [f"warning: {EMPTYDIR_WARNING}"] + ([] if managed else [f"warning: {kueue.UNMANAGED_WARNING}"])
     assert stderr.splitlines() == warnings
+
+
+@pytest.mark.parametrize("target", KUBERNETES)
+@pytest.mark.parametrize("integration", [False, True])
+def test_jaxgen_status_reads_a_job_created_suspended_as_queued(target, integration):
+    job, _ = _job(target, *QUEUED, "--set", f"kueue.jaxjob_integration={str(integration).lower()}")
+    job["metadata"]["uid"] = "1"
+    phase, _ = jobs._Job(job, [], []).phase()
+    assert phase == (job_status.QUEUED if _suspend(job, target) else job_status.PENDING)
 
 
 @pytest.mark.parametrize("target", KUBERNETES)
