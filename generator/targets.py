@@ -5,7 +5,8 @@ Everything that differs between targets is read from here: the dispatcher (gener
 the engine), the semantic checks (name lengths), `jaxgen run` (where the pod spec sits, what the
 engine sets in each process) and the lifecycle scripts (prepare.sh writes a target's facts into the
 build folder and scripts/lib/targets.sh; run.sh and clean.sh read them) and the Helm chart
-(charts/jax-training/files/targets.json, written from chart_rows() by `make generate`). A row
+(charts/jax-training/files/targets.json, written from chart_rows() by `make generate`), and the docs
+(the chart README's target table, with what a cluster needs for each target: `make generate`). A row
 holds what every target has; a Kubernetes target's job object and pods are its `workload`, and a
 runtime that owns the pods instead of the job object is the workload's `runtime`.
 """
@@ -16,6 +17,8 @@ import json
 from dataclasses import dataclass, field
 
 from trainer.cluster import INDEXED_JOB, JAX, KUBEFLOW_V1, SLURM, Launcher
+
+from .kubernetes_versions import LOWEST
 
 # The pod annotation and label an Indexed Job (and a JobSet's child Job) numbers its pods with.
 COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
@@ -188,7 +191,8 @@ TARGETS = {t.name: t for t in (
     Target("indexed-job", "kubernetes", "indexed-job.yaml.j2", JAX, (INDEXED_JOB,), Workload(
         "Job", "jobs.batch", Hosts(), "batch.kubernetes.io/job-name={name}", "Complete",
         pod_spec_path=("spec", "template", "spec")),
-        Needs("nothing: Kubernetes' own Job and Service", "K8S_VERSION")),
+        Needs(f"nothing: Kubernetes' own Job and Service (Kubernetes {LOWEST.rsplit('.', 1)[0]} or newer)",
+              "K8S_VERSION")),
     # The Kubeflow training-operator (v1) sets its own variables and PYTHONUNBUFFERED, and gives each
     # pod a Service named as the pod.
     Target("jaxjob", "kubernetes", "jaxjob.yaml.j2", KUBEFLOW_V1, (KUBEFLOW_V1,), Workload(
@@ -216,9 +220,11 @@ TARGETS = {t.name: t for t in (
         # The controller manager brings JobSet along; the runtimes overlay holds jax-distributed (a
         # release with trainjob.own_runtime: true brings its own and needs only the controller).
         Needs("[Kubeflow Trainer](https://github.com/kubeflow/trainer) v2 with its `jax-distributed` runtime",
-              "TRAINER_VERSION", tuple(f'kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git'
-                                       f'/manifests/overlays/{overlay}?ref=${{TRAINER_VERSION}}"'
-                                       for overlay in ("manager", "runtimes")))),
+              "TRAINER_VERSION", (
+                  'kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/manager'
+                  '?ref=${TRAINER_VERSION}"',
+                  'kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes'
+                  '?ref=${TRAINER_VERSION}"'))),
     Target("slurm", "slurm", "slurm.sbatch.j2", SLURM, (SLURM,), needs=Needs("a SLURM cluster", guide="docs/slurm.md")),
 )}
 

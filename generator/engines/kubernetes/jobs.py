@@ -1,6 +1,6 @@
 """`jaxgen status|list|logs` on Kubernetes: what the cluster already has about a job of this project.
 
-A job is the object of a target in generator/targets.py (Job, JobSet, JAXJob, TrainJob) with the
+A job is the object of a target in generator/targets.py (its workload's kind) with the
 project's name label; a JobSet's child Jobs and a TrainJob's JobSet are parts of another job, not
 jobs. For each: its conditions (phase), its pods (selected as scripts/run.sh selects them, by the
 target's pod selector and the job's uid), Kueue's Workload of it (queue state), the TrainJob's
