@@ -141,7 +141,7 @@ def status_command(name, context, namespace, slurm, local, outputs_dir, fmt, wat
 @_output
 @_watch
 def list_command(context, namespace, slurm, local, outputs_dir, fmt, watch):
-    """List every job of this project in the namespace (Job, JobSet, JAXJob, TrainJob), the SLURM
+    """List every job of this project in the namespace (of each kind of the target table), the SLURM
     queue (--slurm) or the outputs folder (--local), with phase and progress. Exit codes as status."""
     from .job_status import table
 

@@ -22,7 +22,7 @@ FINISHED = (SUCCEEDED, FAILED)
 @dataclass
 class JobStatus:
     name: str
-    kind: str  # Job, JobSet, JAXJob, TrainJob, SLURM or local
+    kind: str  # a target's kind (generator/targets.py), SLURM or local
     phase: str = UNKNOWN
     reason: str = ""  # why it is in this phase, when there is more to say (a failure, a pending pod)
     step: int | None = None

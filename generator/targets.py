@@ -5,7 +5,8 @@ Everything that differs between targets is read from here: the dispatcher (gener
 the engine), the semantic checks (name lengths), `jaxgen run` (where the pod spec sits, what the
 engine sets in each process) and the lifecycle scripts (prepare.sh writes a target's facts into the
 build folder and scripts/lib/targets.sh; run.sh and clean.sh read them) and the Helm chart
-(charts/jax-training/files/targets.json, written from chart_rows() by `make generate`). A row
+(charts/jax-training/files/targets.json, written from chart_rows() by `make generate`), and the docs
+(the chart README's target table, with what a cluster needs for each target: `make generate`). A row
 holds what every target has; a Kubernetes target's job object and pods are its `workload`, and a
 runtime that owns the pods instead of the job object is the workload's `runtime`.
 """
@@ -16,6 +17,8 @@ import json
 from dataclasses import dataclass, field
 
 from trainer.cluster import INDEXED_JOB, JAX, KUBEFLOW_V1, SLURM, Launcher
+
+from .kubernetes_versions import LOWEST
 
 # The pod annotation and label an Indexed Job (and a JobSet's child Job) numbers its pods with.
 COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
@@ -83,6 +86,9 @@ class Workload:
     # A stock Kueue does not manage the kind: its integration is disabled by default
     # (generator/engines/kubernetes/kueue.py).
     kueue_opt_in: bool = False
+    # Where the job's `suspend` sits, which a queued job is created with for Kueue to admit; () where
+    # Kueue holds the pods back with a scheduling gate instead.
+    suspend_path: tuple = ("spec", "suspend")
     # The pod field holding the gang's attempt (trainer/fencing.py), where the controller gives one.
     attempt_field: str = ""
 
@@ -107,6 +113,17 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class Needs:
+    """What a cluster needs installed for a target: the chart README's target table shows it, with the
+    commands that install it (the docs link there instead of listing targets)."""
+
+    what: str  # the upstream component (Markdown, linked to its project)
+    version: str = ""  # the variable of scripts/cluster/versions.sh that pins the version tested here
+    install: tuple[str, ...] = ()  # its install commands, after `source scripts/cluster/versions.sh`
+    guide: str = ""  # a page of its own under docs/ that covers the set-up instead
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     engine: str  # the renderer family: a package under generator/engines/
@@ -116,6 +133,7 @@ class Target:
     launcher: Launcher
     engine_sets: tuple[Launcher, ...] = ()
     workload: Workload | None = None
+    needs: Needs = Needs("nothing")
 
     @property
     def kubernetes(self) -> bool:
@@ -172,7 +190,9 @@ TARGETS = {t.name: t for t in (
     # Our JAX_* variables; Kubernetes sets the completion index.
     Target("indexed-job", "kubernetes", "indexed-job.yaml.j2", JAX, (INDEXED_JOB,), Workload(
         "Job", "jobs.batch", Hosts(), "batch.kubernetes.io/job-name={name}", "Complete",
-        pod_spec_path=("spec", "template", "spec"))),
+        pod_spec_path=("spec", "template", "spec")),
+        Needs(f"nothing: Kubernetes' own Job and Service (Kubernetes {LOWEST.rsplit('.', 1)[0]} or newer)",
+              "K8S_VERSION")),
     # The Kubeflow training-operator (v1) sets its own variables and PYTHONUNBUFFERED, and gives each
     # pod a Service named as the pod.
     Target("jaxjob", "kubernetes", "jaxjob.yaml.j2", KUBEFLOW_V1, (KUBEFLOW_V1,), Workload(
@@ -180,18 +200,32 @@ TARGETS = {t.name: t for t in (
         "training.kubeflow.org/job-name={name}", "Succeeded",
         pod_spec_path=("spec", "jaxReplicaSpecs", "Worker", "template", "spec"),
         index_label="training.kubeflow.org/replica-index", port_name="jaxjob-port",
-        engine_env={"PYTHONUNBUFFERED": "1"}, kueue_opt_in=True)),
+        engine_env={"PYTHONUNBUFFERED": "1"}, kueue_opt_in=True, suspend_path=("spec", "runPolicy", "suspend")),
+        Needs("[Kubeflow training-operator](https://github.com/kubeflow/training-operator) v1 (standalone)",
+              "TRAINING_OPERATOR_VERSION", ('kubectl apply --server-side -k "github.com/kubeflow/training-operator.git'
+                                            '/manifests/overlays/standalone?ref=${TRAINING_OPERATOR_VERSION}"',))),
     Target("jobset", "kubernetes", "jobset.yaml.j2", JAX, (INDEXED_JOB,), Workload(
         "JobSet", "jobsets.jobset.x-k8s.io", Hosts.jobset("worker"), "jobset.sigs.k8s.io/jobset-name={name}",
         "Completed", pod_spec_path=_JOBSET_POD_SPEC, owner_label="jobset.sigs.k8s.io/jobset-uid",
-        restart_budget=("jobset", "max_restarts"), attempt_field=_JOBSET_ATTEMPT)),
+        restart_budget=("jobset", "max_restarts"), attempt_field=_JOBSET_ATTEMPT),
+        Needs("[JobSet](https://github.com/kubernetes-sigs/jobset) controller", "JOBSET_VERSION",
+              ('kubectl apply --server-side -f "https://github.com/kubernetes-sigs/jobset/releases/download/'
+               '${JOBSET_VERSION}/manifests.yaml"',))),
     # Kubeflow Trainer v2: the TrainJob's runtime (jax-distributed) makes a JobSet with one replicated
     # Job "node" and its JAX plugin sets JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID.
     Target("trainjob", "kubernetes", "trainjob.yaml.j2", JAX, (JAX,), Workload(
         "TrainJob", "trainjobs.trainer.kubeflow.org", Hosts.jobset(_TRAINER_RUNTIME.job),
         "jobset.sigs.k8s.io/jobset-name={name}", "Complete", runtime=_TRAINER_RUNTIME,
-        attempt_field=_JOBSET_ATTEMPT)),
-    Target("slurm", "slurm", "slurm.sbatch.j2", SLURM, (SLURM,)),
+        attempt_field=_JOBSET_ATTEMPT),
+        # The controller manager brings JobSet along; the runtimes overlay holds jax-distributed (a
+        # release with trainjob.own_runtime: true brings its own and needs only the controller).
+        Needs("[Kubeflow Trainer](https://github.com/kubeflow/trainer) v2 with its `jax-distributed` runtime",
+              "TRAINER_VERSION", (
+                  'kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/manager'
+                  '?ref=${TRAINER_VERSION}"',
+                  'kubectl apply --server-side -k "https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes'
+                  '?ref=${TRAINER_VERSION}"'))),
+    Target("slurm", "slurm", "slurm.sbatch.j2", SLURM, (SLURM,), needs=Needs("a SLURM cluster", guide="docs/slurm.md")),
 )}
 
 NAMES = tuple(TARGETS)

@@ -22,7 +22,8 @@ Invalid input: every problem is printed with its JSON path, nothing is written, 
   --set KEY.PATH=VALUE    override variables as helm --set does, e.g. --set hosts_count=4,name=big
   --set-string, --set-json
                           the same with string or JSON values, as helm's options of those names
-  --target T              indexed-job, jaxjob, jobset, trainjob or slurm (overrides the file's target)
+  --target T              a target of the table in charts/jax-training/README.md#targets
+                          (overrides the file's target)
   -n, --namespace NS      the release's namespace, used where the variables leave namespace empty
                           (default: kubectl's current namespace, else default; as helm does)
 EOF

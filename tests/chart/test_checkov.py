@@ -17,14 +17,14 @@ import yaml
 
 from generator.targets import KUBERNETES
 from tests.support.jaxgen import jaxgen
-from tests.support.manifests import pod_templates
+from tests.support.manifests import CRD_FILES, pod_templates
 from tests.support.paths import tool
 
 from .cases import CASES
 from .helm import CHART_DIR, helm_template, write_values
 
 CONFIG = CHART_DIR / ".checkov.yaml"
-CUSTOM_KINDS = {"JAXJob", "JobSet", "TrainJob", "TrainingRuntime"}
+CUSTOM_KINDS = {kind for _, kind in CRD_FILES}  # the targets' custom kinds and the TrainingRuntime
 
 
 def _sets(*assignments: str) -> list[str]:

@@ -13,6 +13,7 @@ import yaml
 
 from generator.targets import KUBERNETES
 from tests.support.examples import KUBERNETES_EXAMPLES
+from tests.support.manifests import CRD_FILES
 
 from .cases import BASE_KEYS, CASES
 from .helm import CHART_DIR, KUBERNETES_VERSIONS, helm, helm_template, kubeconform, release_name, run, tool, write_values
@@ -97,7 +98,8 @@ def test_kubeconform_every_render(renders_for, values_files, version):
     monitors = sum(d["kind"] == "PodMonitor" for d in documents)
     assert summary == {"valid": len(documents) - monitors, "invalid": 0, "errors": 0, "skipped": monitors}
     kinds = {d["kind"] for d in documents}
-    assert kinds == {"Service", "Job", "PersistentVolumeClaim", "JAXJob", "JobSet", "TrainJob", "TrainingRuntime",
+    custom = {kind for _, kind in CRD_FILES}  # the targets' custom kinds and the TrainingRuntime
+    assert kinds == {"Service", "Job", "PersistentVolumeClaim", *custom,
                      "Pod", "PodMonitor", "NetworkPolicy"}  # core kinds, the CRDs, the test hook, the opt-in monitor
     assert len(values_files) >= 30
 

@@ -1,20 +1,23 @@
-"""docs/your-cluster.md stays true: the versions it names are the ones scripts/cluster/versions.sh
-reads from the test control plane's go.mod files, and every option it gives a project script is
-one that script's --help documents."""
+"""docs/your-cluster.md stays true: the versions it and the target table (each row's Needs) name
+are the ones scripts/cluster/versions.sh reads from the test control plane's go.mod files, and
+every option it gives a project script is one that script's --help documents."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 
+from generator.targets import TARGETS
 from tests.support.paths import REPO_ROOT, SCRIPTS_DIR
 
 GUIDE = (REPO_ROOT / "docs" / "your-cluster.md").read_text()
 
 
-def test_every_version_the_guide_names_is_pinned_by_versions_sh():
-    names = sorted(set(re.findall(r"\b([A-Z_]+_VERSION)\b", GUIDE)))
-    assert {"JOBSET_VERSION", "TRAINING_OPERATOR_VERSION", "TRAINER_VERSION", "KUEUE_VERSION"} <= set(names)
+def test_every_version_the_guide_and_the_target_table_name_is_pinned_by_versions_sh():
+    rows = {t.needs.version for t in TARGETS.values() if t.needs.version}
+    commands = [command for t in TARGETS.values() for command in t.needs.install]
+    names = sorted(set(re.findall(r"\b([A-Z0-9_]+_VERSION)\b", GUIDE + "\n".join(commands))) | rows)
+    assert rows and "KUEUE_VERSION" in names
     script = "source scripts/cluster/versions.sh; " + "; ".join(f'echo "{n}=${n}"' for n in names)
     out = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30, check=True)
     versions = dict(line.split("=", 1) for line in out.stdout.splitlines())

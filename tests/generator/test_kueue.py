@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from generator.engines.kubernetes import kueue
+from generator.engines.kubernetes import jobs, kueue
 from generator.engines.kubernetes.checks import EMPTYDIR_WARNING
+from generator import job_status
 from generator.targets import KUBERNETES, workload
 
 from tests.support.jaxgen import jaxgen
@@ -23,8 +24,12 @@ def _job(target: str, *args: str) -> tuple[dict, str]:
     return job, result.stderr
 
 
-def _suspend(job: dict):
-    return (job["spec"]["runPolicy"] if job["kind"] == "JAXJob" else job["spec"]).get("suspend")
+def _suspend(job: dict, target: str):
+    """The job's `suspend`, where its row says it sits (None where it has none)."""
+    path, node = workload(target).suspend_path, job
+    for key in path[:-1]:
+        node = node.get(key) or {}
+    return node.get(path[-1]) if path else None
 
 
 def _pod_template_annotations(job: dict, target: str) -> dict:
@@ -46,7 +51,7 @@ def test_a_queued_job_is_created_suspended_where_kueue_manages_its_kind(target, 
     managed = not workload(target).kueue_opt_in or integration
     labels = job["metadata"]["labels"]
     assert labels[kueue.QUEUE_LABEL] == "team" and labels[kueue.PRIORITY_LABEL] == "high"
-    assert _suspend(job) is (True if managed else None)
+    assert _suspend(job, target) is (True if managed and workload(target).suspend_path else None)
     annotations = _pod_template_annotations(job, target)
     assert annotations.get("kueue.x-k8s.io/podset-required-topology") == ("example.com/rack" if managed else None)
     warnings = [f"warning: {EMPTYDIR_WARNING}"] + ([] if managed else [f"warning: {kueue.UNMANAGED_WARNING}"])
@@ -54,11 +59,20 @@ def test_a_queued_job_is_created_suspended_where_kueue_manages_its_kind(target, 
 
 
 @pytest.mark.parametrize("target", KUBERNETES)
+@pytest.mark.parametrize("integration", [False, True])
+def test_jaxgen_status_reads_a_job_created_suspended_as_queued(target, integration):
+    job, _ = _job(target, *QUEUED, "--set", f"kueue.jaxjob_integration={str(integration).lower()}")
+    job["metadata"]["uid"] = "1"
+    phase, _ = jobs._Job(job, [], []).phase()
+    assert phase == (job_status.QUEUED if _suspend(job, target) else job_status.PENDING)
+
+
+@pytest.mark.parametrize("target", KUBERNETES)
 def test_without_a_queue_nothing_of_kueue_is_rendered(target):
     job, stderr = _job(target, "--set", "kueue.priority_class=high", "--set", "kueue.topology=rack",
                        "--set", "kueue.topology_mode=preferred")
     assert not [k for k in job["metadata"]["labels"] if k.startswith("kueue.x-k8s.io/")]
-    assert _suspend(job) is None
+    assert _suspend(job, target) is None
     assert not [k for k in _pod_template_annotations(job, target) if k.startswith("kueue.x-k8s.io/")]
     assert stderr == f"warning: {EMPTYDIR_WARNING}\n"
 

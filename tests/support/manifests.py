@@ -12,20 +12,30 @@ import yaml
 
 from generator.kubernetes_versions import SUPPORTED
 from generator.engines.kubernetes import render_documents
-from generator.targets import target
+from generator.targets import TARGETS, target
 from generator.values import load_values
 
 from .paths import CRDS_DIR
 
 KUBERNETES_VERSIONS = tuple(v.rsplit(".", 1)[0] for v in SUPPORTED)  # as kubernetes-validate names them
-CRD_FILES = {
-    ("kubeflow.org", "JAXJob"): "kubeflow.org_jaxjobs.yaml",
-    ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io_jobsets.yaml",
-    ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org_trainjobs.yaml",
+
+
+def _crd_files() -> dict:
+    """The CRD file of each custom kind a target creates, named as controller-gen names it
+    (<group>_<plural>.yaml, from the row's plural.group), and of the runtime kind the table does not name."""
+    files = {}
+    for t in TARGETS.values():
+        if t.kubernetes:
+            plural, group = t.workload.resource.split(".", 1)
+            if "." in group:  # a custom resource's group is a domain; a built-in one (batch) is not
+                files[(group, t.workload.kind)] = f"{group}_{plural}.yaml"
     # ../shared/crds has no TrainingRuntime CRD; its spec schema is the ClusterTrainingRuntime's (the
     # e2e tier installs the release's own TrainingRuntime CRD, and its API server checks them too).
-    ("trainer.kubeflow.org", "TrainingRuntime"): "trainer.kubeflow.org_clustertrainingruntimes.yaml",
-}
+    files[("trainer.kubeflow.org", "TrainingRuntime")] = "trainer.kubeflow.org_clustertrainingruntimes.yaml"
+    return files
+
+
+CRD_FILES = _crd_files()
 
 
 def _strict(schema: dict) -> dict:
@@ -82,15 +92,21 @@ def default_kinds(name: str, *sets: str) -> tuple[str, ...]:
 
 
 def pod_templates(docs: list[dict]) -> list[dict]:
-    """The pod templates (metadata and spec) of every workload among `docs`, of any target."""
+    """The pod templates (metadata and spec) of every workload among `docs`, of any target: where its
+    row's pod spec sits, or the pod a runtime is asked for (a TrainJob's); of a kind no row names (an
+    own TrainingRuntime), its spec.template."""
+    workloads = {t.workload.kind: t.workload for t in TARGETS.values() if t.kubernetes}
     templates = []
     for doc in docs:
-        spec = doc["spec"]
-        if "template" in spec:
-            templates.append(spec["template"])
-        templates += [r["template"] for r in spec.get("jaxReplicaSpecs", {}).values()]
-        templates += [j["template"]["spec"]["template"] for j in spec.get("replicatedJobs", [])]
-        if doc["kind"] == "TrainJob":
+        w = workloads.get(doc["kind"])
+        if w is None:
+            templates += [doc["spec"]["template"]] if "template" in doc.get("spec", {}) else []
+        elif w.pod_spec_path:
+            node = doc
+            for key in w.pod_spec_path[:-1]:
+                node = node[key]
+            templates.append(node)
+        else:
             templates.append(trainjob_pod_template(doc))
     return templates
 

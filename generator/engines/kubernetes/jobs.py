@@ -1,6 +1,6 @@
 """`jaxgen status|list|logs` on Kubernetes: what the cluster already has about a job of this project.
 
-A job is the object of a target in generator/targets.py (Job, JobSet, JAXJob, TrainJob) with the
+A job is the object of a target in generator/targets.py (its workload's kind) with the
 project's name label; a JobSet's child Jobs and a TrainJob's JobSet are parts of another job, not
 jobs. For each: its conditions (phase), its pods (selected as scripts/run.sh selects them, by the
 target's pod selector and the job's uid), Kueue's Workload of it (queue state), the TrainJob's
@@ -149,12 +149,19 @@ class _Job:
             return FAILED, c.get("message") or c.get("reason", "")
         if self.workload.succeeded in conditions:
             return SUCCEEDED, ""
-        if "Suspended" in conditions or (self.obj.get("spec") or {}).get("suspend"):
+        if "Suspended" in conditions or self.suspended():
             return (QUEUED, "") if (self.meta.get("labels") or {}).get(kueue.QUEUE_LABEL) else (STOPPED, "suspended")
         running = sum((p.get("status") or {}).get("phase") == "Running" for p in self.pods)
         if running and running >= (self.hosts() or 1):
             return RUNNING, ""
         return PENDING, self.trouble()
+
+    def suspended(self) -> bool:
+        """Whether the job's `suspend` (where its row says it sits) is set."""
+        path, node = self.workload.suspend_path, self.obj
+        for key in path[:-1]:
+            node = node.get(key) or {}
+        return bool(path and node.get(path[-1]))
 
     def pods_line(self) -> str:
         if not self.pods:
