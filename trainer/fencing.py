@@ -33,8 +33,11 @@ READ_SECONDS = 5.0
 
 
 def attempt_of(env=os.environ) -> str:
-    """This gang's attempt identity ("" when the launcher gives none)."""
-    return next((env[name].strip() for name in ATTEMPT_SOURCES if env.get(name, "").strip()), "")
+    """This gang's attempt identity ("" when the launcher gives none). SLURM sets its requeue count
+    from the first requeue on: a SLURM job's first start is attempt 0, so that a process left over
+    from it is told that it is the older one."""
+    found = next((env[name].strip() for name in ATTEMPT_SOURCES if env.get(name, "").strip()), "")
+    return found or ("0" if env.get("SLURM_JOB_ID", "").strip() else "")
 
 
 def _is_older(mine: str, theirs: str) -> bool:

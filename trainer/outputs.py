@@ -74,6 +74,21 @@ def diverged(summary: dict) -> bool:
     return isinstance(loss, float) and not math.isfinite(loss)
 
 
+# A finished run's termination message (a pod's, read by `jaxgen status`): the result line, then
+# where the outputs are.
+RESULT_PREFIX = "result: "
+OUTPUTS_MARK = "; outputs "
+
+
+def termination_message(result: str, outputs) -> str:
+    return f"{RESULT_PREFIX}{result}" + (f"{OUTPUTS_MARK}{outputs}" if outputs else "")
+
+
+def result_of_message(line: str) -> str:
+    """The result line in a line of termination_message()."""
+    return line.removeprefix(RESULT_PREFIX).partition(OUTPUTS_MARK)[0]
+
+
 def result_line(summary: dict) -> str:
     """One line: what a Kubernetes termination message and the end of the log say. Whatever a
     summary holds, or lacks, it says what is known: n/a for an accuracy or count that is not a
@@ -97,7 +112,7 @@ def result_line(summary: dict) -> str:
 def describe(summary: dict, directory: str | os.PathLike) -> list[str]:
     """The lines that tell a person where a finished run's results are and what to do with them."""
     d = Path(directory)
-    lines = [f"result: {result_line(summary)}"]
+    lines = [f"{RESULT_PREFIX}{result_line(summary)}"]
     resumed = summary.get("resumed_from")
     if summary.get("restarts") and isinstance(resumed, list):
         lines.append(f"  restarts: {str(summary['restarts'])[:20]} (resumed from step "

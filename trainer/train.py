@@ -19,7 +19,8 @@ from trainer.config import PRECISIONS, TrainConfig, ephemeral_outputs
 from trainer.errors import ConfigError
 from trainer.faults import NO_FAULTS, Faults
 from trainer.metrics import Logger, MetricsFile, Pace, progress
-from trainer.outputs import CHECKPOINTS, METRICS, XLA_CACHE, run_dir as outputs_dir
+from trainer.outputs import (CHECKPOINTS, METRICS, RESULT_PREFIX, XLA_CACHE, run_dir as outputs_dir,
+                             termination_message)
 from trainer.preemption import StopRequest, exit_code_of
 from trainer.termination import terminate_with
 from trainer.watchdog import Watchdog
@@ -160,8 +161,8 @@ def _publish(cfg, spec, local_devices, metrics_path, final, step, params, output
         results.write(outputs, params, cfg, summary)
         log(f"outputs: {outputs} (model {outputs / summary['model']}, summary, metrics)")
     result = results.line(summary)
-    log(f"result: {result}")
-    terminate_with(f"result: {result}" + (f"; outputs {outputs}" if outputs else ""))
+    log(f"{RESULT_PREFIX}{result}")
+    terminate_with(termination_message(result, outputs))
 
 
 def _phases(m: dict) -> dict:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -42,7 +44,12 @@ def test_indexed_job_prepare_run_clean_twice(real, tmp_path):
         build = tmp_path / f"build-{round_}"
         prepared = prepare(cluster, build, name, *sets, base="cpu-local.json")
         assert f"warning: {EMPTYDIR_WARNING}" in prepared.stderr  # the default keeps nothing
-        output = train(cluster, build)
+        run = start_run(cluster, build, timeout=400)
+        if round_ == 0:  # `jaxgen status` while it trains: progress and an ETA read from rank 0's metrics
+            during = wait_until("jaxgen status with an ETA", lambda: _status_with_eta(cluster, name), timeout=300,
+                                interval=1, run=run)
+            assert during["phase"] == "Running" and 0 < during["step"] < during["total_steps"], during
+        output = trained(run)
         accuracy = final_accuracy(output)
         assert accuracy >= MIN_ACCURACY, output[-3000:]
         # What is left of an emptyDir run: rank 0's termination message, and the plain truth.
@@ -56,8 +63,26 @@ def test_indexed_job_prepare_run_clean_twice(real, tmp_path):
         assert code == 2, again
         assert "already finished" in again and "--replace" in again
 
+        if round_ == 0:  # and once it has finished: the result, and where the outputs were
+            after = _status(cluster, name)
+            assert after["phase"] == "Succeeded" and after["result"].startswith(f"test accuracy {accuracy:.4f}"), after
+            assert after["results"].endswith("(an emptyDir: lost with the pod)"), after
+
         cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
         assert cluster.release_objects(name) == []
+
+
+def _status(cluster, name: str) -> dict:
+    """`jaxgen status NAME -o json`, as a user runs it against the cluster."""
+    proc = subprocess.run([sys.executable, "-m", "generator", "status", name, "--namespace", cluster.namespace,
+                           "-o", "json"], cwd=REPO_ROOT, env=cluster.env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _status_with_eta(cluster, name: str) -> dict | None:
+    status = _status(cluster, name)
+    return status if status.get("eta_seconds") else None
 
 
 # The columns that show a TrainJob's progress, as docs/kubernetes.md documents them (Trainer v2.3's own

@@ -80,4 +80,5 @@ def test_a_gang_that_gathers_slowly_forms(tmp_path):
 def test_the_attempt_comes_from_the_launcher():
     assert attempt_of({"JAX_TRAINING_ATTEMPT": "4", "SLURM_RESTART_COUNT": "1"}) == "4"
     assert attempt_of({"SLURM_RESTART_COUNT": "1"}) == "1"
+    assert attempt_of({"SLURM_JOB_ID": "7"}) == "0"  # SLURM's first start: no requeue count yet
     assert attempt_of({}) == ""

@@ -12,6 +12,7 @@ import time
 from datetime import datetime
 
 from trainer.contract import METRICS_PATH
+from trainer.outputs import result_of_message
 
 from ... import job_status, targets
 from . import kueue
@@ -240,7 +241,7 @@ def _status(job: _Job, kube: Kubectl, now: float, with_metrics: bool = True) -> 
         message = next((cs.get("state", {}).get("terminated", {}).get("message", "")
                         for cs in rank0.get("status", {}).get("containerStatuses") or []
                         if cs.get("name") == job.workload.container), "")
-        status.result = message.strip().splitlines()[-1] if message.strip() else ""
+        status.result = result_of_message(message.strip().splitlines()[-1]) if message.strip() else ""
     return status
 
 
