@@ -156,10 +156,10 @@ class Reporter:
             with opener.open(request, timeout=self.timeout) as response:
                 response.read(MAX_REPLY)  # what the server says is not used: read a bounded part, then close
         except (OSError, ValueError, http.client.HTTPException) as e:  # URLError, HTTPError, TLS, timeouts: OSError
-            if not self._warned:
+            warned, self._failing, self._warned = self._warned, True, True  # failing before the line is seen
+            if not warned:
                 self.log(f"warning: TrainJob status not reported to {self.url} ({_reason(e)}); "
                          f"training continues, later reports are tried without further warnings")
-            self._failing = self._warned = True
             return False
         self._failing = False
         return True

@@ -385,8 +385,9 @@ EOF
   cp "$pki/webhook.crt" "$state/kueue-certs/tls.crt"
   cp "$pki/webhook.key" "$state/kueue-certs/tls.key"
   # waitForPodsReady: a job whose pods are not all ready in time is evicted and requeued after a
-  # short backoff (upstream: 5 min, and 60 s doubling). No visibility API server (it listens on
-  # port 8082 of every interface: one per machine).
+  # short backoff (upstream: 5 min, and 60 s doubling), long enough that the evicted gang is seen
+  # stopped before it is admitted again, on a loaded host too. No visibility API server (it listens
+  # on port 8082 of every interface: one per machine).
   cat >"$state/kueue-config.yaml" <<EOF
 apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -408,7 +409,7 @@ waitForPodsReady:
   timeout: ${pods_ready_timeout}s
   requeuingStrategy:
     timestamp: Eviction
-    backoffBaseSeconds: 2
+    backoffBaseSeconds: 10
     backoffMaxSeconds: 30
 integrations:
   frameworks:

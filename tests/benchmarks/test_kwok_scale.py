@@ -27,7 +27,8 @@ def test_small_releases_reach_running_with_complete_endpoints(tmp_path):
         assert r["render_seconds"] > 0 and r["manifest_bytes"] > 1000
         assert 0 < r["applied_seconds"] <= r["created_seconds"] <= r["scheduled_seconds"] <= r["running_seconds"]
         assert r["endpoints_seconds"] >= r["applied_seconds"]
-        assert 0 < r["check_seconds"] < 30 and 0 < r["status_seconds"] < 2
+        # status: its 1-s metrics read plus start-up, which a loaded machine stretches; far below a hung read
+        assert 0 < r["check_seconds"] < 30 and 0 < r["status_seconds"] < 5
     assert scale["indexed_job_3_running_seconds"] == scale["runs"][0]["running_seconds"]
     text = "\n".join(report.kwok_markdown(scale))
     assert all(f"| {target} | 3 |" in text for target in kwok_scale.TARGETS)

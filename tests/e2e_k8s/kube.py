@@ -122,10 +122,6 @@ def is_ready(pod: dict) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
 
 
-def node_of(cluster: Cluster, pod: dict) -> dict:
-    return cluster.get("node", pod["spec"]["nodeName"])
-
-
 def environ_for(kubeconfig: Path) -> dict:
     env = dict(os.environ)
     env["KUBECONFIG"] = str(kubeconfig)
@@ -172,25 +168,31 @@ def check_pods_while_not_ready(cluster: Cluster, selector: str, hosts: int, host
 
     pods = wait_until(f"{hosts} pods ({selector}) with an IP", pods_with_ip, timeout=60,
                       diagnose=lambda: cluster.kubectl("get", "all,events", check=False).stdout)
+    if subdomain:  # first: the pods turn ready READY_DELAY after their IP, and a loaded host is slow
+        check_endpoints_of_unready_pods(cluster, selector, subdomain, hosts, hostname)
     assert sorted(pod_index(p) for p in pods) == list(range(hosts))
+    nodes = {n["metadata"]["name"]: n for n in cluster.get("nodes")["items"]}
     for pod in pods:
         i = pod_index(pod)
         assert pod["metadata"]["name"].startswith(hostname(i)), pod["metadata"]["name"]
         if subdomain:
             assert pod["spec"]["hostname"] == hostname(i)
             assert pod["spec"]["subdomain"] == subdomain
-        node = node_of(cluster, pod)
+        node = nodes[pod["spec"]["nodeName"]]
         gpus = node["status"]["allocatable"].get("nvidia.com/gpu")
         if gpu:
             assert gpus, f"{pod['metadata']['name']} landed on {node['metadata']['name']}, which has no GPU"
             assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
         else:
             assert not gpus, f"a CPU pod landed on GPU node {node['metadata']['name']}"
+    return pods
 
-    if not subdomain:
-        return pods
 
-    # Read the EndpointSlices between two reads that both find every pod not ready.
+def check_endpoints_of_unready_pods(cluster: Cluster, selector: str, subdomain: str, hosts: int,
+                                    hostname: Callable[[int], str]) -> None:
+    """The headless Service `subdomain` lists every pod, under its hostname, while none is ready
+    (publishNotReadyAddresses): its EndpointSlices read between two reads that both find every pod
+    not ready."""
     def endpoints_of_unready_pods():
         before = cluster.items("pods", selector)
         slices = cluster.items("endpointslices", f"kubernetes.io/service-name={subdomain}")
@@ -205,4 +207,3 @@ def check_pods_while_not_ready(cluster: Cluster, selector: str, hosts: int, host
     listed = wait_until("the Service's endpoints to list the not-ready pods", endpoints_of_unready_pods,
                         timeout=30, interval=0.3)
     assert {ep.get("hostname") for ep in listed.values()} >= {hostname(i) for i in range(hosts)}
-    return pods

@@ -77,10 +77,13 @@ def test_list_status_and_logs_of_a_job_of_each_kind(cluster):
         assert text.splitlines()[:3] == [f"name:       {names['jobset']} (JobSet)", "phase:      Running",
                                          "pods:       2/2 running"], text
 
-        waiting = json.loads(jaxgen(cluster, "status", queued, "-o", "json").stdout)
-        assert waiting["phase"] == "Queued" and waiting["queue"].startswith("pending in LocalQueue e2e-cmd-lq: "), \
-            waiting
-        assert "insufficient quota" in waiting["queue"].lower() or "couldn't assign" in waiting["queue"], waiting
+        def held_for_quota():  # Queued all along; why, once Kueue's scheduler has tried it
+            waiting = json.loads(jaxgen(cluster, "status", queued, "-o", "json").stdout)
+            assert waiting["phase"] == "Queued", waiting
+            reason = waiting.get("queue", "")
+            return waiting if "insufficient quota" in reason.lower() or "couldn't assign" in reason else None
+        waiting = wait_until("Kueue to find no quota for the queued job", held_for_quota, timeout=60, interval=1)
+        assert waiting["queue"].startswith("pending in LocalQueue e2e-cmd-lq: "), waiting
 
         for target, name in names.items():
             logs = jaxgen(cluster, "logs", name, "--no-follow")

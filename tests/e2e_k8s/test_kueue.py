@@ -32,10 +32,16 @@ def queue(cluster):
 
 def _job(cluster: Cluster, build, target: str, name: str, *sets: str) -> dict:
     """Render a queued job of `target` into `build`, apply it and return its facts."""
+    job = _render(cluster, build, target, name, *sets)
+    cluster.kubectl("apply", "--server-side", "-f", build)
+    return job
+
+
+def _render(cluster: Cluster, build, target: str, name: str, *sets: str) -> dict:
+    """Render a queued job of `target` into `build` (applied later, by its "build"); its facts."""
     prepare(cluster, build, name, f"hosts_count={HOSTS}", "local_device_count=1", "training.batch_size=64",
             RESOURCES, f"queue_name={QUEUE}", *sets, target=target)
-    cluster.kubectl("apply", "--server-side", "-f", build)
-    return _facts(target, name)
+    return {**_facts(target, name), "build": build}
 
 
 def _facts(target: str, name: str) -> dict:
@@ -62,12 +68,15 @@ def test_quota_for_one_job_runs_two_queued_jobs_one_after_the_other(cluster, que
     """Both jobs are created suspended; Kueue admits the first; the second stays suspended with no pod
     while the first runs, and is admitted and completes once the first has completed."""
     short = {"indexed-job": "ij", "jobset": "js", "trainjob": "tj"}[target]
-    keep_running = f'annotations={{"{RUNNING}": "6s"}}'
+    # The first runs long enough to be running still when the second's Workload is looked at on a
+    # loaded host; both are rendered before, so that no render is in between.
+    keep_running = f'annotations={{"{RUNNING}": "15s"}}'
     first = _job(cluster, tmp_path / "a", target, f"e2e-kq-{short}-a", keep_running)
+    second = _render(cluster, tmp_path / "b", target, f"e2e-kq-{short}-b")
     wait_until(f"{first['name']} admitted and running",
                lambda: not _get(cluster, first)["spec"].get("suspend") and _pods(cluster, first),
                timeout=60, diagnose=lambda: _diagnose(cluster))
-    second = _job(cluster, tmp_path / "b", target, f"e2e-kq-{short}-b")
+    cluster.kubectl("apply", "--server-side", "-f", second["build"])
     waiting = wait_until(f"{second['name']}'s Workload", lambda: _workload(cluster, second), timeout=30)
     assert not _true(waiting, "QuotaReserved") and not _true(waiting, "Admitted"), waiting["status"]
 

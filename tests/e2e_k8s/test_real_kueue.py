@@ -99,7 +99,9 @@ def test_preempted_by_kueue_saves_and_resumes_from_that_step(real, preempting_qu
         metrics = outputs / "metrics.jsonl"
         wait_until("the low-priority job training past step 150", lambda: metrics.exists() and re.search(
             r'"step": (1[5-9]\d|[2-9]\d\d)', metrics.read_text()), timeout=300, interval=0.5, run=run)
-        high_output = train(cluster, tmp_path / high, 400)  # admitted by preempting the low one
+        # admitted by preempting the low one; no preflight (seconds of it on a loaded host) between the
+        # look at the low one's step and the apply, so the low one is still training when preempted
+        high_output = train(cluster, tmp_path / high, 400, "--no-check")
         evictions = workload_of(cluster, resource, low)["status"].get("schedulingStats", {}).get("evictions", [])
         assert [e for e in evictions if e["reason"] == "Preempted"], evictions  # Kueue preempted it
         code, output = finish(run, timeout=960)

@@ -41,7 +41,7 @@ def test_status_and_list_of_a_local_run_during_and_after(tmp_path):
     try:
         deadline = time.monotonic() + 240
         while True:
-            assert time.monotonic() < deadline, proc.output()[-3000:]
+            assert time.monotonic() < deadline, proc.output[-3000:]
             if (claim / "demo" / "metrics.jsonl").exists():
                 during = status_json("demo", outputs)
                 if during.get("eta_seconds") is not None and during.get("checkpoint_step"):

@@ -140,7 +140,7 @@ def test_slurm_coordinator_reads_only_the_first_host():
            "SLURM_JOB_ID": "1"}
     started = time.monotonic()
     assert resolve_cluster(env).coordinator_address == "gpu007-ib:61441"
-    assert time.monotonic() - started < 0.1
+    assert time.monotonic() - started < 1  # the first host only: expanding them all would take minutes
     with pytest.raises(ConfigError, match="descending"):
         resolve_cluster({**env, "SLURM_STEP_NODELIST": "n[1,9-3]"})
 
@@ -164,11 +164,12 @@ def test_cluster_module_does_not_import_jax():
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
-from hypothesis import given, strategies as st  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
 
 _ranges = st.lists(st.tuples(st.integers(0, 300), st.integers(0, 5), st.integers(1, 4)), min_size=1, max_size=4)
 
 
+@settings(deadline=None)  # a loaded machine stalls an example past hypothesis' 200 ms, then calls it flaky
 @given(prefix=st.from_regex(r"[a-z][a-z0-9-]{0,6}[a-z]", fullmatch=True), ranges=_ranges,
        suffix=st.sampled_from(["", "-ib"]), plain=st.lists(st.from_regex(r"[a-z]{1,5}", fullmatch=True), max_size=2))
 def test_expand_hostlist_matches_a_direct_enumeration(prefix, ranges, suffix, plain):

@@ -1,12 +1,14 @@
 """Attempt fencing (trainer/fencing.py) with real processes on 127.0.0.1: a process of an older attempt
 is refused by a newer attempt's coordinator and says so in one line, and one that comes once the gang
-has formed never joins it; the newer gang trains to the end either way. Hard timeouts throughout."""
+has formed never joins it; the newer gang trains on either way. Hard timeouts throughout."""
 
+import re
+import signal
 import time
 
 import pytest
 
-from tests.support.procs import free_port, kill, small_train_args, start, trainer_argv, wait_all
+from tests.support.procs import free_port, kill, small_train_args, start, trainer_argv, wait_all, wait_for_text
 from trainer import exit_codes
 from trainer.fencing import READ_SECONDS, attempt_of
 
@@ -42,21 +44,26 @@ def test_a_process_of_an_older_attempt_is_refused_and_the_newer_gang_trains(tmp_
 
 def test_a_process_that_comes_once_the_gang_has_formed_never_joins_it(tmp_path):
     port = free_port()
-    gang = [launch(tmp_path, port, rank, "3", f"rank{rank}", "--epochs", "60") for rank in range(2)]
+    # Long enough (minutes) to be training all the while the late process starts and tries, however
+    # slow its start; the gang is stopped after.
+    gang = [launch(tmp_path, port, rank, "3", f"rank{rank}", "--epochs", "2000") for rank in range(2)]
     late = None
     try:
-        deadline = time.monotonic() + 120
-        while "batch 8/" not in gang[0].output and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for_text(gang[0], "batch 8/", 120)  # the gang has formed
         late = launch(tmp_path, port, 1, "3", "rank1-late", "--init-timeout", "5")
-        assert wait_all([late], 60) == [exit_codes.COORDINATOR], late.output[-3000:]
-        assert wait_all(gang, 240) == [0, 0], gang[0].output[-3000:] + gang[1].output[-3000:]
+        assert wait_all([late], 90) == [exit_codes.COORDINATOR], late.output[-3000:]
+        # Undisturbed: the gang still trains, and a stop signal to one ends both at one agreed step.
+        assert [p.popen.poll() for p in gang] == [None, None], gang[0].output[-3000:] + gang[1].output[-3000:]
+        gang[1].popen.send_signal(signal.SIGTERM)
+        assert wait_all(gang, 120) == [exit_codes.PREEMPTED] * 2, gang[0].output[-3000:] + gang[1].output[-3000:]
     finally:
         for proc in gang + ([late] if late else []):
             kill(proc)
     assert (f"coordinator 127.0.0.1:{port} did not come up within the init timeout of 5 s (last error: it did not "
             "admit this process") in late.output
     assert "Traceback" not in late.output
+    stops = [re.findall(r"every process stops after step (\d+)", proc.output) for proc in gang]
+    assert len(stops[0]) == 1 and stops[0] == stops[1], stops
 
 
 def test_a_gang_that_gathers_slowly_forms(tmp_path):

@@ -75,9 +75,10 @@ def test_sigterm_to_one_process_stops_all_at_one_step_and_the_rerun_matches_an_u
     (signal.SIGINT, exit_codes.INTERRUPTED, "exiting with 130 (interrupted"),  # Ctrl-C, as SIGTERM, but 130
 ], ids=["sigusr1", "ctrl-c"])
 def test_a_stop_signal_stops_a_single_process_with_a_checkpoint(tmp_path, sig, code, said):
-    proc = start(trainer_argv(*small_train_args(tmp_path / "c", *ARGS)), tmp_path / "one.log")
+    # long enough to be still training when the signal comes, however fast the machine
+    proc = start(trainer_argv(*small_train_args(tmp_path / "c", *ARGS, "--epochs", "2000")), tmp_path / "one.log")
     try:
-        wait_for_text(proc, "epoch 2/40", 120)
+        wait_for_text(proc, "epoch 2/2000", 120)
         proc.popen.send_signal(sig)
         codes = wait_all([proc], 60)
     finally:

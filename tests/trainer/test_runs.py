@@ -121,7 +121,7 @@ def test_a_second_run_of_a_running_job_is_refused_at_once(tmp_path):
     finally:
         kill(first)
     assert second.returncode == runs.BUSY
-    assert took < 10
+    assert took < 30  # at once: the first run's program sleeps 60 s (a loaded machine starts Python slowly)
     assert second.stdout == ""
     assert second.stderr.startswith("error: job 'mnist-cpu' is already running (jaxgen pid ")
     assert len(second.stderr.splitlines()) == 1 and "--set name=" in second.stderr

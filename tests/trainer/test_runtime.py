@@ -90,6 +90,6 @@ def test_probe_keeps_to_its_deadline_and_paces_its_attempts(monkeypatch):
     started = time.monotonic()
     with pytest.raises(CoordinatorError, match="did not come up"):
         wait_for_coordinator("late-pod.example:1234", 1.5, print, retry_every=0.4)
-    assert time.monotonic() - started < 1.8
+    assert time.monotonic() - started < 3  # the deadline, not the hung lookup's 30 s (margin for a loaded host)
     assert 2 <= len(lookups) <= 4  # a spin in the last moments would make hundreds
     assert all(b - a >= 0.39 for a, b in zip(lookups, lookups[1:]))

@@ -311,7 +311,9 @@ def test_a_training_process_0_reports_its_run(server, certs, tmp_path, token):
     (ca, _, _), _ = certs
     env = {trainjob_status.ENV_URL: server.url, trainjob_status.ENV_CA_CERT: str(ca),
            trainjob_status.ENV_TOKEN: str(token)}
-    proc = procs.start(procs.trainer_argv(*procs.small_train_args(tmp_path)), tmp_path / "train.log", env)
+    # No metrics endpoint: the default port is this host's, which another run may hold (a warning line)
+    proc = procs.start(procs.trainer_argv(*procs.small_train_args(tmp_path, "--metrics-port", "0")),
+                       tmp_path / "train.log", env)
     try:
         assert proc.popen.wait(200) == 0, proc.output
     finally:
