@@ -5,14 +5,16 @@ which comes back and resumes from that step to completion."""
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from trainer import checkpoint
+from trainer.exit_codes import COORDINATOR
 
-from .slurm import rank_lines, render_script
+from .slurm import job_processes, rank_lines, render_script
 from .test_training import TRAIN_TIMEOUT, job_output, metrics, outputs, variables
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -30,6 +32,24 @@ def _wait_for_step(slurm, job: int, tmp_path: Path, name: str, step: int, timeou
     raise AssertionError(f"job {job} did not reach step {step} in {timeout}s")
 
 
+def _task_of_rank(job: int, rank: int) -> tuple[list[str], dict]:
+    """The command line and environment of a running task of the job."""
+    for pid, env in job_processes(job, tasks_only=True).items():
+        if env.get("SLURM_PROCID") == str(rank):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+            return [a.decode() for a in argv], env
+    raise AssertionError(f"job {job} has no running task of rank {rank}")
+
+
+def _wait_for_line(slurm, job: int, tmp_path: Path, name: str, text: str, timeout: float) -> None:
+    """Until the job's output holds `text`."""
+    deadline = time.monotonic() + timeout
+    while text not in (job_output(tmp_path, name, job) if (tmp_path / f"{name}-{job}.out").exists() else ""):
+        assert slurm.in_queue(job), f"job {job} ended before {text!r}:\n{slurm.log_tail()}"
+        assert time.monotonic() < deadline, f"job {job}: no {text!r} after {timeout}s"
+        time.sleep(0.2)
+
+
 def test_scancel_signal_checkpoints_and_the_requeued_job_resumes(slurm, tmp_path):
     name = "e2e-requeue"
     values = variables(tmp_path, name)
@@ -41,9 +61,18 @@ def test_scancel_signal_checkpoints_and_the_requeued_job_resumes(slurm, tmp_path
 
     job = slurm.sbatch(script, cwd=tmp_path)
     _wait_for_step(slurm, job, tmp_path, name, 100, TRAIN_TIMEOUT)
+    rank1 = _task_of_rank(job, 1)
     slurm.run("scancel", "--signal=TERM", str(job))
     signalled = time.monotonic()
-    slurm.wait(job, TRAIN_TIMEOUT + 300)  # the requeued run included (SLURM delays its start)
+    # A stale rank: rank 1 of the first start, started again by hand once the requeued job's gang
+    # has formed. It never joins it, nor stalls it: it ends at its init timeout, saying so.
+    # (One that comes while a newer gang is forming is told it is the older: tests/trainer/test_fencing.py.)
+    _wait_for_line(slurm, job, tmp_path, name, "Rank 0: resuming from the checkpoint", TRAIN_TIMEOUT + 300)
+    stale = subprocess.run(rank1[0] + ["--init-timeout", "15", "--metrics-port", "0"], env=rank1[1], cwd=tmp_path,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert stale.returncode == COORDINATOR and "did not come up within the init timeout" in stale.stdout, \
+        stale.stdout[-3000:]
+    slurm.wait(job, TRAIN_TIMEOUT)
     output = job_output(tmp_path, name, job)
     assert slurm.accounting(job) == ("COMPLETED", "0:0"), output + slurm.log_tail()
 
