@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from .policy import DNS_LABEL_MAX, RENDERED_ENV
+from .policy import BUCKET_CREDENTIALS_ENV, DNS_LABEL_MAX, RENDERED_ENV
 
 from ...names import outputs_claim
 from ...program import OWN_PROGRAM_WARNING
@@ -29,6 +29,9 @@ def errors(values: dict) -> list[str]:
     for i, entry in enumerate(values.get("env") or []):
         if entry.get("name") in RENDERED_ENV:
             found.append(f"$.env[{i}].name: {entry['name']} is set by the job itself; a container takes each name once")
+        elif values["outputs"]["secret"] and entry.get("name") in BUCKET_CREDENTIALS_ENV:
+            found.append(f"$.env[{i}].name: {entry['name']} is set from outputs.secret; a container takes each name "
+                         "once")
     return found + _metrics_errors(values)
 
 
