@@ -5,7 +5,11 @@ way the bucket can fail ends in one line with its exit code."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -80,7 +84,38 @@ def test_a_killed_run_resumes_from_the_bucket_on_an_empty_disk_and_its_results_l
     assert summary == local
     # the metrics came back from the bucket too: the run's history spans both attempts
     assert summary["restarts"] == 1 and summary["resumed_from"] == [resumed_at] and summary["steps"] == 96
-    assert f"outputs s3://{BUCKET}/{prefix}/{RUN}" in second.output or f"outputs: s3://{BUCKET}/{prefix}/{RUN}" in second.output
+    assert f"outputs: s3://{BUCKET}/{prefix}/{RUN} (model s3://{BUCKET}/{prefix}/{RUN}/model/" in second.output
+
+    # What run.sh runs to bring them here: the results without the checkpoints, kept as a run of the job.
+    fetched = jaxgen_command("results", f"s3://{BUCKET}/{prefix}/{RUN}", "--endpoint", server.url,
+                             "--into", str(tmp_path / "results"))
+    assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+    run = (tmp_path / "results" / RUN / "latest").resolve()
+    assert json.loads((run / "summary.json").read_text()) == summary
+    assert (run / "model" / "model.safetensors").read_bytes() == \
+        (outputs_of(tmp_path / "second-disk") / "model" / "model.safetensors").read_bytes()
+    assert (run / "curves.png").is_file() and not (run / "checkpoints").exists()
+    assert f"result: test accuracy {summary['test_accuracy']:.4f}" in fetched.stdout
+    assert f"model:    {run / 'model' / 'model.safetensors'}" in fetched.stdout
+
+
+def jaxgen_command(*args: str) -> subprocess.CompletedProcess:
+    """The installed jaxgen command, with the server's credentials in its environment."""
+    return subprocess.run([str(Path(sys.executable).with_name("jaxgen")), *args], capture_output=True, text=True,
+                          env={**os.environ, **CREDENTIALS}, timeout=300)
+
+
+@pytest.mark.parametrize(("uri", "said"), [
+    ("s3://Bad_Bucket/x", "s3://Bad_Bucket/x: not s3://BUCKET/PREFIX/NAME"),
+    ("s3://jaxt-outputs", "s3://jaxt-outputs: name the job's folder in the bucket"),
+    (f"s3://{BUCKET}/nothing/here", f"s3://{BUCKET}/nothing/here: no outputs there"),
+    ("s3://no-such-bucket/a/b", "s3://no-such-bucket/a/b: cannot fetch the outputs (NoSuchBucket"),
+], ids=["bad-uri", "no-name", "empty", "no-bucket"])
+def test_fetching_what_the_bucket_does_not_hold_is_one_line(tmp_path, server, uri, said):
+    fetched = jaxgen_command("results", uri, "--endpoint", server.url, "--into", str(tmp_path / "results"))
+    assert fetched.returncode == 2, fetched.stdout + fetched.stderr
+    assert fetched.stderr.count("\n") == 1 and said in fetched.stderr, fetched.stderr
+    assert fetched.stdout == "" and not any((tmp_path / "results").rglob("*.safetensors"))
 
 
 @pytest.mark.slow
