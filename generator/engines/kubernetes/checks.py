@@ -63,10 +63,11 @@ def _metrics_errors(values: dict) -> list[str]:
 
 
 def warnings(values: dict) -> list[str]:
-    """The job's outputs on a volume that dies with its pod; a queue that a stock Kueue ignores for this kind."""
+    """The job's outputs on a volume that dies with its pod (and in no bucket); a queue that a stock Kueue
+    ignores for this kind."""
     found = []
     volume = values["checkpoint"]["volume"]
-    if not outputs_claim(values) and (not volume or "emptyDir" in volume):
+    if not outputs_claim(values) and not values["outputs"]["uri"] and (not volume or "emptyDir" in volume):
         found.append(EMPTYDIR_WARNING)
     if kueue.unmanaged(values):
         found.append(kueue.UNMANAGED_WARNING)
