@@ -36,7 +36,10 @@ def fetch(uri: str, destination: Path, endpoint: str | None = None) -> int:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    client = boto3.client("s3", endpoint_url=endpoint or None)
+    try:
+        client = boto3.client("s3", endpoint_url=endpoint or None)
+    except ValueError as e:  # an endpoint that is not a URL
+        raise UserError(f"--endpoint {endpoint!r}: {str(e)[:200]}") from None
     count = 0
     try:
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=name, Prefix=f"{prefix}/"):

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from trainer import outputs
+from trainer.config import named
 from trainer.errors import CheckpointError, ConfigError
 from trainer.extras import missing
 
@@ -38,7 +39,8 @@ def split(uri: str) -> tuple[str, str]:
     """(bucket, prefix without slashes at either end) of an s3:// URI, or a ConfigError naming the flag."""
     m = URI.match(uri)
     if not m:
-        raise ConfigError(f"--outputs-uri {uri!r} must be s3://BUCKET[/PREFIX] (a bucket name: 3 to 63 of a-z 0-9 . -)")
+        raise ConfigError(f"{named('outputs_uri')} {uri!r} must be s3://BUCKET[/PREFIX] (a bucket name: 3 to 63 of "
+                          "a-z 0-9 . -)")
     return m.group(1), (m.group(2) or "").strip("/")
 
 
@@ -49,14 +51,17 @@ class Bucket:
         self.bucket, prefix = split(uri)
         self.prefix = f"{prefix}/{run_name}" if prefix else run_name
         self.uri = f"{SCHEME}{self.bucket}/{self.prefix}"
-        if problem := missing("boto3", "s3", "--outputs-uri"):
+        if problem := missing("boto3", "s3", named("outputs_uri")):
             raise ConfigError(problem)
         import boto3
         from botocore.config import Config
 
-        self._client = boto3.client("s3", endpoint_url=endpoint or None,
-                                    config=Config(retries={"max_attempts": 5, "mode": "standard"},
-                                                  connect_timeout=10, read_timeout=60))
+        try:
+            self._client = boto3.client("s3", endpoint_url=endpoint or None,
+                                        config=Config(retries={"max_attempts": 5, "mode": "standard"},
+                                                      connect_timeout=10, read_timeout=60))
+        except ValueError as e:  # an endpoint that is not a URL
+            raise ConfigError(f"{named('outputs_endpoint')} {endpoint!r}: {str(e)[:200]}") from None
 
     def key(self, relative: str) -> str:
         return f"{self.prefix}/{relative}"

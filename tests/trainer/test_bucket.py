@@ -118,6 +118,12 @@ def test_fetching_what_the_bucket_does_not_hold_is_one_line(tmp_path, server, ur
     assert fetched.stdout == "" and not any((tmp_path / "results").rglob("*.safetensors"))
 
 
+def test_fetching_from_an_endpoint_that_is_no_url_is_one_line(tmp_path):
+    fetched = jaxgen_command("results", f"s3://{BUCKET}/a/b", "--endpoint", "minio:9000")
+    assert fetched.returncode == 2 and fetched.stderr.count("\n") == 1, fetched.stdout + fetched.stderr
+    assert "--endpoint 'minio:9000': Invalid endpoint" in fetched.stderr
+
+
 @pytest.mark.slow
 def test_a_finished_run_in_the_bucket_is_not_trained_again(tmp_path, server):
     prefix = f"{PREFIX}/twice"
@@ -149,6 +155,12 @@ def test_a_missing_bucket_is_one_line_with_the_checkpoint_code(tmp_path, server)
 def test_a_bad_uri_is_one_line_with_the_config_code(tmp_path, uri):
     proc = start(trainer_argv(*small_train_args(tmp_path, "--outputs-uri", uri)), tmp_path / "t.log")
     one_line_error(proc, exit_codes.CONFIG, f"--outputs-uri {uri!r} must be s3://BUCKET[/PREFIX]")
+
+
+def test_an_endpoint_that_is_no_url_is_one_line_with_the_config_code(tmp_path):
+    args = ["--outputs-uri", f"s3://{BUCKET}/x", "--outputs-endpoint", "minio:9000"]
+    proc = start(trainer_argv(*small_train_args(tmp_path, *args)), tmp_path / "t.log", CREDENTIALS)
+    one_line_error(proc, exit_codes.CONFIG, "--outputs-endpoint 'minio:9000': Invalid endpoint")
 
 
 def test_a_foreign_marker_is_one_line_with_the_checkpoint_code(tmp_path, server):
