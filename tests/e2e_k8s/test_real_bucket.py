@@ -12,6 +12,8 @@ import ipaddress
 import json
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,7 @@ from tests.e2e_k8s.real import (assert_results_fetched, delete_pod, final_accura
 from tests.support.s3 import CREDENTIALS, S3Server
 
 BUCKET = "jaxt-real"
+JAXGEN = str(Path(sys.executable).with_name("jaxgen"))
 
 
 def pod_gateway() -> str:
@@ -78,6 +81,8 @@ def test_a_deleted_pod_resumes_from_the_bucket_and_the_results_are_fetched(real,
         assert summary["test_accuracy"] == accuracy and summary["resumed_from"] == [int(resumed[0])]
         assert f"fetching the results from {uri}" in output
         assert json.loads(server.read(BUCKET, f"runs/{name}/summary.json")) == summary
+        status = cluster.run([JAXGEN, "status", name, "-o", "json", "--namespace", cluster.namespace])
+        assert json.loads(status.stdout)["results"] == f"{uri} (jaxgen results {uri} fetches it)", status.stdout
         cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
     finally:
         cluster.kubectl("delete", "secret", "s3-credentials", "--ignore-not-found", check=False)
