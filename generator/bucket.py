@@ -5,6 +5,8 @@ outputs.endpoint or AWS_ENDPOINT_URL."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from trainer import bucket as layout
@@ -22,9 +24,18 @@ def is_uri(text: str) -> bool:
     return str(text).startswith(layout.SCHEME)
 
 
-def fetch(uri: str, destination: Path, endpoint: str | None = None) -> int:
-    """Download the objects under s3://BUCKET/PREFIX/ (a job's outputs: PREFIX ends in its name) into
-    `destination`, a new directory, keeping their paths; returns how many. One line on any failure."""
+@dataclass
+class Outputs:
+    """A job's outputs in its bucket, listed: what fetch() downloads."""
+    uri: str
+    client: object
+    bucket: str
+    keys: dict[str, PurePosixPath]  # object key: its path in the outputs directory
+
+
+def find(uri: str, endpoint: str | None = None) -> Outputs:
+    """The objects under s3://BUCKET/PREFIX/ (a job's outputs: PREFIX ends in its name), without the
+    checkpoints; one line on any failure, and nothing written here."""
     try:
         name, prefix = layout.split(uri)
     except ConfigError:
@@ -34,23 +45,40 @@ def fetch(uri: str, destination: Path, endpoint: str | None = None) -> int:
     if problem := missing("boto3", "s3", "fetching outputs from a bucket"):
         raise UserError(problem)
     import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         client = boto3.client("s3", endpoint_url=endpoint or None)
     except ValueError as e:  # an endpoint that is not a URL
         raise UserError(f"--endpoint {endpoint!r}: {str(e)[:200]}") from None
-    count = 0
-    try:
+    keys = {}
+    with _failures(uri):
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=name, Prefix=f"{prefix}/"):
             for item in page.get("Contents", []):
                 relative = PurePosixPath(item["Key"][len(prefix) + 1:])
-                if not relative.parts or relative.parts[0] in LEFT_OUT or ".." in relative.parts:
-                    continue
-                target = destination.joinpath(*relative.parts)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                client.download_file(name, item["Key"], str(target))
-                count += 1
+                if relative.parts and relative.parts[0] not in LEFT_OUT and ".." not in relative.parts:
+                    keys[item["Key"]] = relative
+    if not keys:
+        raise UserError(f"{uri}: no outputs there (a job's outputs are s3://BUCKET/PREFIX/NAME, NAME the job's)")
+    return Outputs(uri, client, name, keys)
+
+
+def fetch(found: Outputs, destination: Path) -> int:
+    """Download the listed objects into `destination`, a new directory, keeping their paths; returns how many."""
+    with _failures(found.uri):
+        for key, relative in found.keys.items():
+            target = destination.joinpath(*relative.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            found.client.download_file(found.bucket, key, str(target))
+    return len(found.keys)
+
+
+@contextmanager
+def _failures(uri: str):
+    """An S3 or network failure as one line naming the URI."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
     except ClientError as e:
         error = e.response.get("Error", {})
         raise UserError(f"{uri}: cannot fetch the outputs ({error.get('Code', '?')}: "
@@ -58,7 +86,3 @@ def fetch(uri: str, destination: Path, endpoint: str | None = None) -> int:
     except (BotoCoreError, OSError) as e:
         reason = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"{uri}: cannot fetch the outputs ({reason[:300]})") from None
-    if not count:
-        raise UserError(f"{uri}: no outputs there (a job's outputs are s3://BUCKET/PREFIX/NAME, NAME the job's)")
-    return count
-

@@ -116,13 +116,14 @@ def results_command(directory, endpoint, into):
 
 def fetch_run(uri: str, into: Path, endpoint: str | None) -> Path:
     """A job's outputs in its bucket, fetched into a new run of the job folder into/NAME; returns the folder."""
+    found = bucket.find(uri, endpoint)  # before anything is written here
     name = uri.rstrip("/").rsplit("/", 1)[-1]
     folder = into / name
     with runs.locked(folder, name):
         part = into / f".{name}.fetching"
         shutil.rmtree(part, ignore_errors=True)
         try:
-            count = bucket.fetch(uri, part, endpoint)
+            count = bucket.fetch(found, part)
             click.echo(f"fetched {count} files of {uri.rstrip('/')} (without its checkpoints)")
             finished = outputs.read_summary(part) is not None
             runs.keep(part, folder, "finished" if finished else "unfinished", 0)

@@ -99,10 +99,10 @@ def test_a_killed_run_resumes_from_the_bucket_on_an_empty_disk_and_its_results_l
     assert f"model:    {run / 'model' / 'model.safetensors'}" in fetched.stdout
 
 
-def jaxgen_command(*args: str) -> subprocess.CompletedProcess:
+def jaxgen_command(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The installed jaxgen command, with the server's credentials in its environment."""
     return subprocess.run([str(Path(sys.executable).with_name("jaxgen")), *args], capture_output=True, text=True,
-                          env={**os.environ, **CREDENTIALS}, timeout=300)
+                          env={**os.environ, **CREDENTIALS}, timeout=300, cwd=cwd)
 
 
 @pytest.mark.parametrize(("uri", "said"), [
@@ -115,13 +115,14 @@ def test_fetching_what_the_bucket_does_not_hold_is_one_line(tmp_path, server, ur
     fetched = jaxgen_command("results", uri, "--endpoint", server.url, "--into", str(tmp_path / "results"))
     assert fetched.returncode == 2, fetched.stdout + fetched.stderr
     assert fetched.stderr.count("\n") == 1 and said in fetched.stderr, fetched.stderr
-    assert fetched.stdout == "" and not any((tmp_path / "results").rglob("*.safetensors"))
+    assert fetched.stdout == "" and not (tmp_path / "results").exists()  # nothing written
 
 
 def test_fetching_from_an_endpoint_that_is_no_url_is_one_line(tmp_path):
-    fetched = jaxgen_command("results", f"s3://{BUCKET}/a/b", "--endpoint", "minio:9000")
+    fetched = jaxgen_command("results", f"s3://{BUCKET}/a/b", "--endpoint", "minio:9000", cwd=tmp_path)
     assert fetched.returncode == 2 and fetched.stderr.count("\n") == 1, fetched.stdout + fetched.stderr
     assert "--endpoint 'minio:9000': Invalid endpoint" in fetched.stderr
+    assert list(tmp_path.iterdir()) == []  # not even the default --into folder
 
 
 @pytest.mark.slow
