@@ -25,7 +25,8 @@ def check_command(file, extra_files, sets, set_strings, set_jsons, target, kubec
     """Check that the cluster has what FILE's render needs: the target's API and a live controller
     (and a TrainJob's ClusterTrainingRuntime), the namespace and its admission of the job and its
     pods (server-side dry runs: nothing is created), the LocalQueue and Kueue's integration, a
-    StorageClass or the existing claim (and ReadWriteMany for several hosts), GPUs, a published image,
+    StorageClass or the existing claim (and ReadWriteMany for several hosts), the Secret of the bucket's
+    credentials (outputs.secret), GPUs, a published image,
     and a Kubernetes version that has every field of the render (kube_version).
     Each problem is one line saying what to install or set. Exit 0: all there; 2: something is
     missing or the variables are invalid; 3: the cluster cannot be asked."""

@@ -27,6 +27,8 @@ def trainer_flags(values: dict) -> list[str]:
         kind, flag = row["kind"], row["flag"]
         if kind == "bool":
             flags.append(flag if value else "--no-" + flag[2:])
+        elif kind == "optional":
+            flags += [flag, str(value)] if value else []
         elif kind == "list":
             flags += [flag, ",".join(str(int(x)) for x in value)]
         else:

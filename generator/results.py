@@ -4,6 +4,7 @@ the summary lines, and curves.png drawn from its metrics; for a job's folder of 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import click
@@ -11,7 +12,7 @@ import click
 from trainer import outputs
 from trainer.extras import missing
 
-from . import runs
+from . import bucket, runs
 from .errors import UserError
 from .plot import number_text, curves, draw, read_records
 
@@ -94,15 +95,41 @@ def report(directory: Path, resume_hint: str | None = None) -> int:
 
 
 @click.command("results")
-@click.argument("directory", type=click.Path(path_type=Path))
-def results_command(directory):
+@click.argument("directory")
+@click.option("--endpoint", metavar="URL", help="with s3://…: the S3-compatible server (outputs.endpoint; default: "
+                                                "AWS S3, or $AWS_ENDPOINT_URL)")
+@click.option("--into", metavar="DIR", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+              show_default=True, help="with s3://…: where the fetched run is kept, as DIR/NAME/<run id>")
+def results_command(directory, endpoint, into):
     """Print a finished run's result from its outputs DIRECTORY and draw its curves.png.
 
     DIRECTORY is a job's folder of runs (<outputs>/<name>: one line per run, id, status, test
     accuracy and wall time, then the newest finished run's result), one run of it
     (<outputs>/<name>/<run id>), a job's outputs directory (<checkpoint.dir>/<name>), or a folder
-    holding one of these. Exit 1 if the run did not finish, 2 on bad input."""
-    raise SystemExit(report(directory))
+    holding one of these. Or a job's outputs in its bucket, s3://BUCKET/PREFIX/NAME (outputs.uri
+    and the job's name): fetched without the checkpoints into a run of --into/NAME first.
+    Exit 1 if the run did not finish, 2 on bad input."""
+    if bucket.is_uri(directory):
+        raise SystemExit(report(fetch_run(directory, into, endpoint)))
+    raise SystemExit(report(Path(directory)))
+
+
+def fetch_run(uri: str, into: Path, endpoint: str | None) -> Path:
+    """A job's outputs in its bucket, fetched into a new run of the job folder into/NAME; returns the folder."""
+    found = bucket.find(uri, endpoint)  # before anything is written here
+    name = uri.rstrip("/").rsplit("/", 1)[-1]
+    folder = into / name
+    with runs.locked(folder, name):
+        part = into / f".{name}.fetching"
+        shutil.rmtree(part, ignore_errors=True)
+        try:
+            count = bucket.fetch(found, part)
+            click.echo(f"fetched {count} files of {uri.rstrip('/')} (without its checkpoints)")
+            finished = outputs.read_summary(part) is not None
+            runs.keep(part, folder, "finished" if finished else "unfinished", 0)
+        finally:
+            shutil.rmtree(part, ignore_errors=True)
+    return folder
 
 
 @click.command("keep-run", hidden=True)

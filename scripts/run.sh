@@ -13,8 +13,9 @@ Usage: scripts/run.sh [OPTIONS] [BUILD_DIR]
 Server-side applies the manifests of BUILD_DIR (written by scripts/prepare.sh; default: ./rendered),
 waits until the job (the target's object) succeeds or fails, streams the logs
 of rank 0 meanwhile, and exits with the job's result. Then it brings the job's results (summary,
-metrics, model; not the checkpoints) from its outputs claim (persistence) into
-BUILD_DIR/results/NAME/<run id> through a short-lived pod (BUILD_DIR/results/NAME/latest: the newest
+metrics, model; not the checkpoints) from its bucket (outputs.uri, with this machine's S3
+credentials) or its outputs claim (persistence) into
+BUILD_DIR/results/NAME/<run id> (from a claim through a short-lived pod) (BUILD_DIR/results/NAME/latest: the newest
 that succeeded; earlier runs are kept), and prints their summary (jaxgen results);
 without a claim it prints rank 0's termination message, the one-line result. It follows the object it applied (by uid): if that
 object is deleted or replaced while it waits, it says so and exits 1. A job that already finished
@@ -250,10 +251,15 @@ while :; do
 done
 stop_logs
 
-# --- the job's results: from its claim into BUILD_DIR/results/NAME/<run id> (as run.sh --local keeps them)
+# --- the job's results: from its bucket or its claim into BUILD_DIR/results/NAME/<run id> (as run.sh --local keeps them)
 confined() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" -m generator.confined "$@"; }
 fetch_results() {
   local manifest="$build/release/results-pod.json" dest="$build/results/$NAME" pod="$NAME-results" message
+  if [ -n "${OUTPUTS_URI:-}" ]; then  # process 0 kept them in the job's bucket (outputs.uri)
+    log "fetching the results from $OUTPUTS_URI into $dest"
+    jaxgen results "$OUTPUTS_URI" ${OUTPUTS_ENDPOINT:+--endpoint "$OUTPUTS_ENDPOINT"} --into "$build/results" || true
+    return 0
+  fi
   if [ ! -f "$manifest" ]; then  # no claim: rank 0's termination message is all that is left
     message="$(kube get pods -l "$pods,$index_label=0" -o go-template="{{range .items}}$own{{range .status.containerStatuses}}{{with .state.terminated}}{{if .message}}{{.message}}{{\"\\n\"}}{{end}}{{end}}{{end}}{{end}}{{end}}" 2>/dev/null | sed -n '/./h; ${x;p}')"
     [ -z "$message" ] || log "rank 0: $message"

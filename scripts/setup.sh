@@ -2,7 +2,8 @@
 # Set up everything the project needs, idempotently. The Python environment belongs to the checkout
 # (./.venv, or $JAXT_VENV); what is keyed by its content (Go tools, the wheelhouse, images, pip's
 # cache) is shared between checkouts in ${JAXT_CACHE:-~/.cache/jax-training}:
-#   python   the virtualenv with jaxgen and the trainer (the demo's needs: the trainer and plot extras)
+#   python   the virtualenv with jaxgen and the trainer (the demo's needs: the trainer and plot extras,
+#            and the s3 extra, with which run.sh fetches a job's results from its bucket)
 #   dev      python plus the test dependencies, and a wheelhouse of the project's dependencies (the
 #            wheel test installs the built wheel from it, offline)
 #   helm     helm alone (built with go install: needs Go)
@@ -18,7 +19,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 CONSTRAINTS="$JAXT_ROOT/trainer/constraints.txt"  # the pinned versions of the trainer's dependencies
 
-# setup_python EXTRAS: an editable install of this checkout with EXTRAS (trainer,plot or test) into
+# setup_python EXTRAS: an editable install of this checkout with EXTRAS (trainer,plot,s3 or test) into
 # $JAXT_VENV, at the versions of trainer/constraints.txt, redone when pyproject.toml, the constraints,
 # the checkout or the extras change. A venv with the test
 # extras has the demo's too.
@@ -40,20 +41,20 @@ setup_python() {
   echo "$key $extras" >"$stamp"
 }
 
-# The wheels of jax-training[trainer,plot]'s dependencies, for the offline installs of the wheel and
+# The wheels of jax-training[trainer,plot,s3]'s dependencies, for the offline installs of the wheel and
 # checkout tests (once per pyproject.toml).
 fill_wheelhouse() {
   local stamp="$JAXT_VENV/.jax-training-wheelhouse" key
   key="$(cat "$JAXT_ROOT/pyproject.toml" "$CONSTRAINTS" | sha256sum | cut -d' ' -f1)"
   [ "$(cat "$stamp" 2>/dev/null || true)" = "$key" ] && return 0
-  log "collecting the wheels of jax-training[trainer,plot]'s dependencies into $JAXT_CACHE/wheelhouse"
+  log "collecting the wheels of jax-training[trainer,plot,s3]'s dependencies into $JAXT_CACHE/wheelhouse"
   # The requirements as installed (not the project itself: building it here would write build/).
   local requirements
   mapfile -t requirements < <("$JAXT_VENV/bin/python" -c '
 import importlib.metadata as m, re
 for r in m.requires("jax-training"):
     name, _, marker = r.partition(";")
-    if not marker or re.search(r"extra == .(trainer|plot).", marker):
+    if not marker or re.search(r"extra == .(trainer|plot|s3).", marker):
         print(name.strip())')
   "$JAXT_VENV/bin/python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$JAXT_CACHE/wheelhouse" \
     -c "$CONSTRAINTS" "setuptools>=77" "${requirements[@]}"
@@ -62,7 +63,7 @@ for r in m.requires("jax-training"):
 
 run_part() {
   case "$1" in
-    python) setup_python trainer,plot ;;
+    python) setup_python trainer,plot,s3 ;;
     dev) setup_python test && fill_wheelhouse ;;
     helm) "$JAXT_ROOT/scripts/tools.sh" helm ;;
     tools) "$JAXT_ROOT/scripts/tools.sh" ;;

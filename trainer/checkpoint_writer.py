@@ -1,6 +1,6 @@
 """Checkpoint writes off the step path: the step loop hands a host copy of the state to one worker
-thread, which serializes, fsyncs and renames it into place (trainer/checkpoint.py) while the next
-steps run.
+thread, which serializes, fsyncs and renames it into place (trainer/checkpoint.py), and uploads it
+to the job's bucket when it has one (trainer/bucket.py), while the next steps run.
 
 At most one write is in flight: a new save first waits for the previous one. A finished write is
 reported on the main thread, at the next step boundary, save or end: its log line and metrics record,
@@ -48,6 +48,7 @@ class CheckpointWriter:
         self.log = log
         self.metrics = metrics
         self.before_rename = before_rename
+        self.bucket = None  # a trainer.bucket.Bucket: each checkpoint is uploaded there once written
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-writer") if self.directory else None
         self._pending: _Write | None = None
 
@@ -68,6 +69,8 @@ class CheckpointWriter:
     def _write(self, step: int, leaves: list[np.ndarray], names: list[str]) -> tuple[Path, float, float]:
         began = time.perf_counter()
         path = checkpoint.save(self.directory, step, leaves, self.fingerprint, names, self.before_rename)
+        if self.bucket:
+            self.bucket.upload_checkpoint(self.directory.parent, path, step)
         done = time.perf_counter()
         return path, done - began, done
 
@@ -91,7 +94,8 @@ class CheckpointWriter:
         path, written, done = pending.future.result()  # a CheckpointError of the write is raised here
         # The total (the time a stop signal's save needs: it must fit in the pod's termination grace
         # period), then what the step loop paid for it.
-        where = f"{Path(path).name} on an emptyDir, gone when the run ends" if ephemeral_outputs() else path
+        where = (f"{path}, uploaded to {self.bucket.uri}" if self.bucket else
+                 f"{Path(path).name} on an emptyDir, gone when the run ends" if ephemeral_outputs() else path)
         self.log(f"checkpoint saved at step {pending.step}: {where} ({done - pending.started:.2f} s); "
                  f"the step loop was blocked {pending.blocked:.3f} s, the write took {written:.2f} s")
         if self.metrics:

@@ -31,7 +31,8 @@ def setting(default, help: str, *, choices=None, variable: str | None = None, re
             model: str | None = None):
     """A TrainConfig field. variable: the variables key (dotted) the renderers pass as this flag;
     internal: why a setting that is not a variable has none;
-    render: how they spell it where the field's type would not say (int for integer seconds);
+    render: how they spell it where the field's type would not say (int for integer seconds; optional:
+    a string passed only when it is not empty);
     parse: argparse type for values that are not a plain int/float/str; model: the model whose
     setting it is (used, and rendered, only when that model is selected)."""
     meta = {"help": help, "choices": choices, "variable": variable, "render": render, "parse": parse,
@@ -70,6 +71,12 @@ class _TrainConfig:
                                             "<checkpoint-dir>/<run-name>", variable="name", metavar="NAME")
     checkpoint_every: int = setting(200, "steps between checkpoints (0 = only at the end)",
                                     variable="checkpoint.every_steps")
+    outputs_uri: str = setting("", "also keep the outputs (checkpoints, metrics, model, summary) in an S3-compatible "
+                                   "bucket, s3://BUCKET[/PREFIX]/<run-name>, and resume from it ('' = local only)",
+                               variable="outputs.uri", render="optional", metavar="URI")
+    outputs_endpoint: str = setting("", "URL of the S3-compatible server of --outputs-uri ('' = AWS, or "
+                                        "$AWS_ENDPOINT_URL)", variable="outputs.endpoint", render="optional",
+                                    metavar="URL")
     init_timeout: float = setting(DEFAULT_INIT_TIMEOUT, "seconds to wait for every peer",
                                   variable="init_timeout_seconds", render="int", group=RUNTIME)
     heartbeat_timeout: int = setting(DEFAULT_HEARTBEAT_TIMEOUT, "seconds before a silent peer is dead",
@@ -226,7 +233,7 @@ CLUSTER_FLAGS = (("--local-device-count", "local_device_count", "int"),)
 
 def rendered_flags() -> list[dict]:
     """[{flag, variable, kind[, model]}] in the order the renderers write them; kind is int, float,
-    str, bool (--x / --no-x) or list (comma-joined integers). A row with `model` is written only
+    str, optional (a str left out when empty), bool (--x / --no-x) or list (comma-joined integers). A row with `model` is written only
     when training.model names that model; the models' rows follow --model's."""
     rows, model_rows = [], []
     for f in dataclasses.fields(TrainConfig):

@@ -24,7 +24,8 @@ IMAGE_DIRS = ("/opt/venv", "/opt/jax-training", "/usr", "/bin", "/sbin", "/lib",
 # The built-in trainer's flags that say where a job's outputs go, each rendered from one variable:
 # program.args may not set them (in any spelling), or the results would be where neither jaxgen run
 # nor run.sh looks for them.
-OUTPUT_FLAGS = {config.flag(f): f.metadata["variable"] for f in config.fields_named("checkpoint_dir", "run_name")}
+OUTPUT_FLAGS = {config.flag(f): f.metadata["variable"]
+                for f in config.fields_named("checkpoint_dir", "run_name", "outputs_uri", "outputs_endpoint")}
 
 # The trainer's Prometheus endpoint path (trainer/monitoring.py), which the scrape annotations name.
 METRICS_PATH = "/metrics"

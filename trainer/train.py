@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer import checkpoint, data, goodput, models, monitoring, ownership, results, trainjob_status
+from trainer import bucket, checkpoint, data, goodput, models, monitoring, ownership, results, trainjob_status
 from trainer.cluster import ClusterSpec
 from trainer.checkpoint_writer import CheckpointWriter
 from trainer.config import PRECISIONS, TrainConfig, ephemeral_outputs
@@ -52,10 +52,14 @@ def check_config(cfg: TrainConfig) -> None:
         (all(size % cfg.model_parallelism == 0 for size in split),
          f"--model-parallelism {cfg.model_parallelism} must divide each of --{cfg.model}-{model.model_axis.replace('_', '-')} "
          f"({','.join(map(str, split))})"),
+        (not cfg.outputs_uri or cfg.checkpoint_dir, "--outputs-uri needs --checkpoint-dir (where the outputs are "
+                                                    "kept before they are uploaded)"),
     ]
     for ok, message in rules:
         if not ok:
             raise ConfigError(message)
+    if cfg.outputs_uri:
+        bucket.split(cfg.outputs_uri)
 
 
 def check_layout(cfg: TrainConfig, spec: ClusterSpec, local_devices: int, num_examples: int) -> None:
@@ -153,16 +157,19 @@ def _test_accuracy(jax, spec, params, dataset, cfg: TrainConfig) -> float:
     return correct / len(dataset.test_labels)
 
 
-def _publish(cfg, spec, local_devices, metrics_path, final, step, params, outputs, log) -> None:
-    """Process 0: the summary and the exported model in the outputs, the result in the log and in
-    the termination message."""
+def _publish(cfg, spec, local_devices, metrics_path, final, step, params, outputs, store, log) -> None:
+    """Process 0: the summary and the exported model in the outputs (and the bucket), the result in the
+    log and in the termination message."""
     summary = results.summarize(cfg, spec, local_devices, results.read_records(metrics_path), final, step)
     if outputs:
         results.write(outputs, params, cfg, summary)
         log(f"outputs: {outputs} (model {outputs / summary['model']}, summary, metrics)")
+    if store:
+        store.upload_results(outputs)
+        log(f"outputs: {store.uri} (model {store.uri}/{summary['model']}, summary, metrics)")
     result = results.line(summary)
     log(f"{RESULT_PREFIX}{result}")
-    terminate_with(termination_message(result, outputs))
+    terminate_with(termination_message(result, store.uri if store else outputs))
 
 
 def _phases(m: dict) -> dict:
@@ -203,6 +210,7 @@ class _Run:
     step: int  # the global steps done
     watchdog: Watchdog
     pace: Pace
+    bucket: bucket.Bucket | None = None  # process 0's copy of the outputs in a bucket (--outputs-uri)
     start_step: int = 0  # where this attempt started
     saved_step: int = 0  # the newest checkpoint's step
 
@@ -243,6 +251,11 @@ def _setup(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     if rank0 and outputs:  # process 0 writes the job's outputs
         checkpoint.check_writable(cfg.checkpoint_dir)
         ownership.claim(outputs, cfg.run_name, cfg.fingerprint())
+    store = bucket.of(cfg.outputs_uri, cfg.run_name, cfg.outputs_endpoint) if rank0 and outputs else None
+    if store:  # before anything reads the outputs: the bucket's newest checkpoint and metrics come first
+        store.check()
+        store.restore(outputs, log)
+        writer.bucket = store
     stop = StopRequest(log)
     stop.install()
     log(f"cluster: {spec.describe()}")
@@ -281,7 +294,7 @@ def _setup(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     stop.training = True  # from here on a stop signal saves the state
     return _Run(cfg, spec, log, writer, stop, outputs, metrics_path, reporter, followers, jax, dataset, local_devices,
                 strategy, state, train_data, metrics, final, spe, total, step, Watchdog(cfg.hang_timeout, log),
-                Pace(total, cfg.batch_size))
+                Pace(total, cfg.batch_size), store)
 
 
 def _load(cfg: TrainConfig, log: Logger):
@@ -407,7 +420,10 @@ def _finish(run: _Run, stopped: bool) -> int:
         run.reporter.close()
     code, word = exit_code_of(run.stop.signal_name) if stopped else (0, "completed")
     if stopped:
+        if run.bucket:  # the stop's record too
+            run.bucket.upload_metrics(run.outputs)
         after = ("nothing is saved without --checkpoint-dir, so a rerun starts over" if not cfg.checkpoint_dir else
+                 f"a rerun resumes here, from {run.bucket.uri}" if run.bucket else
                  "its checkpoint is on an emptyDir, so a rerun starts over" if ephemeral_outputs() else
                  "a rerun resumes here")
         log(f"stopped at step {step} of {run.total}; exiting with {code} ({word}: {after})")
@@ -417,7 +433,8 @@ def _finish(run: _Run, stopped: bool) -> int:
         if step == run.start_step:  # resumed at the end: score the restored model (collective too)
             final = {**final, "test_accuracy": _test_accuracy(run.jax, run.spec, params_host, run.dataset, cfg)}
         if run.rank0:
-            _publish(cfg, run.spec, run.local_devices, run.metrics_path, final, step, params_host, run.outputs, log)
+            _publish(cfg, run.spec, run.local_devices, run.metrics_path, final, step, params_host, run.outputs,
+                     run.bucket, log)
         log("training completed.")  # every process: each one confirms its own end
     if run.spec.distributed:
         run.jax.distributed.shutdown()

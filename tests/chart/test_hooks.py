@@ -99,6 +99,7 @@ NOTES_CASES = {
     "own-program": ({"program": {"command": ["python3", "/app/mine.py"]}}, True, None, False),
     "own-program-persistence": ({"program": {"command": ["python3", "/app/mine.py"]}, "persistence": {"enabled": True}},
                                 False, "nt-outputs", True),
+    "bucket": ({"outputs": {"uri": "s3://team-results/runs/"}}, False, None, False),
 }
 
 
@@ -124,6 +125,9 @@ def test_notes_say_where_the_outputs_live_as_jaxgen_warns(case, target, tmp_path
     if claim:
         assert f"kubectl delete pvc {claim} -n ml" in notes and "helm uninstall keeps the claim" in notes
     assert ("all 2 pods must run on the claim's node" in notes) == one_node
+    if "outputs" in values:
+        assert ("Rank 0 also keeps them in s3://team-results/runs/nt/ (outputs.uri): a restarted pod resumes from the "
+                "bucket's last checkpoint; jaxgen results s3://team-results/runs/nt fetches the results.") in notes
 
 
 @pytest.mark.parametrize("target", KUBERNETES)

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.e2e_k8s.kube import SCRIPTS, finish, start_run
+from tests.e2e_k8s.kube import SCRIPTS, finish, pod_index, release_selector, start_run
 from tests.support.paths import EXAMPLES_DIR, MNIST_DIR, REPO_ROOT
 
 HOSTS = 2
@@ -82,6 +82,12 @@ def trained(run, timeout: int = 400) -> str:
     # both processes joined rank 0's coordinator, found through the cluster's DNS
     assert f"{HOSTS} global devices" in output, output[-3000:]
     return output
+
+
+def delete_pod(cluster, name: str, index: int) -> None:
+    """`kubectl delete pod` (the default grace period) of process `index` of release `name`."""
+    victim = next(p["metadata"]["name"] for p in cluster.items("pods", release_selector(name)) if pod_index(p) == index)
+    cluster.kubectl("delete", "pod", victim, "--wait=false")
 
 
 def node_setting(key: str) -> str:

@@ -92,6 +92,17 @@ def test_namespace_admission_queue_storage_gpu_and_image(bare):
                         "local_device_count=2")) == [
         f"persistence.existing_claim: PersistentVolumeClaim kept does not exist in namespace {NAMESPACE}: create it, "
         "or leave existing_claim empty to render one"]
+    bucket = ["outputs.uri=s3://team-results", "outputs.secret=s3-credentials"]
+    assert errors(check(bare, "indexed-job", *bucket)) == [
+        f"outputs.secret: Secret s3-credentials does not exist in namespace {NAMESPACE}: kubectl create secret generic "
+        "s3-credentials --from-literal=AWS_ACCESS_KEY_ID=… --from-literal=AWS_SECRET_ACCESS_KEY=…"]
+    bare.kubectl("create", "secret", "generic", "s3-credentials", "--from-literal=AWS_ACCESS_KEY_ID=k")
+    try:
+        assert errors(check(bare, "indexed-job", *bucket)) == [
+            "outputs.secret: Secret s3-credentials has no key AWS_SECRET_ACCESS_KEY: the pods read the bucket's "
+            "credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"]
+    finally:
+        bare.kubectl("delete", "secret", "s3-credentials")
     gpu_nodes = bare.kubectl("get", "nodes", "-o", "name").stdout.split()
     bare.kubectl("delete", *[n for n in gpu_nodes if "gpu" in n])
     assert errors(check(bare, "indexed-job", "accelerator=gpu", "local_device_count=1",

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e_k8s.kube import SCRIPTS, assert_complete, finish, prepare, release_selector, start_run, wait_until
-from tests.e2e_k8s.real import (PERSISTENCE, assert_results_fetched, final_accuracy, outputs_volume,
+from tests.e2e_k8s.kube import SCRIPTS, assert_complete, finish, prepare, start_run, wait_until
+from tests.e2e_k8s.real import (PERSISTENCE, assert_results_fetched, delete_pod, final_accuracy, outputs_volume,
                                  uninterrupted_accuracy)
 from trainer import exit_codes
 
@@ -64,9 +64,7 @@ def test_deleted_worker_saves_and_resumes_without_counting(real, tmp_path, targe
         metrics = outputs / "metrics.jsonl"
         wait_until("training past step 150", lambda: metrics.exists() and re.search(
             r'"step": (1[5-9]\d|[2-9]\d\d)', metrics.read_text()), timeout=300, interval=0.5, run=run)
-        victim = next(p["metadata"]["name"] for p in cluster.items("pods", release_selector(name))
-                      if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "1")
-        cluster.kubectl("delete", "pod", victim, "--wait=false")
+        delete_pod(cluster, name, 1)
         code, output = finish(run, timeout=660)
     finally:
         if run.poll() is None:

@@ -68,3 +68,28 @@ def test_trainer_args_that_would_be_refused_or_move_the_outputs_are_refused_befo
     assert done.returncode == 2 and "Traceback" not in done.stderr and "started" not in done.stdout, done.stderr
     assert message in done.stderr, done.stderr
     assert not (tmp_path / "elsewhere").exists()
+
+
+BUCKET = ["outputs.uri=s3://team-results/runs", "outputs.endpoint=http://127.0.0.1:9000",
+          "outputs.secret=s3-credentials"]
+
+
+def test_a_local_run_takes_the_bucket_credentials_of_outputs_secret_from_this_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local-secret")
+    job = plan(tmp_path, BUCKET)
+    for process in job.plans:
+        assert process.env["AWS_ACCESS_KEY_ID"] == "local-key" and process.env["AWS_SECRET_ACCESS_KEY"] == "local-secret"
+        argv = process.argv
+        assert argv[argv.index("--outputs-uri") + 1] == "s3://team-results/runs"
+        assert argv[argv.index("--outputs-endpoint") + 1] == "http://127.0.0.1:9000"
+
+
+def test_a_local_run_without_the_bucket_credentials_says_what_to_export(tmp_path, monkeypatch):
+    from generator.errors import UserError
+
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    with pytest.raises(UserError, match="^outputs.secret: a local run cannot read Secret 's3-credentials': export "
+                                        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY instead$"):
+        plan(tmp_path, BUCKET)

@@ -14,9 +14,13 @@ from tests.support.constraints import pinned, pins
 from tests.support.paths import REPO_ROOT
 
 
+# The extras the image installs: the trainer's, and its bucket client (outputs.uri).
+IMAGE_EXTRAS = ("trainer", "s3")
+
+
 def declared() -> dict[str, Requirement]:
-    extra = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["trainer"]
-    return {Requirement(r).name: Requirement(r) for r in extra}
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return {Requirement(r).name: Requirement(r) for extra in IMAGE_EXTRAS for r in extras[extra]}
 
 
 def test_this_python_runs_the_pinned_versions():
@@ -28,7 +32,7 @@ def test_this_python_runs_the_pinned_versions():
 
 
 def test_the_declared_range_admits_every_pin():
-    """pyproject.toml's trainer extra is the supported range: it holds each JAX line pinned here."""
+    """pyproject.toml's trainer (and s3) extra is the supported range: it holds each JAX line pinned here."""
     ranges = declared()
     assert {r.name for r in pins()} == set(ranges)
     for requirement in pins():

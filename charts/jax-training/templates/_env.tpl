@@ -2,7 +2,7 @@
 
 {{/* The container's env (JSON list): PYTHONUNBUFFERED where the engine does not set it, our JAX_*
 variables where it does not set those, the gang's attempt where the controller gives one,
-JAX_LOCAL_DEVICE_COUNT (every target), then the user's env. */}}
+JAX_LOCAL_DEVICE_COUNT (every target), the bucket's credentials from outputs.secret, then the user's env. */}}
 {{- define "jax-training.containerEnv" -}}
 {{- $env := list -}}
 {{- $contract := .Files.Get "files/contract.json" | fromJson -}}
@@ -15,6 +15,12 @@ JAX_LOCAL_DEVICE_COUNT (every target), then the user's env. */}}
 {{- end -}}
 {{- $deviceCount := $contract.localDeviceCountEnv -}}
 {{- $env = append $env (dict "name" $deviceCount "value" (int64 .Values.local_device_count | toString)) -}}
+{{- with .Values.outputs.secret -}}
+{{- $secret := . -}}
+{{- range $key := $contract.bucketCredentialsEnv -}}
+{{- $env = append $env (dict "name" $key "valueFrom" (dict "secretKeyRef" (dict "name" $secret "key" $key))) -}}
+{{- end -}}
+{{- end -}}
 {{- include "jax-training.json" (concat $env (.Values.env | default list)) -}}
 {{- end -}}
 

@@ -28,6 +28,8 @@ trainer/config.py by make generate) names the flag, the variable and the spellin
 {{- $args = concat $args (list $row.flag (int64 $value | toString)) -}}
 {{- else if eq $row.kind "float" -}}
 {{- $args = concat $args (list $row.flag (include "jax-training.float" $value)) -}}
+{{- else if eq $row.kind "optional" -}}
+{{- if $value }}{{ $args = concat $args (list $row.flag (toString $value)) }}{{ end -}}
 {{- else if eq $row.kind "list" -}}
 {{- $items := list -}}
 {{- range $value }}{{ $items = append $items (int64 . | toString) }}{{ end -}}

@@ -148,6 +148,8 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $errors = append $errors (printf "$.env[%d].name: %s is set for each process by the job; one value for every pod would break the ranks" $i $entry.name) -}}
 {{- else if has $entry.name $contract.renderedEnv -}}
 {{- $errors = append $errors (printf "$.env[%d].name: %s is set by the job itself; a container takes each name once" $i $entry.name) -}}
+{{- else if and $v.outputs.secret (has $entry.name $contract.bucketCredentialsEnv) -}}
+{{- $errors = append $errors (printf "$.env[%d].name: %s is set from outputs.secret; a container takes each name once" $i $entry.name) -}}
 {{- else if hasKey $first $entry.name -}}
 {{- $errors = append $errors (printf "$.env[%d].name: %s is already set by $.env[%d]; a container takes each name once" $i $entry.name (int (get $first $entry.name))) -}}
 {{- end -}}

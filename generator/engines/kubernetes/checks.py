@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from .policy import DNS_LABEL_MAX, RENDERED_ENV
+from .policy import BUCKET_CREDENTIALS_ENV, DNS_LABEL_MAX, RENDERED_ENV
 
 from ...names import outputs_claim
 from ...program import OWN_PROGRAM_WARNING
@@ -29,6 +29,9 @@ def errors(values: dict) -> list[str]:
     for i, entry in enumerate(values.get("env") or []):
         if entry.get("name") in RENDERED_ENV:
             found.append(f"$.env[{i}].name: {entry['name']} is set by the job itself; a container takes each name once")
+        elif values["outputs"]["secret"] and entry.get("name") in BUCKET_CREDENTIALS_ENV:
+            found.append(f"$.env[{i}].name: {entry['name']} is set from outputs.secret; a container takes each name "
+                         "once")
     return found + _metrics_errors(values)
 
 
@@ -60,10 +63,11 @@ def _metrics_errors(values: dict) -> list[str]:
 
 
 def warnings(values: dict) -> list[str]:
-    """The job's outputs on a volume that dies with its pod; a queue that a stock Kueue ignores for this kind."""
+    """The job's outputs on a volume that dies with its pod (and in no bucket); a queue that a stock Kueue
+    ignores for this kind."""
     found = []
     volume = values["checkpoint"]["volume"]
-    if not outputs_claim(values) and (not volume or "emptyDir" in volume):
+    if not outputs_claim(values) and not values["outputs"]["uri"] and (not volume or "emptyDir" in volume):
         found.append(EMPTYDIR_WARNING)
     if kueue.unmanaged(values):
         found.append(kueue.UNMANAGED_WARNING)

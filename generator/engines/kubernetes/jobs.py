@@ -187,14 +187,18 @@ class _Job:
         return node
 
     def results(self) -> str:
-        """Where the outputs are: the trainer's --checkpoint-dir/--run-name, on the volume mounted there."""
+        """Where the outputs are: the trainer's bucket (--outputs-uri/--run-name), else its
+        --checkpoint-dir/--run-name, on the volume mounted there."""
         spec = self.pod_spec()
         container = next((c for c in spec.get("containers") or [] if c.get("name") == self.workload.container), None)
         if not container:
             return ""
         args = container.get("args") or []
         flag = lambda name: args[args.index(name) + 1] if name in args[:-1] else None  # noqa: E731
-        directory, run_name = flag("--checkpoint-dir"), flag("--run-name")
+        directory, run_name, uri = flag("--checkpoint-dir"), flag("--run-name"), flag("--outputs-uri")
+        if uri:
+            where = f"{uri.rstrip('/')}/{run_name}" if run_name else uri
+            return f"{where} (jaxgen results {where} fetches it)"
         if not directory:
             return ""
         where = f"{directory}/{run_name}" if run_name else directory

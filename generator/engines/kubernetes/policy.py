@@ -65,6 +65,9 @@ CHECKPOINTS_VOLUME = "checkpoints"
 # server-side apply refuses.
 UNBUFFERED_ENV = "PYTHONUNBUFFERED"
 RENDERED_ENV = (UNBUFFERED_ENV,)
+# The container env that outputs.secret fills, each from the Secret's key of the same name: what every
+# S3 client reads its credentials from (trainer/bucket.py).
+BUCKET_CREDENTIALS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 # The name of the trainer's Prometheus port (trainer/monitoring.py), which a PodMonitor selects.
 METRICS_PORT_NAME = "metrics"
@@ -138,6 +141,7 @@ def chart_json() -> str:
         "processEnv": list(contract.PROCESS_ENV),
         "renderedEnv": list(RENDERED_ENV),
         "unbufferedEnv": UNBUFFERED_ENV,
+        "bucketCredentialsEnv": list(BUCKET_CREDENTIALS_ENV),
         "outputFlags": contract.OUTPUT_FLAGS,
         "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
         "attemptEnv": ATTEMPT_ENV,

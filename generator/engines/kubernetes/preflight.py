@@ -12,7 +12,7 @@ from functools import cached_property
 from ... import kubernetes_versions, names, targets
 from . import kueue
 from .kubectl import Kubectl, NotFound
-from .policy import GPU_RESOURCE as GPU
+from .policy import BUCKET_CREDENTIALS_ENV, GPU_RESOURCE as GPU
 from .render import render_documents
 
 DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
@@ -94,7 +94,8 @@ class Preflight:
                 checks.append(("admission", self.admission))
         checks.append(("namespace", lambda: [] if namespace else [
             f"namespace {self.kube.namespace} does not exist: kubectl create namespace {self.kube.namespace}"]))
-        checks += [("queue", lambda: self.queue(served)), ("storage", self.storage), ("GPUs", self.gpus),
+        checks += [("queue", lambda: self.queue(served)), ("storage", self.storage),
+                   ("bucket credentials", self.bucket_secret), ("GPUs", self.gpus),
                    ("Kubernetes version", self.kubernetes_version)]
         results = self.kube.many([check for _, check in checks])
         passed = [what for (what, _), failures in zip(checks, results) if not failures]
@@ -276,6 +277,21 @@ class Preflight:
                          "(persistence.access_mode=ReadWriteMany, persistence.storage_class) or keep the pods "
                          "on one node (affinity)")
         return lines
+
+    def bucket_secret(self) -> list[str]:
+        """outputs.secret names a Secret of the namespace that holds both credentials' keys."""
+        secret = self.v["outputs"]["secret"]
+        if not secret:
+            return []
+        try:
+            data = self.kube.get("secret", secret).get("data") or {}
+        except NotFound:
+            return [f"outputs.secret: Secret {secret} does not exist in namespace {self.kube.namespace}: kubectl create "
+                    f"secret generic {secret} "
+                    + " ".join(f"--from-literal={key}=…" for key in BUCKET_CREDENTIALS_ENV)]
+        absent = [key for key in BUCKET_CREDENTIALS_ENV if key not in data]
+        return [f"outputs.secret: Secret {secret} has no key {' or '.join(absent)}: the pods read the bucket's "
+                f"credentials from {' and '.join(BUCKET_CREDENTIALS_ENV)}"] if absent else []
 
     def _schedulable_nodes(self) -> int:
         """Nodes pods may land on (a single-node cluster never splits a job's pods)."""

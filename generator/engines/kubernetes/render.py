@@ -70,7 +70,8 @@ class PodContext:
     def container_env(self) -> list[dict]:
         """The container's env: PYTHONUNBUFFERED where the engine does not set it, our JAX_* variables
         where it does not set those, the gang's attempt where the controller gives one,
-        JAX_LOCAL_DEVICE_COUNT (every target: the devices each process expects), then the user's env."""
+        JAX_LOCAL_DEVICE_COUNT (every target: the devices each process expects), the bucket's credentials
+        from outputs.secret, then the user's env."""
         set_by_engine = targets.workload(self.v).engine_env
         env = [] if policy.UNBUFFERED_ENV in set_by_engine else [{"name": policy.UNBUFFERED_ENV, "value": "1"}]
         env += self.process_env()
@@ -79,6 +80,9 @@ class PodContext:
             env.append({"name": ATTEMPT_ENV, "valueFrom": {"fieldRef": {"fieldPath": attempt}}})
         name, value = device_env(self.v)
         env.append({"name": name, "value": value})
+        if secret := self.v["outputs"]["secret"]:
+            env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+                    for key in policy.BUCKET_CREDENTIALS_ENV]
         return env + list(self.v["env"])
 
     def process_env(self) -> list[dict]:

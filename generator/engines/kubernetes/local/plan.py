@@ -21,7 +21,7 @@ from trainer.fencing import ATTEMPT_ENV
 from ....errors import UserError
 from ....targets import Target, target as target_of, workload
 from ..hosts import hostname
-from ..policy import CHECKPOINTS_VOLUME, COMPLETION_INDEX_FIELD
+from ..policy import BUCKET_CREDENTIALS_ENV, CHECKPOINTS_VOLUME, COMPLETION_INDEX_FIELD
 
 # Variables of the surrounding shell that would change how the trainer resolves its ClusterSpec.
 CLUSTER_VARIABLES = (*PROCESS_ENV, "JAX_PLATFORMS", "XLA_FLAGS")
@@ -223,5 +223,12 @@ def _env_value(item: dict, rank: int, name: str, mounts) -> str:
         return name if field_path == "metadata.name" else socket.gethostname()
     if field_path == "status.podIP":
         return "127.0.0.1"
+    if item["name"] in BUCKET_CREDENTIALS_ENV and "secretKeyRef" in item.get("valueFrom", {}):
+        # outputs.secret: a local run has no Secret to read; the credentials are this machine's
+        if item["name"] not in os.environ:
+            raise UserError(f"outputs.secret: a local run cannot read Secret "
+                            f"{item['valueFrom']['secretKeyRef'].get('name')!r}: export "
+                            f"{' and '.join(BUCKET_CREDENTIALS_ENV)} instead")
+        return os.environ[item["name"]]
     raise UserError(f"env {item['name']!r}: {item.get('valueFrom')} cannot be resolved locally")
 
