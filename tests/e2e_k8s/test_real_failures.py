@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,16 +62,29 @@ def test_deleted_worker_saves_and_resumes_without_counting(real, tmp_path, targe
     prepare(cluster, build, name, *sets, "backoff_limit=0", "checkpoint.every_steps=0", *PERSISTENCE,
             base="cpu-local.json", target=target)
     run = start_run(cluster, build, timeout=600)
+    followed = None
     try:
         metrics = outputs / "metrics.jsonl"
         wait_until("training past step 150", lambda: metrics.exists() and re.search(
             r'"step": (1[5-9]\d|[2-9]\d\d)', metrics.read_text()), timeout=300, interval=0.5, run=run)
+        # `jaxgen logs --follow` of rank 0, as a user would watch it, across the restart
+        with open(tmp_path / "logs.txt", "w") as out:  # a file: a full pipe would hold the stream back
+            followed = subprocess.Popen([sys.executable, "-m", "generator", "logs", name, "--follow", "--namespace",
+                                         cluster.namespace], env=cluster.env, stdout=out, stderr=subprocess.STDOUT)
         delete_pod(cluster, name, 1)
         code, output = finish(run, timeout=660)
+        logs_code = followed.wait(timeout=120)
+        logs = (tmp_path / "logs.txt").read_text()
     finally:
-        if run.poll() is None:
-            run.kill()
+        for proc in (run, followed):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
     assert code == 0, output[-6000:]
+    # One stream per container of rank 0 (a new pod, or the same pod restarted in place), the stop
+    # and the resume both shown, to the end.
+    assert logs_code == 0 and len(re.findall(r"^==> pod \S+ \(rank 0", logs, re.M)) >= 2, logs[-6000:]
+    assert "every process stops after step" in logs and "resuming from the checkpoint of step" in logs, logs[-6000:]
+    assert "training completed." in logs, logs[-6000:]
     saved = re.findall(r"every process stops after step (\d+)\n.*checkpoint saved at step \1:", output)
     resumed = re.findall(r"resuming from the checkpoint of step (\d+)", output)
     assert saved and resumed, output[-6000:]

@@ -275,9 +275,15 @@ def jobs(kube: Kubectl) -> list[JobStatus]:
     return kube.many([lambda j=j: _status(j, kube, now) for j in found]) if found else []
 
 
+def _container_restarts(pod: dict, container: str) -> int:
+    return next((cs.get("restartCount", 0) for cs in (pod.get("status") or {}).get("containerStatuses") or []
+                 if cs.get("name") == container), 0)
+
+
 def logs(name: str, rank: int, follow: bool, echo, kube: Kubectl, poll: float = 2.0) -> int:
-    """Rank `rank`'s log; with `follow`, until the job ends, moving to the pod that replaces it (a
-    stream of a replaced pod is ended: a deleted pod's stream does not always end by itself)."""
+    """Rank `rank`'s log; with `follow`, until the job ends, moving to the pod that replaces it and to
+    the container that restarts in place (its stream ends with the old container; a deleted pod's
+    stream does not always end by itself, so it gets a few seconds for its last lines)."""
     import subprocess
     import threading
 
@@ -289,13 +295,18 @@ def logs(name: str, rank: int, follow: bool, echo, kube: Kubectl, poll: float = 
             finished = job.phase()[0] in job_status.FINISHED
             if pod is None and stream is None and (finished or not follow):
                 raise NotFound(f"{name}: no started pod of rank {rank} (jaxgen status {name} says why)")
-            if pod is not None and pod["metadata"]["uid"] != followed:
+            restarts = pod and _container_restarts(pod, job.workload.container)
+            if pod is not None and (pod["metadata"]["uid"], restarts) != followed:
                 if stream is not None:
-                    stream.terminate()
-                    stream.wait()
+                    try:
+                        stream.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        stream.terminate()
+                        stream.wait()
                     stream = None
-                followed = pod["metadata"]["uid"]
-                echo(f"==> pod {pod['metadata']['name']} (rank {rank}) <==")
+                followed = (pod["metadata"]["uid"], restarts)
+                again = f", restart {restarts}" if restarts else ""
+                echo(f"==> pod {pod['metadata']['name']} (rank {rank}{again}) <==")
                 args = ["logs", f"pod/{pod['metadata']['name']}", "-c", job.workload.container]
                 if follow and not finished:
                     stream = subprocess.Popen([kube.binary, *kube.global_args, f"--namespace={kube.namespace}",
