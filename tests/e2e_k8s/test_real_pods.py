@@ -130,6 +130,12 @@ def test_operator_targets_train(real, tmp_path, target):
         assert (status["progressPercentage"], status["estimatedRemainingSeconds"]) == (100, 0), status
         metrics = {m["name"]: m["value"] for m in status["metrics"]}
         assert metrics["test_accuracy"] == f"{final_accuracy(output):.4f}", status
+    # `jaxgen status` and `jaxgen logs` of the finished job, whatever its kind
+    after = _status(cluster, name)
+    assert after["phase"] == "Succeeded" and after["result"].startswith(f"test accuracy {final_accuracy(output):.4f}")
+    logs = subprocess.run([sys.executable, "-m", "generator", "logs", name, "--namespace", cluster.namespace],
+                          cwd=REPO_ROOT, env=cluster.env, capture_output=True, text=True, timeout=60)
+    assert logs.returncode == 0 and "training completed." in logs.stdout, logs.stdout[-3000:] + logs.stderr
     cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
     assert cluster.release_objects(name) == []
 
