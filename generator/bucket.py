@@ -79,10 +79,5 @@ def _failures(uri: str):
 
     try:
         yield
-    except ClientError as e:
-        error = e.response.get("Error", {})
-        raise UserError(f"{uri}: cannot fetch the outputs ({error.get('Code', '?')}: "
-                        f"{error.get('Message') or 'no message'})") from None
-    except (BotoCoreError, OSError) as e:
-        reason = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"{uri}: cannot fetch the outputs ({reason[:300]})") from None
+    except (ClientError, BotoCoreError, OSError) as e:
+        raise UserError(f"{uri}: cannot fetch the outputs ({layout.failure_reason(e)})") from None

@@ -44,6 +44,16 @@ def split(uri: str) -> tuple[str, str]:
     return m.group(1), (m.group(2) or "").strip("/")
 
 
+def failure_reason(e: Exception) -> str:
+    """An S3 or network failure in a few words: the service's error code and message, or the first line."""
+    error = getattr(e, "response", {}).get("Error", {})
+    if error:
+        reason = f"{error.get('Code', '?')}: {error.get('Message') or 'no message'}"
+    else:
+        reason = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
+    return reason[:300]
+
+
 class Bucket:
     """The bucket side of one job's outputs directory: s3://<bucket>/<prefix>/<run_name>/."""
 
@@ -76,12 +86,7 @@ class Bucket:
             raise self._failure(what, e) from None
 
     def _failure(self, what: str, e: Exception) -> CheckpointError:
-        error = getattr(e, "response", {}).get("Error", {})
-        if error:
-            reason = f"{error.get('Code', '?')}: {error.get('Message') or 'no message'}"
-        else:
-            reason = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
-        return CheckpointError(f"{self.uri}: cannot {what} ({reason[:300]})")
+        return CheckpointError(f"{self.uri}: cannot {what} ({failure_reason(e)})")
 
     def check(self) -> None:
         """Fail at start, not at the first checkpoint, when the bucket cannot be reached or read."""
