@@ -33,6 +33,17 @@ def machine() -> dict:
             "python": platform.python_version(), "jax": metadata.version("jax"), "jaxlib": metadata.version("jaxlib")}
 
 
+def report_options(parser: argparse.ArgumentParser) -> None:
+    """--output and --markdown, as every real-node benchmark takes them."""
+    parser.add_argument("--output", help="also write the JSON report to this file")
+    parser.add_argument("--markdown", metavar="FILE", help="print the figures of a saved report and exit")
+
+
+def stamp() -> dict:
+    """What every report starts with: the commit measured and the date."""
+    return {"revision": revision(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
 def revision() -> dict:
     """The repository commit measured, and whether trainer/ differed from it (uncommitted changes)."""
     from benchmarks.procs import REPO_ROOT

@@ -29,10 +29,9 @@ import sys
 import tempfile
 import time
 from itertools import pairwise
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.cli import revision
+from benchmarks.cli import report_options, stamp
 from benchmarks.procs import read_report, publish
 from benchmarks.recovery import LOG_EVERY, SCRIPTS, TARGETS, Session, cluster_lock, log, rank_of, records, run
 
@@ -151,8 +150,7 @@ def main(argv=None) -> int:
     parser.add_argument("--target", default="jobset", choices=TARGETS)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--every", type=float, default=120.0, help="seconds between pod deletions")
-    parser.add_argument("--output", help="also write the JSON report to this file")
-    parser.add_argument("--markdown", metavar="FILE", help="print the figures of a saved report and exit")
+    report_options(parser)
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown(read_report(args.markdown)))
@@ -162,7 +160,7 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         parser.error("the real-node tier needs root")
     load_before = os.getloadavg()
-    report: dict = {"revision": revision(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    report: dict = {**stamp(),
                     "target": args.target, "epochs": args.epochs, "every_seconds": args.every,
                     "log_every": LOG_EVERY, "cpus": os.cpu_count()}
     with cluster_lock(), tempfile.TemporaryDirectory(prefix="jaxt-bench-goodput.") as tmp:

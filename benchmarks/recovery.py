@@ -47,10 +47,10 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
-from benchmarks.cli import revision
+from benchmarks.cli import report_options, stamp
 from benchmarks.procs import read_report, MNIST_DIR, REPO_ROOT, publish
 from generator.targets import KUBERNETES as TARGETS, workload
 
@@ -437,8 +437,7 @@ def main(argv=None) -> int:
     parser.add_argument("--hosts", default="2", help="comma-separated host counts (pods of the gang), each measured")
     parser.add_argument("--earlier-faults", type=int, default=0, metavar="N",
                         help="measure the fault that follows N earlier ones of the same kind in the same job")
-    parser.add_argument("--output", help="also write the JSON report to this file")
-    parser.add_argument("--markdown", metavar="FILE", help="print the tables of a saved report and exit")
+    report_options(parser)
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown(read_report(args.markdown)))
@@ -456,7 +455,7 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         parser.error("the real-node tier needs root")
     load_before = os.getloadavg()
-    report: dict = {"after_step": args.after_step, "epochs": args.epochs, "victim_rank": args.victim_rank, "earlier_faults": args.earlier_faults, "revision": revision(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    report: dict = {"after_step": args.after_step, "epochs": args.epochs, "victim_rank": args.victim_rank, "earlier_faults": args.earlier_faults, **stamp(),
                     "repeats": args.repeats, "fault_after_step": FAULT_AFTER_STEP, "log_every": LOG_EVERY,
                     "phases": {p: {"from": b, "to": e, "bounded_by": why} for p, (b, e, why) in PHASES.items()},
                     "cpus": os.cpu_count(), "results": {}}

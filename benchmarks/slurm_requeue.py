@@ -27,10 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.cli import revision
+from benchmarks.cli import report_options, stamp
 from benchmarks.procs import MNIST_DIR, REPO_ROOT, free_port, publish, read_report
 
 SLURM_SCRIPTS = REPO_ROOT / "scripts" / "slurm"
@@ -145,8 +144,7 @@ def markdown(report: dict) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.slurm_requeue", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--output", help="also write the JSON report to this file")
-    parser.add_argument("--markdown", metavar="FILE", help="print the figures of a saved report and exit")
+    report_options(parser)
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown(read_report(args.markdown)))
@@ -156,7 +154,7 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         parser.error("the local SLURM runs its daemons as root")
     load_before = os.getloadavg()
-    report: dict = {"revision": revision(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    report: dict = {**stamp(),
                     "signal_at_step": SIGNAL_AT_STEP, "cpus": os.cpu_count(), "runs": []}
     # The state directory on its own (up.sh opens it to munged's user; down.sh removes it).
     state = Path(tempfile.mkdtemp(prefix="jaxt-bench-slurm."))
