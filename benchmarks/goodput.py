@@ -1,6 +1,6 @@
 """Goodput on real pods: a longer job with one worker pod deleted every N seconds.
 
-    python -m benchmarks.goodput [--target jobset] [--epochs 20] [--every 120] [--output FILE]
+    python -m benchmarks.goodput [--target jobset] [--epochs 20] [--every 120] [--repeats 1] [--output FILE]
     python -m benchmarks.goodput --markdown FILE   (the figures of a saved report)
 
 Needs root and `scripts/setup.sh cluster node`; takes the host's cluster lock as
@@ -18,6 +18,9 @@ records (one every 10 steps, with their `time`):
 - steps redone: per restart, the last step recorded before it minus the step it resumed from;
 - seconds lost per restart: from the last step record before it to the first after it, less the
   steps between them at the step time; evaluation: the same across each epoch's end.
+
+With `--repeats N` the job runs N times, each on a fresh control plane and node; the report keeps
+each run's figures under `runs` with the median and the minimum goodput.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import json
 import os
 import sys
 import tempfile
+import statistics
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -121,26 +125,41 @@ def goodput_run(session: Session, target: str, epochs: int, every: float, tmp: P
 
 
 def report_text(report: dict) -> str:
-    """The report as JSON, the job's metrics records one to a line (last)."""
-    figures = {k: v for k, v in report.items() if k != "metrics_records"}
-    text = json.dumps(figures, indent=2)
-    recs = report.get("metrics_records")
-    if recs is None:
-        return text
-    lines = ",\n".join(f"    {json.dumps(r, sort_keys=True)}" for r in recs)
-    return f'{text[:-2]},\n  "metrics_records": [\n{lines}\n  ]\n}}'
+    """The report as JSON, each run's metrics records one to a line (last)."""
+    def one(run: dict, indent: str) -> str:
+        figures = {k: v for k, v in run.items() if k != "metrics_records"}
+        text = json.dumps(figures, indent=2).replace("\n", "\n" + indent)
+        recs = run.get("metrics_records")
+        if recs is None:
+            return text
+        lines = ",\n".join(f"{indent}    {json.dumps(r, sort_keys=True)}" for r in recs)
+        return f'{text[:-len(indent) - 2]},\n{indent}  "metrics_records": [\n{lines}\n{indent}  ]\n{indent}}}'
+    if "runs" not in report:
+        return one(report, "")
+    head = json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=2)
+    runs = ",\n".join("    " + one(run, "    ") for run in report["runs"])
+    return f'{head[:-2]},\n  "runs": [\n{runs}\n  ]\n}}'
+
+
+def runs_of(report: dict) -> list[dict]:
+    """A report's runs: those of --repeats, or the report itself (one run)."""
+    return report.get("runs", [report])
 
 
 def markdown(report: dict) -> str:
     rev = report.get("revision") or {}
     load = report["load_average_before_after"]
+    rows = [f"| {report['target']} | {report['epochs']} ({run['total_steps']}) | {report['every_seconds']:g} s | "
+            f"{run['restarts']} | {run['goodput']:.3f} | {run['goodput_from_apply']:.3f} | "
+            f"{run['step_seconds'] * 1e3:.1f} ms | {run['wall_seconds']:.0f} s | "
+            f"{', '.join(map(str, run['steps_redone'])) or '-'} |" for run in runs_of(report)]
+    summary = []
+    if "runs" in report:
+        summary = ["", f"Goodput over {len(report['runs'])} runs: median **{report['goodput_median']:.3f}**, "
+                       f"minimum {report['goodput_min']:.3f}."]
     return "\n".join([
         "| target | epochs (steps) | pod deleted every | restarts | goodput | from apply | step time | wall | steps redone |",
-        "|---|---|---|---|---|---|---|---|---|",
-        f"| {report['target']} | {report['epochs']} ({report['total_steps']}) | {report['every_seconds']:g} s | "
-        f"{report['restarts']} | {report['goodput']:.3f} | {report['goodput_from_apply']:.3f} | "
-        f"{report['step_seconds'] * 1e3:.1f} ms | {report['wall_seconds']:.0f} s | "
-        f"{', '.join(map(str, report['steps_redone'])) or '-'} |",
+        "|---|---|---|---|---|---|---|---|---|", *rows, *summary,
         "", f"Commit {rev.get('commit')}, {report.get('date')}, {report['cpus']} CPUs; load average "
             f"{load[0][0]:.2f} before, {load[1][0]:.2f} after."])
 
@@ -150,26 +169,35 @@ def main(argv=None) -> int:
     parser.add_argument("--target", default="jobset", choices=TARGETS)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--every", type=float, default=120.0, help="seconds between pod deletions")
+    parser.add_argument("--repeats", type=int, default=1, help="runs, each on a fresh control plane and node")
     report_options(parser)
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown(read_report(args.markdown)))
         return 0
-    if args.epochs < 1 or args.every <= 0:
-        parser.error("--epochs must be >= 1 and --every > 0")
+    if args.epochs < 1 or args.every <= 0 or args.repeats < 1:
+        parser.error("--epochs and --repeats must be >= 1 and --every > 0")
     if os.geteuid() != 0:
         parser.error("the real-node tier needs root")
     load_before = os.getloadavg()
     report: dict = {**stamp(),
                     "target": args.target, "epochs": args.epochs, "every_seconds": args.every,
                     "log_every": LOG_EVERY, "cpus": os.cpu_count()}
-    with cluster_lock(), tempfile.TemporaryDirectory(prefix="jaxt-bench-goodput.") as tmp:
-        state = Path(tmp) / "cluster"
-        try:
-            session = Session(state)
-            report.update(goodput_run(session, args.target, args.epochs, args.every, Path(tmp)))
-        finally:
-            run([SCRIPTS / "cluster" / "down.sh", state], os.environ, 300, check=False)
+    runs = []
+    with cluster_lock():
+        for _ in range(args.repeats):
+            with tempfile.TemporaryDirectory(prefix="jaxt-bench-goodput.") as tmp:
+                state = Path(tmp) / "cluster"
+                try:
+                    session = Session(state)
+                    runs.append(goodput_run(session, args.target, args.epochs, args.every, Path(tmp)))
+                finally:
+                    run([SCRIPTS / "cluster" / "down.sh", state], os.environ, 300, check=False)
+    if args.repeats == 1:
+        report.update(runs[0])
+    else:
+        goodputs = [r["goodput"] for r in runs]
+        report.update(goodput_median=statistics.median(goodputs), goodput_min=min(goodputs), runs=runs)
     publish(report, load_before, args.output, report_text)
     return 0
 

@@ -4,6 +4,7 @@ benchmarks/README.md, not here)."""
 
 import json
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -56,6 +57,7 @@ def test_goodput_figures_of_a_stopped_and_resumed_run(tmp_path):
     ("benchmarks.recovery", ["--repeats", "0"], "--repeats"),
     ("benchmarks.goodput", ["--target", "slurm"], "--target"),
     ("benchmarks.goodput", ["--every", "0"], "--every"),
+    ("benchmarks.goodput", ["--repeats", "0"], "--repeats"),
 ])
 def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
     done = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO_ROOT, capture_output=True, text=True,
@@ -75,11 +77,15 @@ def test_the_committed_recovery_reports_make_their_tables(name):
 
 def test_the_committed_goodput_report_follows_from_its_records():
     report = read_report(RESULTS / "goodput.json.gz")
-    figures = goodput.goodput_figures(report["metrics_records"], 0.0, report["fault_times_seconds"])
-    for key in ("total_steps", "step_seconds", "productive_seconds", "wall_seconds", "goodput", "restarts",
-                "steps_redone", "resumed_from"):
-        assert figures[key] == report[key], key
-    assert f"| {report['goodput']:.3f} |" in goodput.markdown(report)
+    for run in goodput.runs_of(report):
+        figures = goodput.goodput_figures(run["metrics_records"], 0.0, run["fault_times_seconds"])
+        for key in ("total_steps", "step_seconds", "productive_seconds", "wall_seconds", "goodput", "restarts",
+                    "steps_redone", "resumed_from"):
+            assert figures[key] == run[key], key
+        assert f"| {run['goodput']:.3f} |" in goodput.markdown(report)
+    if "runs" in report:
+        goodputs = [run["goodput"] for run in report["runs"]]
+        assert report["goodput_min"] == min(goodputs) and report["goodput_median"] == statistics.median(goodputs)
     shown = subprocess.run([sys.executable, "-m", "benchmarks.goodput", "--markdown", str(RESULTS / "goodput.json.gz")],
                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and shown.stdout == goodput.markdown(report) + "\n", shown.stderr
