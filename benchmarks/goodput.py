@@ -91,7 +91,7 @@ def goodput_run(session: Session, target: str, epochs: int, every: float, tmp: P
     outputs = session.prepare(name, target, build, (f"training.epochs={epochs}",))
     metrics_path = outputs / "metrics.jsonl"
     applied = time.time()
-    job = session.start(build)
+    job = session.start(build, timeout=max(900, 60 * epochs))  # a loaded machine trains slower
     faults: list[float] = []
     try:
         while not any(r.get("event") == "step" for r in records(metrics_path)):

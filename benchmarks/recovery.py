@@ -197,7 +197,7 @@ def _restart_count(pod: dict) -> int:
     return sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
 
 
-def stamp(text: str) -> float:
+def log_time(text: str) -> float:
     """An RFC 3339 timestamp with nanoseconds (kubectl logs --timestamps) as Unix seconds."""
     text = re.sub(r"(\.\d{6})\d*", r"\1", text).replace("Z", "+00:00")
     return datetime.fromisoformat(text).timestamp()
@@ -258,8 +258,9 @@ class Session:
         run(args, self.env, 120)
         return volume / name
 
-    def start(self, build: Path) -> subprocess.Popen:
-        return subprocess.Popen([str(SCRIPTS / "run.sh"), "--no-logs", "--timeout", "900", str(build)], env=self.env,
+    def start(self, build: Path, timeout: int = 900) -> subprocess.Popen:
+        """run.sh of the job in `build`, which gives up after `timeout` s (exit 124)."""
+        return subprocess.Popen([str(SCRIPTS / "run.sh"), "--no-logs", "--timeout", str(timeout), str(build)], env=self.env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def clean(self, build: Path, job: subprocess.Popen) -> None:
@@ -283,7 +284,7 @@ class Session:
         for line in out.splitlines():
             when, _, text = line.partition(" ")
             try:
-                lines.append((stamp(when), text))
+                lines.append((log_time(when), text))
             except ValueError:
                 continue
         return lines

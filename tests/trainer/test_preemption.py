@@ -12,7 +12,7 @@ import signal
 import numpy as np
 import pytest
 
-from tests.support.procs import (checkpoints_of, latest_checkpoint, free_port, kill, outputs_of, run_cluster, small_train_args, start,
+from tests.support.procs import (checkpoints_of, latest_checkpoint, free_port, kill, run_cluster, small_train_args, start,
                                  trainer_argv, wait_all, wait_for_text)
 from trainer import checkpoint, exit_codes
 
