@@ -267,7 +267,8 @@ class Session:
         if job.poll() is None:
             os.killpg(job.pid, 9)
             job.wait(timeout=10)
-        run([SCRIPTS / "clean.sh", "--delete-outputs", build], self.env, 300, check=False)
+        # clean.sh gives up (and says what was left) before this process stops waiting for it.
+        run([SCRIPTS / "clean.sh", "--delete-outputs", "--timeout", "240", build], self.env, 300, check=False)
 
     def fault(self, kind: str, victim: dict) -> None:
         name = victim["metadata"]["name"]
@@ -471,7 +472,7 @@ def main(argv=None) -> int:
                     try:
                         runs.append(recovery_run(session, target, fault, i, Path(tmp), args.victim_rank,
                                                  args.earlier_faults, args.after_step, args.epochs, hosts))
-                    except RuntimeError as e:  # one cell's failure: the others still run
+                    except (RuntimeError, subprocess.SubprocessError) as e:  # one run's failure: the others still run
                         log(f"{target} × {fault}: {e}")
                         errors.append(str(e)[:2000])
                 cell = f"{target} × {fault}" + (f" × {hosts} hosts" if len(host_counts) > 1 else "")
