@@ -117,6 +117,10 @@ SEMANTIC_CASES = {
                                 "$.image.repository: 'trainer:v2' holds a tag; give it as image.tag"),
     "image-tag-after-port": ({"image": {"repository": "localhost:5000/trainer:v2"}},
                              "$.image.repository: 'localhost:5000/trainer:v2' holds a tag"),
+    "image-repository-two-ports": ({"image": {"repository": "localhost:5000:6000/trainer"}},
+                                   "$.image.repository: 'localhost:5000:6000/trainer' is not an image repository"),
+    "image-repository-double-dot": ({"image": {"repository": "team..ml/trainer"}},
+                                    "$.image.repository: 'team..ml/trainer' is not an image repository"),
     "image-digest-in-repository": ({"image": {"repository": "trainer@sha256:" + "a" * 64}},
                                    "$.image.repository: 'trainer@sha256:" + "a" * 64 + "' holds a digest; give it "
                                    "as image.digest"),

@@ -86,6 +86,9 @@ def test_failed_render_keeps_previous_output(tmp_path):
     ([b"--set-json", b'env=[{"name": "A", "value": "\\ud83d"}]'],
      "--set-json: $.env[0].value: \\ud83d is half of a surrogate pair"),
     ([b"--set-json", b'{"labels": {"a": "\\udc00"}}'], "--set-json: $.labels.a: \\udc00 is half of a surrogate pair"),
+    # the escape of a low half that Python also uses for a byte: an escape here, a byte only when it was one
+    ([b"--set-json", b'{"labels": {"a": "\\udc80"}}'], "--set-json: $.labels.a: \\udc80 is half of a surrogate pair"),
+    ([b"--set-json", b'{"labels": {"a": "\xff"}}'], "--set-json: $.labels.a: byte 0xff is not UTF-8"),
 ], ids=ascii)
 def test_text_that_is_not_unicode_on_the_command_line_is_one_line(args, message):
     """Bytes that are not UTF-8 (Python hands them on as lone surrogates) and JSON's lone surrogates: the

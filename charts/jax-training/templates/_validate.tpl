@@ -163,6 +163,8 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $errors = append $errors (printf "$.image.repository: '%s' holds a digest; give it as image.digest" $repository) -}}
 {{- else if contains ":" (splitList "/" $repository | last) -}}
 {{- $errors = append $errors (printf "$.image.repository: '%s' holds a tag; give it as image.tag (a registry's port, as in localhost:5000/trainer, is part of the repository)" $repository) -}}
+{{- else if not (regexMatch $contract.imageRepositoryPattern $repository) -}}
+{{- $errors = append $errors (printf "$.image.repository: '%s' is not an image repository: [registry[:port]/]path, path components of letters and digits joined by one '.', one or two '_' or dashes, separated by one '/'" $repository) -}}
 {{- end -}}
 {{- if not $v.program.command -}}
 {{- range $i, $arg := $v.program.args | default list -}}

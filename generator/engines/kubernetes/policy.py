@@ -14,7 +14,7 @@ import json
 from trainer import cluster, contract, exit_codes
 from trainer.fencing import ATTEMPT_ENV
 
-from ... import targets
+from ... import images, targets
 from . import kueue
 
 # The labels every object and pod of a release carries, and so the selector that finds them all.
@@ -136,6 +136,7 @@ def chart_json() -> str:
         "maxGpusPerHost": contract.MAX_GPUS_PER_HOST,
         "systemDirs": list(contract.SYSTEM_DIRS),
         "imageDirs": list(contract.IMAGE_DIRS),
+        "imageRepositoryPattern": images.REPOSITORY_PATTERN,
         "quantitySuffixes": QUANTITY_SUFFIXES,
         "runAsId": RUN_AS_ID,
         "processEnv": list(contract.PROCESS_ENV),
