@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import posixpath
 from functools import lru_cache
 
@@ -128,9 +129,11 @@ def _number_hint(error) -> str:
     if error.validator != "type" or not isinstance(error.instance, str) or not {"number", "integer"} & set(wanted):
         return ""
     try:
-        float(error.instance)
+        number = float(error.instance)
     except ValueError:
         return ""
+    if not math.isfinite(number):
+        return ""  # out of range however it is written (thousands of digits): no number to ask for
     if not isinstance(set_values.typed(error.instance), str):
         return ""  # --set would have typed it: it came quoted from a file or --set-string
     key = _dotted(error.absolute_path)

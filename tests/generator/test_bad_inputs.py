@@ -125,6 +125,16 @@ def test_integers_of_thousands_of_digits_on_the_command_line_are_one_line(option
     assert "$.training.seed: " in result.stderr and len(result.stderr.splitlines()) <= 2, result.stderr
 
 
+def test_a_number_out_of_range_is_not_sent_to_set_json(tmp_path):
+    """Thousands of digits are no number however they are written: no advice to write them otherwise."""
+    path = tmp_path / "huge.json"
+    path.write_text('{"training": {"epochs": ' + "7" * 5000 + "}}")
+    for args in ([str(path)], ["--set", "training.epochs=" + "7" * 5000]):
+        result = jaxgen("render", *args)
+        assert result.exit_code == 2 and "$.training.epochs: " in result.stderr, result.stderr
+        assert "--set-json" not in result.stderr and "unquoted" not in result.stderr, result.stderr
+
+
 def test_messages_show_values_as_written_not_as_python_reprs():
     result = jaxgen("render", "--set", "image.pull_policy=Sometimes,hosts_count=x,labels.b=true,queue_name=null",
                     "--set-json", 'annotations={"a": [1, {"b": null}]}')
