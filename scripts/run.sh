@@ -151,7 +151,7 @@ state_template='{{.metadata.uid}} {{range .status.conditions}}{{if eq .status "T
 watch_states() {  # the API server ends a watch after its request timeout (30 to 60 min): watch again
   local child=""
   trap 'kill "$child" 2>/dev/null; exit 0' TERM
-  while :; do
+  while kill -0 $$ 2>/dev/null; do  # not beyond run.sh itself, however it ended
     kubectl "${kube_args[@]}" --namespace "$NAMESPACE" get "$kind" "$NAME" --watch \
       -o go-template="$state_template{{\"\\n\"}}" 2>/dev/null &
     child=$!
