@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import posixpath
 from functools import lru_cache
 
@@ -20,7 +21,8 @@ from trainer import models  # the model registry's facts (no jax import)
 from trainer.contract import IMAGE_DIRS, MAX_GPUS_PER_HOST, OUTPUT_FLAGS, PROCESS_ENV, SYSTEM_DIRS
 
 from . import engines, images, set_values
-from .engines.kubernetes.policy import ANNOTATIONS_MAX_BYTES, DNS_SUBDOMAIN_MAX, GPU_RESOURCE, QUANTITY_SUFFIXES
+from .engines.kubernetes.policy import (ANNOTATIONS_MAX_BYTES, DNS_SUBDOMAIN_MAX, GPU_RESOURCE, HUGE_PAGES_PREFIX,
+                                        NATIVE_RESOURCE_DOMAIN, QUANTITY_SUFFIXES, STANDARD_RESOURCES)
 from .errors import EXCERPT, excerpt
 from .names import outputs_claim, rendered_claim
 from .paths import SCHEMA_FILE
@@ -128,9 +130,11 @@ def _number_hint(error) -> str:
     if error.validator != "type" or not isinstance(error.instance, str) or not {"number", "integer"} & set(wanted):
         return ""
     try:
-        float(error.instance)
+        number = float(error.instance)
     except ValueError:
         return ""
+    if not math.isfinite(number):
+        return ""  # out of range however it is written (thousands of digits): no number to ask for
     if not isinstance(set_values.typed(error.instance), str):
         return ""  # --set would have typed it: it came quoted from a file or --set-string
     key = _dotted(error.absolute_path)
@@ -271,13 +275,29 @@ def _volume_source_errors(where: str, volume: dict) -> list[str]:
 
 
 def _request_errors(resources: dict) -> list[str]:
-    """A request above its limit, which the API server refuses (the defaults' limits included)."""
+    """What the API server refuses of the resources (the defaults' included): a name it does not know,
+    a request above its limit, and a request of a resource it never overcommits (huge pages, a
+    domain's own) without a limit equal to it. The GPU's limit is set from local_device_count."""
     requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-    return [f"$.resources.requests.{name}: {requests[name]} is more than its limit {limits[name]} "
-            f"(resources.limits.{name}); Kubernetes refuses a request above its limit"
-            for name in sorted(set(requests) & set(limits))
-            if requests[name] is not None and limits[name] is not None
-            and _quantity(requests[name]) > _quantity(limits[name])]
+    errors = [f"$.resources.{kind}.{name}: not a container resource: {', '.join(STANDARD_RESOURCES)}, "
+              f"{HUGE_PAGES_PREFIX}<size> or a name with its domain (example.com/{name})"
+              for kind, section in (("requests", requests), ("limits", limits)) for name in sorted(section)
+              if "/" not in name and name not in STANDARD_RESOURCES and not name.startswith(HUGE_PAGES_PREFIX)]
+    for name in sorted(requests):
+        request, limit = requests[name], limits.get(name)
+        if request is None or name == GPU_RESOURCE:
+            continue
+        exact = name.startswith(HUGE_PAGES_PREFIX) or ("/" in name and NATIVE_RESOURCE_DOMAIN not in name)
+        if exact and limit is None:
+            errors.append(f"$.resources.requests.{name}: {request} needs a limit equal to it "
+                          f"(resources.limits.{name}); Kubernetes never overcommits {name}")
+        elif exact and _quantity(request) != _quantity(limit):
+            errors.append(f"$.resources.requests.{name}: {request} differs from its limit {limit} "
+                          f"(resources.limits.{name}); Kubernetes never overcommits {name}")
+        elif limit is not None and _quantity(request) > _quantity(limit):
+            errors.append(f"$.resources.requests.{name}: {request} is more than its limit {limit} "
+                          f"(resources.limits.{name}); Kubernetes refuses a request above its limit")
+    return errors
 
 
 def _quantity(value) -> float:

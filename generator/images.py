@@ -2,6 +2,7 @@
 variant, the tags scripts/image.sh builds: a CPU job never pulls the CUDA image."""
 
 import json
+import re
 
 from trainer import __version__
 
@@ -28,14 +29,26 @@ def pull_policy(values: dict) -> str:
     return "Always" if not image["digest"] and tag(values) == "latest" else "IfNotPresent"
 
 
+# A repository as container runtimes parse an image reference (the distribution project's grammar,
+# lower case as the schema asks): [registry[:port]/]path, each path component letters and digits
+# joined by one '.', one or two '_' or dashes. Python's re and Go's RE2 (the chart) read it alike.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REGISTRY = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*(?::[0-9]+)?"
+REPOSITORY_PATTERN = rf"^(?:{_REGISTRY}/)?{_COMPONENT}(?:/{_COMPONENT})*$"
+
+
 def repository_errors(values: dict) -> list[str]:
-    """A tag or a digest written into image.repository (a registry's port is part of the repository)."""
+    """A tag or a digest written into image.repository (a registry's port is part of the repository),
+    or a repository no runtime can pull (the pods would wait in InvalidImageName)."""
     repository = values["image"]["repository"]
     if "@" in repository:
         return [f"$.image.repository: '{repository}' holds a digest; give it as image.digest"]
     if ":" in repository.rsplit("/", 1)[-1]:
         return [f"$.image.repository: '{repository}' holds a tag; give it as image.tag (a registry's port, as in "
                 "localhost:5000/trainer, is part of the repository)"]
+    if not re.fullmatch(REPOSITORY_PATTERN, repository):
+        return [f"$.image.repository: '{repository}' is not an image repository: [registry[:port]/]path, path "
+                "components of letters and digits joined by one '.', one or two '_' or dashes, separated by one '/'"]
     return []
 
 

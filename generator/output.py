@@ -63,6 +63,11 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
         staging.chmod(0o777 & ~_umask())
     except OSError as exc:
+        if target.is_dir() and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            # nothing can be staged beside it (a container's volume under a read-only or foreign
+            # parent): the directory itself can still be made to hold the render
+            _write_inside(target, files)
+            return
         raise UserError(f"{target}: cannot write: {exc.strerror}") from None
     old = None
     try:

@@ -74,10 +74,11 @@ MAX_DEPTH = 64  # far deeper than any Kubernetes object; every later step may th
 MAX_CHARACTERS = 3 * 2**20  # read no further: what is larger is refused before it is parsed
 
 
-def as_values(data: Any, label: str, path: tuple = ()) -> Any:
+def as_values(data: Any, label: str, path: tuple = (), argument: str | None = None) -> Any:
     """The data as Helm sees a values file: keys are strings (Go's YAML reader writes 1 as "1"),
     numbers are finite, a float that is a whole number is that integer (Helm prints 2.0 as 2), and
-    nesting is bounded. Iterative, so no input can exhaust the stack here."""
+    nesting is bounded. Iterative, so no input can exhaust the stack here. `argument`: the command
+    line's text the data was parsed from, if any (whose bytes that are not UTF-8 are named as bytes)."""
     root = [data]
     stack = [(root, 0, data, list(path))]
     while stack:
@@ -90,7 +91,7 @@ def as_values(data: Any, label: str, path: tuple = ()) -> Any:
                 name = _key_text(key)
                 if name is None:
                     raise UserError(f"{label}: {json_path(where)}: key {_yaml_text(key)} is not a string")
-                _check_text(name, label, where + [name])
+                _check_text(name, label, where + [name], argument)
                 # The same key again: the last wins, as in Helm. Two scalars with one text (1 and "1"):
                 # Helm keeps one of them at random (Go's map order), so neither is guessed here.
                 origin = _origin(key)
@@ -101,7 +102,7 @@ def as_values(data: Any, label: str, path: tuple = ()) -> Any:
             stack.extend((copy_, name, value, where + [name]) for name, value in copy_.items())
             parent[slot] = copy_
         elif isinstance(node, str):
-            _check_text(node, label, where)
+            _check_text(node, label, where, argument)
         elif isinstance(node, list):
             copy_ = list(node)
             stack.extend((copy_, i, item, where + [i]) for i, item in enumerate(node))
@@ -114,15 +115,17 @@ def as_values(data: Any, label: str, path: tuple = ()) -> Any:
     return root[0]
 
 
-def _check_text(text: str, label: str, where: list) -> None:
+def _check_text(text: str, label: str, where: list, argument: str | None) -> None:
     """Refuse what is not Unicode text: a lone surrogate (a JSON or YAML escape of half a pair) or a
-    byte that is not UTF-8 (Python hands on a command line's bytes as U+DC80-U+DCFF). No YAML reader,
-    Kubernetes' included, takes either, and they cannot be written as UTF-8."""
+    byte that is not UTF-8 (Python hands on the command line's bytes as U+DC80-U+DCFF, so such a
+    character in `argument`, the command line's text, is a byte). No YAML reader, Kubernetes'
+    included, takes either, and they cannot be written as UTF-8."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
         char = ord(text[error.start])
-        what = f"byte 0x{char - 0xDC00:02x} is not UTF-8" if 0xDC80 <= char <= 0xDCFF else \
+        byte = 0xDC80 <= char <= 0xDCFF and argument is not None and chr(char) in argument
+        what = f"byte 0x{char - 0xDC00:02x} is not UTF-8" if byte else \
             f"\\u{char:04x} is half of a surrogate pair, not a character"
         raise UserError(f"{label}: {printable(json_path(where)) + ': ' if where else ''}{what}") from None
 
@@ -204,10 +207,10 @@ def load_values(files: list[str], sets: list[str] = (), target: str | None = Non
         user = merge(user, read_document(path), null_removes=False)
     for kind, arguments in (("json", set_jsons), ("set", sets), ("string", set_strings)):
         for argument in arguments:
-            user = as_values(set_values.parse_into(argument, user, kind), set_values.FLAGS[kind])
+            user = as_values(set_values.parse_into(argument, user, kind), set_values.FLAGS[kind], argument=argument)
     values = merge(defaults(), user)
     namespace = namespace or DEFAULT_NAMESPACE  # helm template -n '' renders the default namespace too
-    _check_text(namespace, "--namespace", [])
+    _check_text(namespace, "--namespace", [], namespace)
     if target is not None:
         values["target"] = target
     release_namespace = values.get("namespace") == ""

@@ -148,8 +148,18 @@ fi
 # --- every state the object passes through, watched from now on: one that its ttlSecondsAfterFinished
 # removes as soon as it finishes (0 s) is still seen finishing, where polling could miss it
 state_template='{{.metadata.uid}} {{range .status.conditions}}{{if eq .status "True"}}{{.type}} {{end}}{{end}}'
-kubectl "${kube_args[@]}" --namespace "$NAMESPACE" get "$kind" "$NAME" --watch -o go-template="$state_template{{\"\\n\"}}" \
-  >"$tmp/watch" 2>/dev/null &
+watch_states() {  # the API server ends a watch after its request timeout (30 to 60 min): watch again
+  local child=""
+  trap 'kill "$child" 2>/dev/null; exit 0' TERM
+  while kill -0 $$ 2>/dev/null; do  # not beyond run.sh itself, however it ended
+    kubectl "${kube_args[@]}" --namespace "$NAMESPACE" get "$kind" "$NAME" --watch \
+      -o go-template="$state_template{{\"\\n\"}}" 2>/dev/null &
+    child=$!
+    wait "$child" || true
+    sleep 1
+  done
+}
+watch_states >"$tmp/watch" &
 watcher=$!
 trap 'kill "$watcher" 2>/dev/null || true; rm -rf "$apply_err" "$tmp"' EXIT
 last_watched() {  # the conditions of this object's last state the watch saw

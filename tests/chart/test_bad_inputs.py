@@ -113,10 +113,23 @@ SEMANTIC_CASES = {
     "request-above-exponent-limit": ({"resources": {"requests": {"ephemeral-storage": "1001k"},
                                                     "limits": {"ephemeral-storage": "1e6"}}},
                                      "$.resources.requests.ephemeral-storage: 1001k is more than its limit 1e6"),
+    "huge-pages-without-limit": ({"resources": {"requests": {"hugepages-2Mi": "1Gi"}}},
+                                 "$.resources.requests.hugepages-2Mi: 1Gi needs a limit equal to it "
+                                 "(resources.limits.hugepages-2Mi); Kubernetes never overcommits hugepages-2Mi"),
+    "extended-resource-below-limit": ({"resources": {"requests": {"example.com/fpga": 1},
+                                                     "limits": {"example.com/fpga": "2"}}},
+                                      "$.resources.requests.example.com/fpga: 1 differs from its limit 2"),
+    "unknown-resource": ({"resources": {"limits": {"gpu": 1}}},
+                         "$.resources.limits.gpu: not a container resource: cpu, memory, ephemeral-storage, "
+                         "hugepages-<size> or a name with its domain (example.com/gpu)"),
     "image-tag-in-repository": ({"image": {"repository": "trainer:v2"}},
                                 "$.image.repository: 'trainer:v2' holds a tag; give it as image.tag"),
     "image-tag-after-port": ({"image": {"repository": "localhost:5000/trainer:v2"}},
                              "$.image.repository: 'localhost:5000/trainer:v2' holds a tag"),
+    "image-repository-two-ports": ({"image": {"repository": "localhost:5000:6000/trainer"}},
+                                   "$.image.repository: 'localhost:5000:6000/trainer' is not an image repository"),
+    "image-repository-double-dot": ({"image": {"repository": "team..ml/trainer"}},
+                                    "$.image.repository: 'team..ml/trainer' is not an image repository"),
     "image-digest-in-repository": ({"image": {"repository": "trainer@sha256:" + "a" * 64}},
                                    "$.image.repository: 'trainer@sha256:" + "a" * 64 + "' holds a digest; give it "
                                    "as image.digest"),

@@ -86,6 +86,9 @@ def test_failed_render_keeps_previous_output(tmp_path):
     ([b"--set-json", b'env=[{"name": "A", "value": "\\ud83d"}]'],
      "--set-json: $.env[0].value: \\ud83d is half of a surrogate pair"),
     ([b"--set-json", b'{"labels": {"a": "\\udc00"}}'], "--set-json: $.labels.a: \\udc00 is half of a surrogate pair"),
+    # the escape of a low half that Python also uses for a byte: an escape here, a byte only when it was one
+    ([b"--set-json", b'{"labels": {"a": "\\udc80"}}'], "--set-json: $.labels.a: \\udc80 is half of a surrogate pair"),
+    ([b"--set-json", b'{"labels": {"a": "\xff"}}'], "--set-json: $.labels.a: byte 0xff is not UTF-8"),
 ], ids=ascii)
 def test_text_that_is_not_unicode_on_the_command_line_is_one_line(args, message):
     """Bytes that are not UTF-8 (Python hands them on as lone surrogates) and JSON's lone surrogates: the
@@ -120,6 +123,16 @@ def test_integers_of_thousands_of_digits_on_the_command_line_are_one_line(option
     result = jaxgen("render", option, "training.seed=" + "9" * 5000)
     assert result.exit_code == 2 and result.stdout == ""
     assert "$.training.seed: " in result.stderr and len(result.stderr.splitlines()) <= 2, result.stderr
+
+
+def test_a_number_out_of_range_is_not_sent_to_set_json(tmp_path):
+    """Thousands of digits are no number however they are written: no advice to write them otherwise."""
+    path = tmp_path / "huge.json"
+    path.write_text('{"training": {"epochs": ' + "7" * 5000 + "}}")
+    for args in ([str(path)], ["--set", "training.epochs=" + "7" * 5000]):
+        result = jaxgen("render", *args)
+        assert result.exit_code == 2 and "$.training.epochs: " in result.stderr, result.stderr
+        assert "--set-json" not in result.stderr and "unquoted" not in result.stderr, result.stderr
 
 
 def test_messages_show_values_as_written_not_as_python_reprs():

@@ -42,3 +42,18 @@ def test_a_mount_point_holding_a_users_files_is_refused_as_any_directory(tmp_pat
     done = in_a_bind_mount(tmp_path, [SEED])
     assert done.returncode == 2 and "did not write" in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert [p.name for p in (tmp_path / "source").iterdir()] == ["notes.txt"]
+
+
+def test_a_tmpfs_mount_point_under_a_read_only_parent_holds_the_render(tmp_path):
+    """A container's volume whose parent the user cannot write: nothing can be staged beside it."""
+    parent, mount = tmp_path / "parent", tmp_path / "parent" / "mnt"
+    mount.mkdir(parents=True)
+    render = " ".join(map(repr, [sys.executable, "-m", "generator", "render", SEED, "-o", str(mount)]))
+    script = (f"mount --bind {parent} {parent} && mount -o remount,ro,bind {parent} && "
+              f"mount -t tmpfs tmpfs {mount} && {render} && {render} --target jaxjob && ls -A {mount}")
+    done = subprocess.run(["unshare", "--mount", "sh", "-c", script], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=120)
+    if "mount: " in done.stderr and "permission denied" in done.stderr.lower():
+        pytest.skip("no permission to mount here")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.split()[-3:] == [".jaxgen-output", "jaxjob-jax-training.yaml", "networkpolicy-jax-training.yaml"]

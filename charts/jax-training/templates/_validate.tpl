@@ -64,13 +64,25 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- $requests := $v.resources.requests | default dict -}}
 {{- $limits := $v.resources.limits | default dict -}}
+{{- $sections := dict "requests" $requests "limits" $limits -}}
+{{- range $kind := list "requests" "limits" -}}
+{{- range $name := keys (index $sections $kind) | sortAlpha -}}
+{{- if not (or (contains "/" $name) (has $name $contract.standardResources) (hasPrefix $contract.hugePagesPrefix $name)) -}}
+{{- $errors = append $errors (printf "$.resources.%s.%s: not a container resource: %s, %s<size> or a name with its domain (example.com/%s)" $kind $name (join ", " $contract.standardResources) $contract.hugePagesPrefix $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- range $name := keys $requests | sortAlpha -}}
 {{- $request := index $requests $name -}}
 {{- $limit := index $limits $name -}}
-{{- if and (hasKey $limits $name) (not (kindIs "invalid" $request)) (not (kindIs "invalid" $limit)) -}}
-{{- if gt (include "jax-training.quantity" (dict "value" $request "suffixes" $contract.quantitySuffixes) | float64) (include "jax-training.quantity" (dict "value" $limit "suffixes" $contract.quantitySuffixes) | float64) -}}
+{{- $exact := or (hasPrefix $contract.hugePagesPrefix $name) (and (contains "/" $name) (not (contains $contract.nativeResourceDomain $name))) -}}
+{{- if or (kindIs "invalid" $request) (eq $name $contract.gpuResource) -}}
+{{- else if and $exact (kindIs "invalid" $limit) -}}
+{{- $errors = append $errors (printf "$.resources.requests.%s: %v needs a limit equal to it (resources.limits.%s); Kubernetes never overcommits %s" $name $request $name $name) -}}
+{{- else if and $exact (ne (include "jax-training.quantity" (dict "value" $request "suffixes" $contract.quantitySuffixes) | float64) (include "jax-training.quantity" (dict "value" $limit "suffixes" $contract.quantitySuffixes) | float64)) -}}
+{{- $errors = append $errors (printf "$.resources.requests.%s: %v differs from its limit %v (resources.limits.%s); Kubernetes never overcommits %s" $name $request $limit $name $name) -}}
+{{- else if and (not (kindIs "invalid" $limit)) (gt (include "jax-training.quantity" (dict "value" $request "suffixes" $contract.quantitySuffixes) | float64) (include "jax-training.quantity" (dict "value" $limit "suffixes" $contract.quantitySuffixes) | float64)) -}}
 {{- $errors = append $errors (printf "$.resources.requests.%s: %v is more than its limit %v (resources.limits.%s); Kubernetes refuses a request above its limit" $name $request $limit $name) -}}
-{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- if eq (clean $v.data.dir) (clean $v.checkpoint.dir) -}}
@@ -163,6 +175,8 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $errors = append $errors (printf "$.image.repository: '%s' holds a digest; give it as image.digest" $repository) -}}
 {{- else if contains ":" (splitList "/" $repository | last) -}}
 {{- $errors = append $errors (printf "$.image.repository: '%s' holds a tag; give it as image.tag (a registry's port, as in localhost:5000/trainer, is part of the repository)" $repository) -}}
+{{- else if not (regexMatch $contract.imageRepositoryPattern $repository) -}}
+{{- $errors = append $errors (printf "$.image.repository: '%s' is not an image repository: [registry[:port]/]path, path components of letters and digits joined by one '.', one or two '_' or dashes, separated by one '/'" $repository) -}}
 {{- end -}}
 {{- if not $v.program.command -}}
 {{- range $i, $arg := $v.program.args | default list -}}

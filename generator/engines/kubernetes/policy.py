@@ -14,7 +14,7 @@ import json
 from trainer import cluster, contract, exit_codes
 from trainer.fencing import ATTEMPT_ENV
 
-from ... import targets
+from ... import images, targets
 from . import kueue
 
 # The labels every object and pod of a release carries, and so the selector that finds them all.
@@ -47,6 +47,13 @@ LENGTH_LIMITS = {"dns-label": DNS_LABEL_MAX, "dns-subdomain": DNS_SUBDOMAIN_MAX,
 # and Python's float parsers read alike; an exponent (1e3) is part of the number.
 QUANTITY_SUFFIXES = {"n": "1e-9", "u": "1e-6", "m": "1e-3", "k": "1e3", "M": "1e6", "G": "1e9", "T": "1e12",
                      "P": "1e15", "E": "1e18", **{f"{s}i": str(2 ** (10 * n)) for n, s in enumerate("KMGTPE", 1)}}
+
+# A container's resources as the API server takes them: a name without a domain is one of these (or
+# hugepages-<size>); huge pages and a domain's resource other than kubernetes.io's are never
+# overcommitted, so their request needs a limit, equal to it.
+STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+HUGE_PAGES_PREFIX = "hugepages-"
+NATIVE_RESOURCE_DOMAIN = "kubernetes.io/"
 
 # The user and group the trainer runs as: the image's USER (trainer/Dockerfile's RUN_AS_ID build
 # argument, which scripts/image.sh passes from scripts/lib/contract.sh), the pods'
@@ -136,7 +143,11 @@ def chart_json() -> str:
         "maxGpusPerHost": contract.MAX_GPUS_PER_HOST,
         "systemDirs": list(contract.SYSTEM_DIRS),
         "imageDirs": list(contract.IMAGE_DIRS),
+        "imageRepositoryPattern": images.REPOSITORY_PATTERN,
         "quantitySuffixes": QUANTITY_SUFFIXES,
+        "standardResources": list(STANDARD_RESOURCES),
+        "hugePagesPrefix": HUGE_PAGES_PREFIX,
+        "nativeResourceDomain": NATIVE_RESOURCE_DOMAIN,
         "runAsId": RUN_AS_ID,
         "processEnv": list(contract.PROCESS_ENV),
         "renderedEnv": list(RENDERED_ENV),
