@@ -30,7 +30,7 @@ setup:
 	scripts/setup.sh all
 
 demo:
-	scripts/setup.sh python
+	scripts/setup.sh demo
 	$(VENV)/bin/jaxgen run --local $(DEMO_FILE) $(DEMO_SET)
 
 install:
@@ -38,10 +38,10 @@ install:
 	mkdir -p "$(BINDIR)"
 	ln -sfn "$(VENV)/bin/jaxgen" "$(BINDIR)/jaxgen"
 	ln -sfn "$(VENV)/bin/jax-trainer" "$(BINDIR)/jax-trainer"
-	scripts/setup.sh helm
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "$(BINDIR) is not on PATH: export PATH=\"$(BINDIR):\$$PATH\"";; esac
+	@scripts/setup.sh helm || { echo "jaxgen and jax-trainer are in $(BINDIR); helm is not: fix the error above, then rerun make install" >&2; exit 1; }
 	ln -sfn "$(JAXT_CACHE)/bin/helm" "$(BINDIR)/helm"
 	@echo "jaxgen, jax-trainer and helm are in $(BINDIR)"
-	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "$(BINDIR) is not on PATH: export PATH=\"$(BINDIR):\$$PATH\"";; esac
 
 test: setup
 	scripts/test.sh
