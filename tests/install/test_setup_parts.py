@@ -1,18 +1,21 @@
 """What each set-up installs into a checkout's .venv: `make demo` (scripts/setup.sh demo) what the demo
 needs and nothing else (no bucket client, no test tools), `make install` (setup.sh python) adds the s3
-extra, and a set-up that has what it asks for installs nothing. Without Go, `make install` still links
-jaxgen and jax-trainer and says what it could not do. Offline, from the wheelhouse setup.sh dev fills."""
+extra, and a set-up that has what it asks for installs nothing. `make demo` then trains to the accuracy
+the README promises. Without Go, `make install` still links jaxgen and jax-trainer and says what it
+could not do. Offline, from the wheelhouse setup.sh dev fills."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from tests.support.checkout import offline_env, tracked_copy
-from tests.support.paths import CACHE
+from tests.support.paths import CACHE, MNIST_DIR
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -47,6 +50,19 @@ def test_the_demo_installs_its_needs_alone_and_install_adds_the_bucket_client(ch
     for part in ("demo", "python"):  # what the venv has covers both: nothing reinstalled, nothing taken away
         assert "installing" not in setup(checkout, part).stderr
     assert importable(checkout, "boto3")
+
+
+def test_make_demo_trains_to_98_percent_and_says_where_everything_is(checkout):
+    setup(checkout, "demo")
+    proc = subprocess.run(["make", "demo", f"MNIST_DIR={MNIST_DIR}"], cwd=checkout, env=offline_env(),
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = proc.stdout[proc.stdout.rindex("\nresult: "):]
+    accuracy = float(re.search(r"result: test accuracy (\d\.\d+)", summary).group(1))
+    assert accuracy >= 0.98, summary
+    printed = dict(re.findall(r"^  (model|card|metrics|curves|summary): +(\S+)$", summary, re.M))
+    assert sorted(printed) == ["card", "curves", "metrics", "model", "summary"], summary
+    assert all(Path(path).is_file() and Path(path).is_relative_to(checkout) for path in printed.values())
 
 
 def test_install_without_go_links_the_python_commands_and_says_what_helm_needs(checkout, tmp_path):
