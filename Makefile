@@ -12,6 +12,7 @@ DEMO_SET := $(if $(wildcard $(MNIST_DIR)/train-images-idx3-ubyte.gz),--set data.
 
 # Where `make install` links the commands (on PATH in a default Debian/Ubuntu login shell).
 BINDIR ?= $(HOME)/.local/bin
+PATH_HINT = case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "$(BINDIR) is not on PATH: export PATH=\"$(BINDIR):\$$PATH\"";; esac
 
 .PHONY: demo install test test-fast setup generate check-generated golden bench help
 help:
@@ -30,7 +31,7 @@ setup:
 	scripts/setup.sh all
 
 demo:
-	scripts/setup.sh python
+	scripts/setup.sh demo
 	$(VENV)/bin/jaxgen run --local $(DEMO_FILE) $(DEMO_SET)
 
 install:
@@ -38,10 +39,10 @@ install:
 	mkdir -p "$(BINDIR)"
 	ln -sfn "$(VENV)/bin/jaxgen" "$(BINDIR)/jaxgen"
 	ln -sfn "$(VENV)/bin/jax-trainer" "$(BINDIR)/jax-trainer"
-	scripts/setup.sh helm
+	@scripts/setup.sh helm || { echo "jaxgen and jax-trainer are in $(BINDIR); helm is not: fix the error above, then rerun make install" >&2; $(PATH_HINT); exit 1; }
 	ln -sfn "$(JAXT_CACHE)/bin/helm" "$(BINDIR)/helm"
 	@echo "jaxgen, jax-trainer and helm are in $(BINDIR)"
-	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "$(BINDIR) is not on PATH: export PATH=\"$(BINDIR):\$$PATH\"";; esac
+	@$(PATH_HINT)
 
 test: setup
 	scripts/test.sh

@@ -2,8 +2,8 @@
 # Set up everything the project needs, idempotently. The Python environment belongs to the checkout
 # (./.venv, or $JAXT_VENV); what is keyed by its content (Go tools, the wheelhouse, images, pip's
 # cache) is shared between checkouts in ${JAXT_CACHE:-~/.cache/jax-training}:
-#   python   the virtualenv with jaxgen and the trainer (the demo's needs: the trainer and plot extras,
-#            and the s3 extra, with which run.sh fetches a job's results from its bucket)
+#   demo     the virtualenv with jaxgen and the trainer: what `make demo` needs (the trainer and plot extras)
+#   python   demo plus the s3 extra, with which run.sh and jaxgen results fetch a job's results from its bucket
 #   dev      python plus the test dependencies, and a wheelhouse of the project's dependencies (the
 #            wheel test installs the built wheel from it, offline)
 #   helm     helm alone (built with go install: needs Go)
@@ -14,20 +14,27 @@
 #   node     containerd, runc, CNI plugins, buildah, debootstrap from Debian's packages, and the
 #            trainer image built from trainer/Dockerfile (the real-node e2e tier)
 #   slurm    slurmctld, slurmd and munge from Debian's packages (e2e tier)
-# Usage: scripts/setup.sh [python|dev|helm|tools|cluster|node|slurm|all]...   (default: all)
+# Usage: scripts/setup.sh [demo|python|dev|helm|tools|cluster|node|slurm|all]...   (default: all)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 CONSTRAINTS="$JAXT_ROOT/trainer/constraints.txt"  # the pinned versions of the trainer's dependencies
 
-# setup_python EXTRAS: an editable install of this checkout with EXTRAS (trainer,plot,s3 or test) into
-# $JAXT_VENV, at the versions of trainer/constraints.txt, redone when pyproject.toml, the constraints,
-# the checkout or the extras change. A venv with the test
-# extras has the demo's too.
+# setup_python EXTRAS: an editable install of this checkout with EXTRAS (trainer,plot; trainer,plot,s3; or
+# test) into $JAXT_VENV, at the versions of trainer/constraints.txt, redone when pyproject.toml, the
+# constraints or the checkout change, or when EXTRAS asks for one the venv lacks (the test extra has all).
 setup_python() {
-  local extras="$1" stamp="$JAXT_VENV/.jax-training-install" key have
+  local extras="$1" stamp="$JAXT_VENV/.jax-training-install" key have installed extra
   key="$(cat "$JAXT_ROOT/pyproject.toml" "$CONSTRAINTS" | sha256sum | cut -d' ' -f1) $JAXT_ROOT"
   have="$(cat "$stamp" 2>/dev/null || true)"
-  { [ "$have" = "$key test" ] || [ "$have" = "$key $extras" ]; } && return 0
+  if [ "${have% *}" = "$key" ]; then
+    installed="${have##* }"
+    [ "$installed" = test ] && return 0
+    for extra in ${extras//,/ }; do
+      case ",$installed," in *",$extra,"*) ;; *) installed="$installed,$extra" ;; esac
+    done
+    [ "$installed" = "${have##* }" ] && return 0
+    extras="$installed"  # what the venv has plus what is asked: an install never takes an extra away
+  fi
   if [ ! -x "$JAXT_VENV/bin/python" ]; then
     log "creating virtualenv $JAXT_VENV"
     python3 -m venv "$JAXT_VENV"
@@ -63,6 +70,7 @@ for r in m.requires("jax-training"):
 
 run_part() {
   case "$1" in
+    demo) setup_python trainer,plot ;;
     python) setup_python trainer,plot,s3 ;;
     dev) setup_python test && fill_wheelhouse ;;
     helm) "$JAXT_ROOT/scripts/tools.sh" helm ;;
@@ -72,7 +80,7 @@ run_part() {
     slurm) "$JAXT_ROOT/scripts/slurm/setup.sh" ;;
     all) for part in dev tools cluster node slurm; do run_part "$part"; done ;;
     -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown part '$1' (python, dev, helm, tools, cluster, node, slurm, all)" ;;
+    *) die "unknown part '$1' (demo, python, dev, helm, tools, cluster, node, slurm, all)" ;;
   esac
 }
 

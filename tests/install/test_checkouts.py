@@ -9,20 +9,12 @@ import subprocess
 
 import pytest
 
-from tests.support.checkout import tracked_copy
+from tests.support.checkout import offline_env, tracked_copy
 from tests.support.paths import BIN, CACHE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 DOCSTRING = "Validate jax-training variables files and render their manifests."
-
-
-def offline_env() -> dict[str, str]:
-    """A user's shell with no virtualenv chosen; pip reads only the wheelhouse."""
-    drop = ("JAXT_VENV", "VENV", "VIRTUAL_ENV", "PYTHONPATH", "MAKEFLAGS", "MAKELEVEL")
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    env.update(JAXT_CACHE=str(CACHE), PIP_NO_INDEX="1", PIP_FIND_LINKS=str(CACHE / "wheelhouse"))
-    return env
 
 
 def jaxgen_help(command) -> str:

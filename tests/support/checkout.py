@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
-from tests.support.paths import REPO_ROOT
+from tests.support.paths import CACHE, REPO_ROOT
 
 
 def tracked_copy(dest: Path) -> Path:
@@ -19,3 +20,11 @@ def tracked_copy(dest: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target, follow_symlinks=False)
     return dest
+
+
+def offline_env() -> dict[str, str]:
+    """A user's shell with no virtualenv chosen; pip reads only the wheelhouse scripts/setup.sh dev fills."""
+    drop = ("JAXT_VENV", "VENV", "VIRTUAL_ENV", "PYTHONPATH", "MAKEFLAGS", "MAKELEVEL")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(JAXT_CACHE=str(CACHE), PIP_NO_INDEX="1", PIP_FIND_LINKS=str(CACHE / "wheelhouse"))
+    return env
