@@ -20,9 +20,11 @@ SIDE = 28  # MNIST images are 28 x 28
 
 
 def _jax(platform: str):
-    from trainer.runtime import configure_platform
+    from trainer.runtime import configure_platform, create_backend
 
-    return configure_platform(platform, 1)
+    jax = configure_platform(platform, 1)
+    create_backend(jax, platform)
+    return jax
 
 
 def cache_data_dir() -> Path:
