@@ -240,6 +240,21 @@ def test_the_results_guide_shows_the_snippet_the_model_card_carries():
     assert f"```python\n{export.load_snippet('mlp')}```" in (REPO_ROOT / "docs" / "results.md").read_text()
 
 
+def test_the_docs_print_the_one_evaluate_command_the_summary_and_the_card_print():
+    """trainer/outputs.py's evaluate_command and predict_command, wherever a user reads one."""
+    import re
+
+    from tests.support.paths import REPO_ROOT
+    from trainer.outputs import evaluate_command, predict_command
+
+    pages = [REPO_ROOT / "README.md", REPO_ROOT / "trainer" / "README.md", *(REPO_ROOT / "docs").glob("*.md")]
+    for command in ("evaluate", "predict"):
+        prefix = {"evaluate": evaluate_command, "predict": predict_command}[command]("M").split(" M")[0]
+        said = [(page.name, m) for page in pages for m in re.findall(rf"(?:python3? -m )?[\w.-]+ {command} --model",
+                                                                       page.read_text())]
+        assert said and all(m == prefix for _, m in said), said
+
+
 @pytest.mark.slow
 def test_evaluate_finds_the_data_its_run_read_without_a_download(finished, tmp_path):
     """small_train_args trains on MNIST_DIR: evaluate finds it there, with no --data-dir and no way
