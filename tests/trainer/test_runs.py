@@ -229,3 +229,26 @@ def test_a_stopped_emptydir_run_does_not_promise_a_resume(tmp_path):
     status = local_status(tmp_path / "outputs")
     assert (status["phase"], status["reason"]) == ("Stopped", "no checkpoint outlived it (an emptyDir): a rerun "
                                                    "starts over"), status
+
+
+@pytest.mark.parametrize("record,expected", [
+    ({"status": "failed", "exit_code": 3}, ("Failed", "exit code 3")),
+    ({"status": "stopped", "exit_code": 130, "checkpoints": None},
+     ("Stopped", "no checkpoint outlived it (an emptyDir): a rerun starts over")),
+    ({"status": "stopped", "exit_code": 130, "checkpoints": "/claims/c/mnist-cpu/checkpoints"},
+     ("Stopped", "a rerun resumes from its last checkpoint")),
+    ({"status": "finished", "exit_code": 0}, ("Succeeded", "it left no summary (a program of its own)")),
+])
+def test_local_status_says_how_the_newest_kept_run_ended(tmp_path, record, expected):
+    """What `jaxgen run` recorded (collect.finish), not an earlier run nor a resume it cannot keep."""
+    folder = tmp_path / "outputs" / "mnist-cpu"
+    older, newest = runs.new_run_id(time.time() - 60), runs.new_run_id()
+    for run_id, ended in ((older, {"status": "finished", "exit_code": 0}), (newest, record)):
+        (folder / run_id).mkdir(parents=True)
+        runs.write_record(folder / run_id, {"run_id": run_id, "started": time.time() - 5, **ended})
+    (folder / older / "summary.json").write_text(json.dumps({"test_accuracy": 0.97}))
+    runs.set_latest(folder, older)
+    if record["status"] == "stopped":
+        (folder / newest / "metrics.jsonl").write_text('{"event": "preempted", "step": 5}\n')
+    status = local_status(tmp_path / "outputs")
+    assert (status["phase"], status["reason"]) == expected and status["results"] == str(folder / newest), status
