@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from trainer import outputs
+from trainer import exit_codes, outputs
 from trainer.results import read_records
 
 from . import job_status, runs
@@ -32,16 +32,16 @@ def _runs(folder: Path) -> dict[str, tuple[Path, bool]]:
             name = _name_of(directory)
             if name not in found or _mtime(directory) > _mtime(found[name]):
                 found[name] = directory
-    now = {name: (directory, False) for name, directory in found.items()}
+    current = {name: (directory, False) for name, directory in found.items()}
     for job in folder.iterdir():
         if not runs.is_job_folder(job) or job.is_symlink():
             continue
         live = runs.running(job)
         if live is not None:
-            now[job.name] = (Path(live) if live else job, True)
+            current[job.name] = (Path(live) if live else job, True)
         elif kept := runs.runs(job):
-            now[job.name] = (kept[-1], False)
-    return now
+            current[job.name] = (kept[-1], False)
+    return current
 
 
 def _name_of(directory: Path) -> str:
@@ -72,7 +72,7 @@ def _status(name: str, directory: Path, now: float, live: bool = False) -> JobSt
         status.phase, status.result = SUCCEEDED, outputs.result_line(summary) if summary else ""
         status.reason = "" if summary else "it left no summary (a program of its own)"
     elif ended == "failed":
-        status.phase, status.reason = FAILED, describe_exit(record.get("exit_code"))
+        status.phase, status.reason = FAILED, _ended_with(record.get("exit_code"))
     elif last == "preempted" or ended == "stopped":
         resumable = outputs.newest_checkpoint(directory) or record.get("checkpoints")
         status.phase, status.reason = STOPPED, ("a rerun resumes from its last checkpoint" if resumable else
@@ -92,8 +92,12 @@ def _status(name: str, directory: Path, now: float, live: bool = False) -> JobSt
     return status
 
 
-def describe_exit(code) -> str:
-    return f"exit code {code}" if isinstance(code, int) else "no exit code recorded"
+def _ended_with(code) -> str:
+    """`exit code 3: <what the trainer's exit code 3 means>` (trainer/exit_codes.py)."""
+    if not isinstance(code, int):
+        return "no exit code recorded"
+    meaning = next((entry.meaning for entry in exit_codes.TABLE if entry.code == code), None)
+    return f"exit code {code}" + (f": {meaning}" if meaning else "")
 
 
 def status(name: str, folder: Path) -> JobStatus:

@@ -120,7 +120,8 @@ def test_a_failed_or_refused_rerun_keeps_the_earlier_results_and_prints_none_of_
     [_, failed, refused_run] = job_runs(outputs)
     assert runs.read_record(failed)["status"] == "failed" and runs.read_record(failed)["exit_code"] == 3
     newest = local_status(outputs)
-    assert (newest["phase"], newest["reason"], newest["results"]) == ("Failed", "exit code 6", str(refused_run))
+    assert (newest["phase"], newest["results"]) == ("Failed", str(refused_run))
+    assert newest["reason"] == f"exit code 6: {exit_codes.BY_NAME['checkpoint'].meaning}"
     assert not (refused_run / "summary.json").exists() and not (refused_run / "model").exists()
 
     # The advice the refusal gives works: another name runs.
@@ -232,7 +233,7 @@ def test_a_stopped_emptydir_run_does_not_promise_a_resume(tmp_path):
 
 
 @pytest.mark.parametrize("record,expected", [
-    ({"status": "failed", "exit_code": 3}, ("Failed", "exit code 3")),
+    ({"status": "failed", "exit_code": 3}, ("Failed", f"exit code 3: {exit_codes.BY_NAME['data'].meaning}")),
     ({"status": "stopped", "exit_code": 130, "checkpoints": None},
      ("Stopped", "no checkpoint outlived it (an emptyDir): a rerun starts over")),
     ({"status": "stopped", "exit_code": 130, "checkpoints": "/claims/c/mnist-cpu/checkpoints"},
