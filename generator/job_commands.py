@@ -17,7 +17,7 @@ import click
 
 from .engines.kubernetes.policy import DNS_LABEL_MAX
 from .errors import Unreachable, UserError
-from .runs import DEFAULT_OUTPUTS
+from .runs import DEFAULT_OUTPUTS, LATEST
 
 EXIT_INVALID, EXIT_UNREACHABLE = 2, 3
 NAME = re.compile(rf"^[a-z0-9]([-a-z0-9]{{0,{DNS_LABEL_MAX - 2}}}[a-z0-9])?$")  # a DNS-1123 label, as every job name
@@ -56,8 +56,9 @@ class LocalJobs:
         return local_jobs.jobs(self.outputs_dir)
 
     def logs(self, name: str, rank: int, follow: bool, echo) -> int:
-        raise UserError("--local: jaxgen run prints every process's log itself; the run's metrics are in "
-                        f"{self.outputs_dir}/<name>/metrics.jsonl")
+        job = Path(self.outputs_dir) / name
+        raise UserError(f"--local: jaxgen run prints every process's log itself; the metrics of the newest finished "
+                        f"run are in {job / LATEST / 'metrics.jsonl'} (`jaxgen results {job}` lists every run)")
 
 
 def jobs_where(context, namespace, slurm, local, outputs_dir):

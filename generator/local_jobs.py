@@ -2,25 +2,27 @@
 
 A run's outputs directory (trainer/outputs.py: run.json, metrics.jsonl, checkpoints/, summary.json)
 is found anywhere under the folder: the results `jaxgen run` collects at the end, and a claim's
-directory (persistence.enabled) that a running job writes now. The newest one of a name is the run."""
+directory (persistence.enabled) that a running job writes now. The newest one of a name is the run.
+A job folder of `jaxgen run` (generator/runs.py) says more: while its lock is held the run is the
+outputs its process 0 writes now (a scratch emptyDir too), else its newest kept run, failed or not."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from trainer import outputs
+from trainer import exit_codes, outputs
 from trainer.results import read_records
 
-from . import job_status
+from . import job_status, runs
 from .errors import UserError
-from .job_status import RUNNING, STOPPED, SUCCEEDED, JobStatus
+from .job_status import FAILED, RUNNING, STOPPED, SUCCEEDED, JobStatus
 
 MAX_DEPTH = 4  # <outputs>/<name>, <outputs>/claims/<claim>/<name>, and one more level of run ids
 
 
-def _runs(folder: Path) -> dict[str, Path]:
-    """The newest outputs directory of each run name under `folder`."""
+def _runs(folder: Path) -> dict[str, tuple[Path, bool]]:
+    """The newest outputs directory of each run name under `folder`, and whether it runs now."""
     if not folder.is_dir():
         raise UserError(f"--outputs {folder}: no such directory (jaxgen run writes its results there)")
     found: dict[str, Path] = {}
@@ -30,7 +32,16 @@ def _runs(folder: Path) -> dict[str, Path]:
             name = _name_of(directory)
             if name not in found or _mtime(directory) > _mtime(found[name]):
                 found[name] = directory
-    return found
+    current = {name: (directory, False) for name, directory in found.items()}
+    for job in folder.iterdir():
+        if not runs.is_job_folder(job) or job.is_symlink():
+            continue
+        live = runs.running(job)
+        if live is not None:
+            current[job.name] = (Path(live) if live else job, True)
+        elif kept := runs.runs(job):
+            current[job.name] = (kept[-1], False)
+    return current
 
 
 def _name_of(directory: Path) -> str:
@@ -49,16 +60,25 @@ def _mtime(directory: Path) -> float:
         return 0.0
 
 
-def _status(name: str, directory: Path, now: float) -> JobStatus:
+def _status(name: str, directory: Path, now: float, live: bool = False) -> JobStatus:
     status = JobStatus(name=name, kind="local")
     records = read_records(directory / outputs.METRICS)
     job_status.apply_records(status, records, now)
-    summary = outputs.read_summary(directory)
+    summary = None if live else outputs.read_summary(directory)
+    record = {} if live else runs.read_record(directory)  # how a kept run of `jaxgen run` ended
     last = records[-1].get("event") if records else None
-    if summary is not None:
-        status.phase, status.result = SUCCEEDED, outputs.result_line(summary)
-    elif last == "preempted":
-        status.phase, status.reason = STOPPED, "preempted: a rerun resumes from its last checkpoint"
+    ended = record.get("status")  # None: not a kept run, or running
+    if ended == "finished" or (summary is not None and ended is None):
+        status.phase, status.result = SUCCEEDED, outputs.result_line(summary) if summary else ""
+        status.reason = "" if summary else "it left no summary (a program of its own)"
+    elif ended == "failed":
+        status.phase, status.reason = FAILED, _ended_with(record.get("exit_code"))
+    elif last == "preempted" or ended == "stopped":
+        resumable = outputs.newest_checkpoint(directory) or record.get("checkpoints")
+        status.phase, status.reason = STOPPED, ("a rerun resumes from its last checkpoint" if resumable else
+                                                "no checkpoint outlived it (an emptyDir): a rerun starts over")
+    elif not records:
+        status.phase, status.reason = RUNNING, "starting"
     else:
         status.phase = RUNNING
         status.reason = f"last record {job_status.format_duration(now - _mtime(directory))} ago"
@@ -67,17 +87,28 @@ def _status(name: str, directory: Path, now: float) -> JobStatus:
         status.checkpoint_step, status.checkpoint_age_seconds = newest[0], max(now - newest[1], 0.0)
     status.results = str(directory)
     starts = [r.get("time") for r in records if r.get("event") == "start" and r.get("time")]
-    status.age_seconds = now - starts[0] if starts else None
+    started = starts[0] if starts else record.get("started")
+    status.age_seconds = now - started if isinstance(started, (int, float)) else None
     return status
 
 
+def _ended_with(code) -> str:
+    """`exit code 3: <what the trainer's exit code 3 means>` (trainer/exit_codes.py)."""
+    if not isinstance(code, int):
+        return "no exit code recorded"
+    meaning = next((entry.meaning for entry in exit_codes.TABLE if entry.code == code), None)
+    return f"exit code {code}" + (f": {meaning}" if meaning else "")
+
+
 def status(name: str, folder: Path) -> JobStatus:
-    runs = _runs(folder)
-    if name not in runs:
+    found = _runs(folder)
+    if name not in found:
         raise UserError(f"{name}: no run by that name under {folder} (jaxgen list --local shows them)")
-    return _status(name, runs[name], time.time())
+    directory, live = found[name]
+    return _status(name, directory, time.time(), live)
 
 
 def jobs(folder: Path) -> list[JobStatus]:
     now = time.time()
-    return sorted((_status(name, d, now) for name, d in _runs(folder).items()), key=lambda s: -(s.age_seconds or 0))
+    return sorted((_status(name, d, now, live) for name, (d, live) in _runs(folder).items()),
+                  key=lambda s: -(s.age_seconds or 0))

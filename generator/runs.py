@@ -55,10 +55,8 @@ def locked(folder: Path, name: str):
     except OSError as error:
         raise UserError(f"{folder}: cannot keep the job's results there: {error.strerror or error}") from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+        if not _take(fd):
+            holder = os.pread(fd, 64, 0).decode(errors="replace").split("\n", 1)[0].strip() or "?"
             raise JobBusy(f"job {name!r} is already running (jaxgen pid {holder}, results in {folder}); wait for "
                           f"it to end, or run this one under another name (--set name=...)") from None
         os.ftruncate(fd, 0)
@@ -66,6 +64,49 @@ def locked(folder: Path, name: str):
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _take(fd: int) -> bool:
+    """The lock, or False when a run holds it. running()'s look holds it shared for an instant: a
+    start that meets it tries again for a moment instead of refusing."""
+    for _ in range(20):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            time.sleep(0.01)
+    return False
+
+
+def note_outputs(folder: Path, live: Path | None) -> None:
+    """Write where the running run's process 0 writes its outputs now under the lock's pid, for
+    `jaxgen status|list --local` to follow it before the run is kept."""
+    if live is None:
+        return
+    fd = os.open(folder / LOCK, os.O_WRONLY | os.O_NOFOLLOW)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n{live}\n".encode(), 0)
+    finally:
+        os.close(fd)
+
+
+def running(folder: Path) -> str | None:
+    """None when no run of the job holds its lock, else where its process 0 writes its outputs now
+    (note_outputs), or "" until it is known."""
+    try:
+        fd = os.open(folder / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lines = os.pread(fd, 4096, 0).decode(errors="replace").splitlines()
+            return lines[1] if len(lines) > 1 else ""
+        return None
+    finally:
+        os.close(fd)  # releases a shared lock taken
 
 
 def latest(folder: Path) -> Path | None:
@@ -129,7 +170,7 @@ def history_line(run: Path, current: Path | None) -> str:
 
 def history(folder: Path) -> list[str]:
     current = latest(folder)
-    header = f"  {'run':<{len(new_run_id())}} {'status':<20} {'accuracy':>8}  {'wall':>9}"
+    header = f"  {'run':<{len(new_run_id())}}  {'status':<20} {'accuracy':>8}  {'wall':>9}"
     return [header] + [history_line(run, current) for run in runs(folder)]
 
 

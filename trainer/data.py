@@ -150,19 +150,20 @@ def parse_idx(path: Path, gzipped: bool = True) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8).reshape(dims)
 
 
-def load_mnist(data_dir: str | os.PathLike, download: bool = True, mirror: str = DEFAULT_MIRROR, log=print) -> Dataset:
+def load_split(data_dir: str | os.PathLike, split: str, download: bool = True, mirror: str = DEFAULT_MIRROR,
+               log=print) -> tuple[np.ndarray, np.ndarray]:
+    """(images (N, 784) uint8, labels (N,) int32) of the "train" or "test" split, its files only."""
     data_dir = Path(data_dir)
-    arrays = {}
-    for key in FILES:
-        path = ensure_file(data_dir, key, download, mirror, log)
-        arrays[key] = parse_idx(path)
-    for split in ("train", "test"):
-        images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
-        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-            raise DataError(f"{data_dir / FILES[split + '_images'][0]}: {images.shape} images vs {labels.shape} labels")
-        arrays[f"{split}_images"] = images.reshape(len(images), -1)
-        arrays[f"{split}_labels"] = labels.astype(np.int32)
-    return Dataset(**arrays)
+    images = parse_idx(ensure_file(data_dir, f"{split}_images", download, mirror, log))
+    labels = parse_idx(ensure_file(data_dir, f"{split}_labels", download, mirror, log))
+    if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+        raise DataError(f"{data_dir / FILES[split + '_images'][0]}: {images.shape} images vs {labels.shape} labels")
+    return images.reshape(len(images), -1), labels.astype(np.int32)
+
+
+def load_mnist(data_dir: str | os.PathLike, download: bool = True, mirror: str = DEFAULT_MIRROR, log=print) -> Dataset:
+    train = load_split(data_dir, "train", download, mirror, log)
+    return Dataset(*train, *load_split(data_dir, "test", download, mirror, log))
 
 
 def epoch_permutation(num_examples: int, seed: int, epoch: int) -> np.ndarray:

@@ -20,9 +20,11 @@ SIDE = 28  # MNIST images are 28 x 28
 
 
 def _jax(platform: str):
-    from trainer.runtime import configure_platform
+    from trainer.runtime import configure_platform, create_backend
 
-    return configure_platform(platform, 1)
+    jax = configure_platform(platform, 1)
+    create_backend(jax, platform)
+    return jax
 
 
 def cache_data_dir() -> Path:
@@ -43,25 +45,26 @@ def _local_dir(mirror) -> Path | None:
     return Path(urllib.parse.urlparse(mirror).path) if isinstance(mirror, str) and mirror.startswith("file://") else None
 
 
-def find_data(model_path: str, data_dir: str | None, download: bool, mirror: str | None) -> data.Dataset:
-    """The MNIST files without a download where they are already here: --data-dir, then the data
-    the model's run read (its data directory, its file:// mirror), then $JAXT_CACHE's copy. A
-    download, into --data-dir or the cache, from --mirror, the run's mirror or the default, is the
-    last resort."""
+def find_test_set(model_path: str, data_dir: str | None, download: bool,
+                  mirror: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """The MNIST test set (images, labels) without a download where its files are already here:
+    --data-dir, then the data the model's run read (its data directory, its file:// mirror), then
+    $JAXT_CACHE's copy. A download of the two test files, into --data-dir or the cache, from
+    --mirror, the run's mirror or the default, is the last resort."""
     run = recorded_data(model_path)
     local = [Path(data_dir)] if data_dir else []
     local += [p for p in (Path(run["data_dir"]) if isinstance(run.get("data_dir"), str) else None,
                           _local_dir(run.get("mirror")), _local_dir(mirror), cache_data_dir()) if p]
     for directory in dict.fromkeys(local):
         try:
-            return data.load_mnist(directory, download=False)
+            return data.load_split(directory, "test", download=False)
         except DataError:
             continue
     target = Path(data_dir) if data_dir else cache_data_dir()
     if not download:
         raise DataError(f"the MNIST files are in none of {', '.join(map(str, dict.fromkeys(local)))} "
                         f"(and downloading is disabled); {data.where_else()}")
-    return data.load_mnist(target, True, mirror or run.get("mirror") or DEFAULT_MIRROR)
+    return data.load_split(target, "test", True, mirror or run.get("mirror") or DEFAULT_MIRROR)
 
 
 def _fit(jax, model_path: str, params: dict, config: dict) -> None:
@@ -82,13 +85,12 @@ def _fit(jax, model_path: str, params: dict, config: dict) -> None:
 
 def evaluate(model_path: str, data_dir: str | None, download: bool, mirror: str | None, platform: str) -> int:
     params, config = export.load(model_path)
-    dataset = find_data(model_path, data_dir, download, mirror)
+    images, labels = find_test_set(model_path, data_dir, download, mirror)
     _fit(_jax(platform), model_path, params, config)
     from trainer.strategies import count_correct
 
-    correct = count_correct(params, dataset.test_images, dataset.test_labels, precision=config["precision"],
-                            model=config["model"])
-    total = len(dataset.test_labels)
+    correct = count_correct(params, images, labels, precision=config["precision"], model=config["model"])
+    total = len(labels)
     print(f"test accuracy={correct / total:.4f} ({correct}/{total} MNIST test images, {model_path})", flush=True)
     return 0
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from trainer import __version__
-from trainer.config import from_variables, named
+from trainer.config import fields_named, from_variables, named
 from trainer.errors import CheckpointError
 from trainer.outputs import RUN_FILE
 
@@ -66,4 +66,7 @@ def _advice(directory: Path) -> str:
     if from_variables():  # the job's folder in its claim, whatever checkpoint.dir the pods mount it at
         return (f"run it under another name (--set name=...), or with the original settings, or delete {directory} "
                 "to start this job over")
-    return f"choose another {named('run_name')} or {named('checkpoint_dir')}, or the original settings"
+    # A rendered job's pods take these flags from the variables: name both spellings
+    keys = ", ".join(fields_named(n)[0].metadata["variable"] for n in ("run_name", "checkpoint_dir"))
+    return (f"choose another {named('run_name')} or {named('checkpoint_dir')} (variables: {keys}), "
+            "or the original settings")

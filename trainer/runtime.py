@@ -37,6 +37,17 @@ def configure_platform(platform: str | None, local_device_count: int | None):
     return jax
 
 
+def create_backend(jax, platform: str | None) -> None:
+    """Create JAX's backend now (after jax.distributed.initialize, where there is one): a platform
+    this machine cannot run is one line, not jax's traceback at the first use of a device."""
+    try:
+        jax.devices()
+    except Exception as e:  # noqa: BLE001  e.g. --platform gpu with no GPU, driver or CUDA plugin (jax raises
+        # RuntimeError, or AssertionError when no plugin registers the platform at all)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else f"{type(e).__name__} from jax"
+        raise DeviceCountError(f"--platform {platform}: no usable {str(platform).upper()} backend ({first})") from None
+
+
 def wait_for_coordinator(address: str, timeout: float, log, retry_every: float = 0.5,
                          admitted=None) -> tuple[float, str]:
     """Block until a TCP connection to `address` succeeds (and `admitted(socket, deadline)` says yes,
@@ -249,12 +260,7 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
         deadline.cancel()
     if platform == "cpu":  # (platform None leaves XLA's threads to JAX and the user)
         size_cpu_threads(spec, cpu_threads, init_timeout, log)
-    try:
-        jax.devices()  # creates the backend
-    except Exception as e:  # noqa: BLE001  e.g. --platform gpu with no GPU, driver or CUDA plugin (jax raises
-        # RuntimeError, or AssertionError when no plugin registers the platform at all)
-        first = str(e).strip().splitlines()[0] if str(e).strip() else f"{type(e).__name__} from jax"
-        raise DeviceCountError(f"--platform {platform}: no usable {platform.upper()} backend ({first})") from None
+    create_backend(jax, platform)
     check_local_devices(jax, spec)  # this process's own: the others do not see it
     try:
         check_global_devices(jax, spec)

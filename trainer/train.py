@@ -163,7 +163,9 @@ def _publish(cfg, spec, local_devices, metrics_path, final, step, params, output
     summary = results.summarize(cfg, spec, local_devices, results.read_records(metrics_path), final, step)
     if outputs:
         results.write(outputs, params, cfg, summary)
-        log(f"outputs: {outputs} (model {outputs / summary['model']}, summary, metrics)")
+        log("outputs: model, summary and metrics written on an emptyDir; `jaxgen run` keeps them in a run folder "
+            "when the run ends" if ephemeral_outputs() else
+            f"outputs: {outputs} (model {outputs / summary['model']}, summary, metrics)")
     if store:
         store.upload_results(outputs)
         log(f"outputs: {store.uri} (model {store.uri}/{summary['model']}, summary, metrics)")

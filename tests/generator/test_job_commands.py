@@ -72,6 +72,9 @@ def test_status_and_list_of_a_local_run_during_and_after(tmp_path):
 def test_bad_names_and_missing_engines_are_one_line_with_their_exit_code(tmp_path):
     bad = jaxgen("status", "Not_A_Name", "--local")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "NAME: 'Not_A_Name'" in bad.stderr
+    logs = jaxgen("logs", "demo", "--local", "--outputs", str(tmp_path))
+    assert logs.returncode == 2 and logs.stderr.count("\n") == 1, logs.stderr
+    assert f"are in {tmp_path / 'demo' / 'latest' / 'metrics.jsonl'} (`jaxgen results {tmp_path / 'demo'}`" in logs.stderr
     missing = jaxgen("status", "nothing", "--local", "--outputs", str(tmp_path))
     assert missing.returncode == 2 and missing.stderr.startswith("error: nothing: no run by that name")
     # No cluster: a kubeconfig that points nowhere.

@@ -4,7 +4,9 @@ directory outside the checkout, so that nothing can be imported from the source 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -64,8 +66,8 @@ def bare(built, tmp_path_factory) -> Path:
     return install(tmp_path_factory.mktemp("bare"), str(wheel))
 
 
-def run(bin_dir: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+def run(bin_dir: Path, cwd: Path, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}, **(env or {})}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", JAX_PLATFORMS="cpu")
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
 
@@ -123,18 +125,69 @@ def test_the_bring_your_own_example_from_the_wheel_runs_as_two_processes(install
         assert f"process {rank}/2: 1 local of 2 devices, psum of process ids = 1 (expected 1)" in proc.output
 
 
-@pytest.mark.parametrize(("argv", "extra"), [
-    (("jax-trainer", "query"), "trainer"),
-    (("jax-trainer", "evaluate", "--model", "model"), "trainer"),
-    (("jaxgen", "run", str(EXAMPLES_DIR / "cpu-local.json")), "trainer"),
-    (("jaxgen", "plot", "metrics.jsonl", "-o", "curves.png"), "plot"),
-])
-def test_a_command_without_its_extra_names_the_extra_in_one_line(bare, tmp_path, argv, extra):
-    (tmp_path / "metrics.jsonl").write_text('{"event": "step", "step": 1, "loss": 2.0}\n')
-    proc = run(bare, tmp_path, *argv)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.count("\n") == 1 and f"pip install 'jax-training[{extra}]'" in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stdout + proc.stderr
+# Every command the wheel installs, as a user without any extra would first try it: (argv, the extra it
+# names in one line, or None when it needs none; the exit code). A cluster command without a cluster
+# is its own one line (exit 3).
+SEED, CPU_LOCAL = str(EXAMPLES_DIR / "seed.json"), str(EXAMPLES_DIR / "cpu-local.json")
+RUN_ID = "20261125T170102.345Z-3f9a"
+BARE_COMMANDS = {
+    "jaxgen check": (["jaxgen", "check", SEED], None, 3),
+    "jaxgen defaults": (["jaxgen", "defaults"], None, 0),
+    "jaxgen list": (["jaxgen", "list", "--local", "--outputs", "outputs"], None, 0),
+    "jaxgen logs": (["jaxgen", "logs", "job", "--local", "--outputs", "outputs"], None, 2),
+    "jaxgen plot": (["jaxgen", "plot", "metrics.jsonl", "-o", "curves.png"], "plot", 2),
+    "jaxgen render": (["jaxgen", "render", SEED], None, 0),
+    "jaxgen results": (["jaxgen", "results", "outputs/job"], None, 0),
+    "jaxgen results s3": (["jaxgen", "results", "s3://jaxt-outputs/job"], "s3", 2),
+    "jaxgen run": (["jaxgen", "run", CPU_LOCAL], "trainer", 2),
+    "jaxgen run own program": (["jaxgen", "run", CPU_LOCAL, "--outputs", "outputs", "--set-json",
+                                'program.command=["python3", "-c", "pass"]'], None, 0),
+    "jaxgen schema": (["jaxgen", "schema"], None, 0),
+    "jaxgen status": (["jaxgen", "status", "job", "--local", "--outputs", "outputs"], None, 0),
+    "jaxgen validate": (["jaxgen", "validate", SEED], None, 0),
+    "jax-trainer train": (["jax-trainer", "train", "--epochs", "1"], "trainer", 2),
+    "jax-trainer query": (["jax-trainer", "query"], "trainer", 2),
+    "jax-trainer allreduce": (["jax-trainer", "allreduce"], "trainer", 2),
+    "jax-trainer evaluate": (["jax-trainer", "evaluate", "--model", "model"], "trainer", 2),
+    "jax-trainer predict": (["jax-trainer", "predict", "--model", "model", "digit.png"], "trainer", 2),
+}
+
+
+def installed_commands(bin_dir: Path, cwd: Path) -> set[str]:
+    """The subcommands the installed jaxgen and jax-trainer list in their --help."""
+    jaxgen = run(bin_dir, cwd, "jaxgen", "--help").stdout.split("\nCommands:\n", 1)[1]
+    [trainer] = re.findall(r"\{([a-z,]+)\}", run(bin_dir, cwd, "jax-trainer", "--help").stdout)[:1]
+    return {f"jaxgen {line.split()[0]}" for line in jaxgen.splitlines() if line.strip()} | \
+        {f"jax-trainer {name}" for name in trainer.split(",")}
+
+
+def test_every_installed_command_is_tried_without_its_extra(bare, tmp_path):
+    assert installed_commands(bare, tmp_path) <= {" ".join(key.split()[:2]) for key in BARE_COMMANDS}
+
+
+@pytest.mark.parametrize("case", BARE_COMMANDS)
+def test_a_command_without_its_extra_works_or_names_the_extra_in_one_line(bare, tmp_path, case):
+    argv, extra, code = BARE_COMMANDS[case]
+    run_dir = tmp_path / "outputs" / "job" / RUN_ID  # a kept run, as jaxgen run leaves it
+    run_dir.mkdir(parents=True)
+    os.symlink(RUN_ID, tmp_path / "outputs" / "job" / "latest")
+    for folder in (tmp_path, run_dir):
+        (folder / "metrics.jsonl").write_text('{"event": "start", "step": 0, "total_steps": 2, "time": 1}\n'
+                                              '{"event": "step", "step": 1, "loss": 2.0}\n')
+    (run_dir / "summary.json").write_text(json.dumps(
+        {"test_accuracy": 0.97, "train_accuracy": 0.9, "epochs": 1, "steps": 2, "wall_seconds": 2.0,
+         "examples_per_second": 100.0}))
+    proc = run(bare, tmp_path, *argv, env={"KUBECONFIG": str(tmp_path / "no-kubeconfig")})
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == code and "Traceback" not in output, output[-3000:]
+    if code:
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: "), proc.stderr
+    if extra:
+        assert "needs" in proc.stderr and f"pip install 'jax-training[{extra}]'" in proc.stderr, proc.stderr
+    else:
+        assert "pip install" not in proc.stderr or "[plot]" in proc.stderr, proc.stderr  # results: the curves' note
+    if case == "jaxgen results":
+        assert "result: test accuracy 0.9700" in proc.stdout and "pip install 'jax-training[plot]'" in proc.stderr
 
 
 def test_the_commands_that_need_no_extra_work_without_them(bare, tmp_path):

@@ -111,6 +111,18 @@ def test_evaluate_refuses_a_model_as_predict_does(tmp_path):
              "shapes do not fit a mlp")
 
 
+@pytest.mark.parametrize("command", ["evaluate", "predict"])
+def test_gpu_platform_without_a_gpu_is_one_line(tmp_path, command):
+    """As train's: the backend is created before the first use of a device, not inside jax's traceback."""
+    model = export_model(tmp_path / "model")
+    inputs = ["--data-dir", MNIST_DIR, "--no-download"] if command == "evaluate" else [png(tmp_path / "d.png", 28, 28)]
+    proc = subprocess.run([sys.executable, "-m", "trainer", command, "--model", str(model), "--platform", "gpu",
+                           *map(str, inputs)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
+    one_line(proc, exit_codes.DEVICE_COUNT, "error: --platform gpu: no usable GPU backend (")
+    assert not proc.stderr.startswith("Rank"), proc.stderr  # not a distributed command
+
+
 def idx(path, dims, data: bytes, compress=False):
     raw = struct.pack(">HBB", 0, 8, len(dims)) + struct.pack(f">{len(dims)}I", *dims) + data
     path.write_bytes(gzip.compress(raw) if compress else raw)

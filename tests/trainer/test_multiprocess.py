@@ -78,6 +78,9 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path):
     assert (f"Rank 0: error: {outputs_of(tmp_path / 'c')} holds the outputs of job 'jax-training' (started "
             in proc.output)
     assert "with other settings (epochs 1 there, 2 now; learning_rate 0.1 there, 0.5 now)" in proc.output
+    # The fix, as flags and as the variables a rendered job's flags come from.
+    assert ("choose another --run-name or --checkpoint-dir (variables: name, checkpoint.dir), or the original "
+            "settings") in proc.output
     assert proc.output.count("error:") == 1 and "Traceback" not in proc.output
 
 

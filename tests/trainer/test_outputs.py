@@ -1,10 +1,13 @@
 """A job's outputs directory: what a finished run leaves, the model's use, and every way writing or
 reading it can fail ending in one line with the checkpoint exit code."""
 
+import functools
+import http.server
 import json
 import os
 import shutil
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -240,6 +243,21 @@ def test_the_results_guide_shows_the_snippet_the_model_card_carries():
     assert f"```python\n{export.load_snippet('mlp')}```" in (REPO_ROOT / "docs" / "results.md").read_text()
 
 
+def test_the_docs_print_the_one_evaluate_command_the_summary_and_the_card_print():
+    """trainer/outputs.py's evaluate_command and predict_command, wherever a user reads one."""
+    import re
+
+    from tests.support.paths import REPO_ROOT
+    from trainer.outputs import evaluate_command, predict_command
+
+    pages = [REPO_ROOT / "README.md", REPO_ROOT / "trainer" / "README.md", *(REPO_ROOT / "docs").glob("*.md")]
+    for command in ("evaluate", "predict"):
+        prefix = {"evaluate": evaluate_command, "predict": predict_command}[command]("M").split(" M")[0]
+        said = [(page.name, m) for page in pages for m in re.findall(rf"(?:python3? -m )?[\w.-]+ {command} --model",
+                                                                       page.read_text())]
+        assert said and all(m == prefix for _, m in said), said
+
+
 @pytest.mark.slow
 def test_evaluate_finds_the_data_its_run_read_without_a_download(finished, tmp_path):
     """small_train_args trains on MNIST_DIR: evaluate finds it there, with no --data-dir and no way
@@ -261,7 +279,9 @@ def test_evaluate_reads_the_cache_then_names_data_dir_and_mirror_when_offline(fi
     model = tmp_path / "elsewhere" / "model"
     shutil.copytree(outputs / "model", model)  # no summary beside it: no run's data to find
     cache = tmp_path / "cache"
-    shutil.copytree(MNIST_DIR, cache / "mnist")
+    (cache / "mnist").mkdir(parents=True)
+    for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"):  # the test set is all it reads
+        shutil.copy(MNIST_DIR / name, cache / "mnist" / name)
     offline = (tmp_path / "no-mirror").as_uri() + "/"
     cached = subprocess.run(trainer_argv("evaluate", "--model", str(model), "--mirror", offline),
                             capture_output=True, text=True, timeout=120, env={**os.environ, "JAXT_CACHE": str(cache)})
@@ -272,6 +292,23 @@ def test_evaluate_reads_the_cache_then_names_data_dir_and_mirror_when_offline(fi
     assert failed.returncode == exit_codes.DATA and "Traceback" not in failed.stderr
     [line] = failed.stderr.splitlines()[-1:]
     assert line.startswith("error: cannot download ") and "--mirror" in line and "--data-dir" in line, failed.stderr
+    # The last resort downloads the test set alone, into the cache.
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(MNIST_DIR)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        fetched = subprocess.run(trainer_argv("evaluate", "--model", str(model), "--mirror",
+                                              f"http://127.0.0.1:{server.server_port}/"),
+                                 capture_output=True, text=True, timeout=120,
+                                 env={**os.environ, "JAXT_CACHE": str(tmp_path / "fresh")})
+    finally:
+        server.shutdown()
+    assert fetched.returncode == 0 and fetched.stdout == cached.stdout, fetched.stderr
+    assert sorted(p.name for p in (tmp_path / "fresh" / "mnist").iterdir()) == [
+        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
 
 
 @pytest.mark.parametrize("created", ['"yesterday"', "null", "1e300", "-1e300", "NaN", "true", "[1]", "1" + "0" * 30])

@@ -28,6 +28,14 @@ def jaxgen_run(outputs, *sets: str, timeout: float = 300) -> subprocess.Complete
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, start_new_session=True)
 
 
+def local_status(outputs) -> dict:
+    """`jaxgen status --local` of the job, as JSON (`jaxgen list --local` shows the same)."""
+    proc = subprocess.run([sys.executable, "-m", "generator", "status", "mnist-cpu", "--local", "--outputs",
+                           str(outputs), "-o", "json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 def job_runs(outputs) -> list:
     return runs.runs(outputs / "mnist-cpu")
 
@@ -49,6 +57,7 @@ def test_a_rerun_keeps_the_earlier_results_and_latest_names_the_newest(tmp_path)
     assert saved and all("ckpt-0000000032.npz on an emptyDir, gone when the run ends" in line for line in saved)
     scratch = re.search(r"scratch (\S+?),", first.stdout).group(1)
     assert not [line for line in saved if scratch in line]
+    assert not [line for line in first.stdout.splitlines() if "Rank 0: outputs: " in line and scratch in line]
     assert os.readlink(outputs / "mnist-cpu" / "latest") == one.name  # relative: the folder can move
 
     second = jaxgen_run(outputs, "training.seed=1")  # other settings, same name
@@ -59,6 +68,17 @@ def test_a_rerun_keeps_the_earlier_results_and_latest_names_the_newest(tmp_path)
     assert os.readlink(outputs / "mnist-cpu" / "latest") == two.name
     assert f"results of mnist-cpu kept in {two} (run {two.name}" in second.stdout
     assert f"  model:    {two / 'model' / 'model.safetensors'}" in second.stdout
+
+    # The evaluate command it prints works as printed, in a shell with the installed commands on PATH,
+    # and reads the data the run read (no download into an empty cache).
+    [evaluate] = [line.split("evaluate: ", 1)[1] for line in second.stdout.splitlines() if "  evaluate: " in line]
+    shell = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}/usr/bin:/bin",
+             "JAXT_CACHE": str(tmp_path / "empty-cache")}
+    scored = subprocess.run(["bash", "-c", evaluate], capture_output=True, text=True, timeout=120, env=shell,
+                            cwd=tmp_path)
+    assert scored.returncode == 0, scored.stderr
+    assert scored.stdout.startswith(f"test accuracy={summary_of(two)['test_accuracy']:.4f} (")
+    assert not (tmp_path / "empty-cache").exists()
 
     history = subprocess.run([sys.executable, "-m", "generator", "results", str(outputs / "mnist-cpu")],
                              capture_output=True, text=True, timeout=60)
@@ -99,6 +119,9 @@ def test_a_failed_or_refused_rerun_keeps_the_earlier_results_and_prints_none_of_
     assert os.readlink(outputs / "mnist-cpu" / "latest") == one.name
     [_, failed, refused_run] = job_runs(outputs)
     assert runs.read_record(failed)["status"] == "failed" and runs.read_record(failed)["exit_code"] == 3
+    newest = local_status(outputs)
+    assert (newest["phase"], newest["results"]) == ("Failed", str(refused_run))
+    assert newest["reason"] == f"exit code 6: {exit_codes.BY_NAME['checkpoint'].meaning}"
     assert not (refused_run / "summary.json").exists() and not (refused_run / "model").exists()
 
     # The advice the refusal gives works: another name runs.
@@ -118,6 +141,7 @@ def test_a_second_run_of_a_running_job_is_refused_at_once(tmp_path):
         began = time.monotonic()
         second = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         took = time.monotonic() - began
+        during = local_status(outputs)  # the run that holds the lock, not an earlier one
     finally:
         kill(first)
     assert second.returncode == runs.BUSY
@@ -125,10 +149,13 @@ def test_a_second_run_of_a_running_job_is_refused_at_once(tmp_path):
     assert second.stdout == ""
     assert second.stderr.startswith("error: job 'mnist-cpu' is already running (jaxgen pid ")
     assert len(second.stderr.splitlines()) == 1 and "--set name=" in second.stderr
+    assert (during["phase"], during["reason"]) == ("Running", "starting"), during
     # Once the first has ended, the job runs again.
     again = subprocess.run([*argv[:-1], 'program.command=["python3", "-c", "pass"]'], capture_output=True,
                            text=True, timeout=60)
     assert again.returncode == 0, again.stdout + again.stderr
+    after = local_status(outputs)
+    assert after["phase"] == "Succeeded" and after["results"] == str(job_runs(outputs)[-1]), after
 
 
 def test_results_kept_before_runs_had_ids_become_a_run(tmp_path):
@@ -175,6 +202,8 @@ def test_a_fetched_cluster_run_is_kept_beside_the_earlier_runs(tmp_path):
     [good, failed] = runs.runs(folder)
     assert runs.latest(folder) == good and runs.read_record(failed)["status"] == "failed"
     assert kept.returncode == 1 and f"* {good.name}  finished" in kept.stdout
+    header, first_row = kept.stdout.splitlines()[:2]
+    assert header.index("status") == first_row.index("finished") and header.startswith("  run  "), kept.stdout
     assert f"  {failed.name}  failed (exit 1)" in kept.stdout and "result:" not in kept.stdout
 
 
@@ -198,3 +227,29 @@ def test_a_stopped_emptydir_run_does_not_promise_a_resume(tmp_path):
     assert "the checkpoints were on an emptyDir, gone with the run: a rerun starts over" in out
     [stopped] = job_runs(tmp_path / "outputs")
     assert runs.read_record(stopped)["status"] == "stopped"
+    status = local_status(tmp_path / "outputs")
+    assert (status["phase"], status["reason"]) == ("Stopped", "no checkpoint outlived it (an emptyDir): a rerun "
+                                                   "starts over"), status
+
+
+@pytest.mark.parametrize("record,expected", [
+    ({"status": "failed", "exit_code": 3}, ("Failed", f"exit code 3: {exit_codes.BY_NAME['data'].meaning}")),
+    ({"status": "stopped", "exit_code": 130, "checkpoints": None},
+     ("Stopped", "no checkpoint outlived it (an emptyDir): a rerun starts over")),
+    ({"status": "stopped", "exit_code": 130, "checkpoints": "/claims/c/mnist-cpu/checkpoints"},
+     ("Stopped", "a rerun resumes from its last checkpoint")),
+    ({"status": "finished", "exit_code": 0}, ("Succeeded", "it left no summary (a program of its own)")),
+])
+def test_local_status_says_how_the_newest_kept_run_ended(tmp_path, record, expected):
+    """What `jaxgen run` recorded (collect.finish), not an earlier run nor a resume it cannot keep."""
+    folder = tmp_path / "outputs" / "mnist-cpu"
+    older, newest = runs.new_run_id(time.time() - 60), runs.new_run_id()
+    for run_id, ended in ((older, {"status": "finished", "exit_code": 0}), (newest, record)):
+        (folder / run_id).mkdir(parents=True)
+        runs.write_record(folder / run_id, {"run_id": run_id, "started": time.time() - 5, **ended})
+    (folder / older / "summary.json").write_text(json.dumps({"test_accuracy": 0.97}))
+    runs.set_latest(folder, older)
+    if record["status"] == "stopped":
+        (folder / newest / "metrics.jsonl").write_text('{"event": "preempted", "step": 5}\n')
+    status = local_status(tmp_path / "outputs")
+    assert (status["phase"], status["reason"]) == expected and status["results"] == str(folder / newest), status

@@ -90,7 +90,9 @@ def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -
         ended = time.time()
         runs.write_record(staging, {"run_id": record.run_id, "name": name, "status": status_of(code),
                                     "exit_code": code, "started": round(record.started, 3),
-                                    "ended": round(ended, 3), "wall_seconds": round(ended - record.started, 1)})
+                                    "ended": round(ended, 3), "wall_seconds": round(ended - record.started, 1),
+                                    # where a rerun resumes from: a claim's checkpoints (an emptyDir's are gone)
+                                    "checkpoints": str(source / outputs.CHECKPOINTS) if persistent else None})
         os.rename(staging, record.path)
     except OSError as error:
         shutil.rmtree(staging, ignore_errors=True)

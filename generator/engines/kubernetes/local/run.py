@@ -16,7 +16,7 @@ from trainer import contract
 from .... import runs
 from ....targets import restart_budget
 from ..render import render_documents
-from .collect import RunRecord, finish
+from .collect import RunRecord, finish, outputs_of
 from .plan import local_values, plan_job
 from .signals import Stopped, trap_stop_signals
 from .supervise import Runner
@@ -42,6 +42,8 @@ def _run(values: dict, docs: list[dict], kept: Path | None, work_dir: str | None
     try:  # from here on, whatever happens, the work dir goes (unless kept) and no process outlives us
         run_dir.mkdir(parents=True, exist_ok=True)
         job = plan_job(values, docs, run_dir, kept / "claims" if kept else None)
+        if record:
+            runs.note_outputs(record.folder, outputs_of(job))  # `jaxgen status --local` follows it there
         deadline = values.get("active_deadline_seconds")
         runner = Runner(job, restart_budget(values), time.monotonic() + deadline if deadline else None)
         previous = trap_stop_signals(runner)
