@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from tests.support.paths import MNIST_DIR
-from tests.support.procs import checkpoints_of, outputs_of, small_train_args, start, trainer_argv, wait_all
+from tests.support.procs import (checkpoints_of, latest_checkpoint, outputs_of, small_train_args, start, trainer_argv,
+                                 wait_all)
 from trainer import exit_codes
 
 pytestmark = pytest.mark.timeout(300)
@@ -196,6 +197,31 @@ def test_a_checkpoint_that_does_not_fit_the_state_is_one_line(finished, tmp_path
         checkpoint.save(directory, meta["step"], list(changed.values()), meta["fingerprint"], list(changed))
     proc = start(trainer_argv(*small_train_args(copy)), tmp_path / "rerun.log")
     one_line_error(proc, exit_codes.CHECKPOINT, message)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("field,value,message", [
+    ("step", "abc", "its step 'abc' is not a step number"),
+    ("step", 2**40, "it holds step 1099511627776, its name says 32"),
+    ("names", {"w0": 0}, "its array names are not a list of names"),
+    ("num_leaves", -1, "its array count '-1' is not a count"),
+], ids=["step-not-a-number", "step-not-its-name", "names-not-a-list", "count-negative"])
+def test_a_checkpoint_whose_metadata_lies_is_one_line(finished, tmp_path, field, value, message):
+    """The arrays are the state's, the fingerprint matches, and one field of the metadata is odd."""
+    from trainer import checkpoint
+
+    outputs, _ = finished
+    copy = tmp_path / "c"
+    shutil.copytree(outputs.parent, copy, ignore=shutil.ignore_patterns("train.log"))
+    latest = latest_checkpoint(copy)
+    with np.load(latest) as z:
+        arrays = dict(z)
+    meta = {**json.loads(bytes(arrays.pop("__meta__")).decode()), field: value}
+    with open(latest, "wb") as f:
+        np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+    proc = start(trainer_argv(*small_train_args(copy)), tmp_path / "rerun.log")
+    one_line_error(proc, exit_codes.CHECKPOINT, f"unreadable checkpoint ({message})")
+    assert checkpoint.list_steps(checkpoints_of(copy)) == [32]
 
 
 def in_a_mount(tmp_path, options: str, *extra: str):
