@@ -118,8 +118,9 @@ def read_images(path: Path) -> tuple[list[str], np.ndarray]:
 
 def _png(path: Path) -> np.ndarray:
     """A PNG as a 28 x 28 grayscale image (resized if needed; MNIST digits are white on black). A
-    transparent one is laid onto black; one drawn in its alpha channel alone (one colour, the shape in
-    the transparency) is read from its alpha channel, which is said on stderr."""
+    transparent one is laid onto black; one drawn in its alpha channel alone (one colour, or ink so dark
+    that it would vanish on black: the shape is in the transparency) is read from its alpha channel, which
+    is said on stderr."""
     from PIL import Image
 
     try:
@@ -140,6 +141,11 @@ def _png(path: Path) -> np.ndarray:
         raise DataError(f"{path}: not a readable PNG ({reason})") from None
 
 
+# Below this brightness (of 255) everywhere once laid onto black, a transparent drawing is dark ink that
+# MNIST's white-on-black reading would see as a blank image.
+DARK_INK = 64
+
+
 def _gray(image, path: Path):
     from PIL import Image
 
@@ -150,12 +156,17 @@ def _gray(image, path: Path):
     gray = rgba.convert("L")
     if alpha.getextrema()[0] == 255:  # opaque after all
         return gray
+    on_black = Image.composite(gray, Image.new("L", gray.size, 0), alpha)
     visible = np.asarray(gray)[np.asarray(alpha) > 0]
     if visible.size and visible.min() == visible.max():  # one colour: the digit is the shape of the transparency
-        print(f"note: {path}: drawn in one colour on a transparent ground: reading the digit from its alpha channel",
-              file=sys.stderr)
-        return alpha
-    return Image.composite(gray, Image.new("L", gray.size, 0), alpha)
+        how = "in one colour"
+    elif visible.size and np.asarray(on_black).max() < DARK_INK:  # dark ink: laid onto black it would vanish
+        how = "in dark ink"
+    else:
+        return on_black
+    print(f"note: {path}: drawn {how} on a transparent ground: reading the digit from its alpha channel",
+          file=sys.stderr)
+    return alpha
 
 
 def predict(model_path: str, inputs: list[str], platform: str) -> int:
