@@ -142,6 +142,35 @@ def test_a_run_without_a_metrics_file_reports_its_result_without_made_up_figures
 
 
 @pytest.mark.slow
+def test_a_rerun_reads_past_foreign_lines_in_the_metrics_file(finished, tmp_path):
+    """Lines another tool or an edit left in metrics.jsonl are not the trainer's records: its summary,
+    goodput account and result are made of the records it wrote."""
+    outputs, _ = finished
+    copy = tmp_path / "c"
+    shutil.copytree(outputs.parent, copy, ignore=shutil.ignore_patterns("train.log"))
+    foreign = ['{"event": "epoch", "seconds": "x", "batches": "y"}', '{"event": "start", "step": "abc", "time": "t"}',
+               '{"event": "start", "step": [1], "time": 1e308}', '{"event": "step", "step": 1e400, "time": -1e308}',
+               '{"event": "start", "step": 3, "time": 5, "phases": {"a": "b"}}', "[" * 100000]
+    with open(outputs_of(copy) / "metrics.jsonl", "ab") as f:
+        f.write("\n".join(foreign).encode() + b"\n\xff\xfe not UTF-8\n")
+    proc = start(trainer_argv(*small_train_args(copy)), tmp_path / "rerun.log")
+    assert wait_all([proc], 120) == [0], proc.output[-2000:]
+    assert "Traceback" not in proc.output and "Rank 0: result: test accuracy" in proc.output, proc.output[-2000:]
+    summary = json.loads((outputs_of(copy) / "summary.json").read_text())
+    assert summary["restarts"] == 1 and summary["resumed_from"] == [32], summary
+
+
+@pytest.mark.slow
+def test_a_metrics_file_that_is_no_file_is_not_read(tmp_path):
+    """/dev/zero takes every write and has no end: the run neither reads it whole nor reports figures from it."""
+    proc = start(["prlimit", f"--as={4 << 30}", *trainer_argv(*small_train_args(tmp_path, "--metrics-file", "/dev/zero"))],
+                 tmp_path / "train.log")
+    assert wait_all([proc], 120) == [0], proc.output[-2000:]
+    [result] = [line for line in proc.output.splitlines() if "Rank 0: result:" in line]
+    assert result.endswith("after 1 epoch (32 steps)"), result
+
+
+@pytest.mark.slow
 def test_a_foreign_checkpoint_is_one_line(tmp_path):
     checkpoints_of(tmp_path).mkdir(parents=True)
     np.savez(checkpoints_of(tmp_path) / "ckpt-0000000008.npz", weights=np.zeros(3))
