@@ -93,6 +93,13 @@ def evaluate(model_path: str, data_dir: str | None, download: bool, mirror: str 
     return 0
 
 
+# The most image bytes one IDX file given to predict may hold: eight times MNIST's test set (7.8 MB). A
+# gzipped file of zeros 1000 times smaller could announce the trainer's own limit (1 GiB), four times
+# that as float32 input.
+MAX_IDX_BYTES = 64 << 20
+# Images classified at a time: the float32 input of one chunk is 25 MB.
+CHUNK = 8192
+
 # The most pixels a PNG may have: far more than any digit needs, far less than Pillow's own bomb
 # limit (89M pixels; 178M and more it refuses), whose decoding alone would take hundreds of MB.
 MAX_PNG_PIXELS = 4096 * 4096
@@ -109,7 +116,7 @@ def read_images(path: Path) -> tuple[list[str], np.ndarray]:
     if head.startswith(b"\x89PNG"):
         return [str(path)], _png(path)[None]
     if head[:2] == b"\x1f\x8b" or head[:3] == b"\x00\x00\x08":
-        images = data.parse_idx(path, gzipped=head[:2] == b"\x1f\x8b")
+        images = data.parse_idx(path, gzipped=head[:2] == b"\x1f\x8b", limit=MAX_IDX_BYTES)
         if images.ndim != 3 or images.shape[1:] != (SIDE, SIDE):
             raise DataError(f"{path}: IDX images of shape {images.shape[1:]}, expected ({SIDE}, {SIDE})")
         return [f"{path}[{i}]" for i in range(len(images))], images
@@ -178,20 +185,24 @@ def predict(model_path: str, inputs: list[str], platform: str) -> int:
         batches.append(images)
     if not names:
         raise ConfigError("predict needs at least one image file")
-    images = np.concatenate(batches)
     jax = _jax(platform)
     _fit(jax, model_path, params, config)
     from trainer import models
 
-    x = images.reshape(len(images), -1).astype(np.float32) / np.float32(255.0)
-    logits = models.get(config["model"]).network().apply(jax.device_put(params), x, config["precision"])
-    probabilities = np.asarray(jax.nn.softmax(logits, axis=-1))
-    unusable = next((name for name, p in zip(names, probabilities) if not np.isfinite(p).all()), None)
-    if unusable is not None:
-        raise ConfigError(f"--model {model_path}: its outputs for {unusable} are not finite numbers (weights too large)")
+    network, on_device = models.get(config["model"]).network(), jax.device_put(params)
+    images = np.concatenate([batch.reshape(len(batch), -1) for batch in batches])
+    del batches
     try:
-        for name, p in zip(names, probabilities):
-            print(f"{name}: {int(p.argmax())} (p={p.max():.3f})", flush=True)
+        for start in range(0, len(names), CHUNK):  # in chunks: the float32 input of every image at once is not needed
+            x = images[start:start + CHUNK].astype(np.float32) / np.float32(255.0)
+            probabilities = np.asarray(jax.nn.softmax(network.apply(on_device, x, config["precision"]), axis=-1))
+            chunk_names = names[start:start + CHUNK]
+            unusable = next((name for name, p in zip(chunk_names, probabilities) if not np.isfinite(p).all()), None)
+            if unusable is not None:
+                raise ConfigError(f"--model {model_path}: its outputs for {unusable} are not finite numbers "
+                                  "(weights too large)")
+            for name, p in zip(chunk_names, probabilities):
+                print(f"{name}: {int(p.argmax())} (p={p.max():.3f})", flush=True)
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     return 0

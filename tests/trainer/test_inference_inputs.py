@@ -125,6 +125,9 @@ IMAGES = {
     "other-side": (lambda p: idx(p, (1, 2, 2), b"\x00" * 4), "IDX images of shape (2, 2)"),
     "short-header": (lambda p: p.write_bytes(b"\x00\x00\x08\x03\x00") and p, "too short for an IDX header"),
     "gzip-bomb": (lambda p: p.write_bytes(gzip.compress(b"\x00" * (256 << 20))) and p, "not an IDX ubyte file"),
+    # 78 MB of real images in 76 KB: more than predict takes, though less than the trainer's own data limit
+    "gzip-idx-bomb": (lambda p: idx(p, (100_000, 28, 28), bytes(100_000 * 784), compress=True),
+                      "announces 78400000 data bytes (100000 x 28 x 28), more than the 67108864 this reader takes"),
     "png-pixels": (lambda p: png(p, 5000, 5000), "5000 x 5000 pixels, more than"),
     "png-pixels-over-pillow-warning": (lambda p: png(p, 10000, 9000), "could be decompression bomb"),
     "png-pixels-over-pillow-limit": (lambda p: png(p, 20000, 9000), "could be decompression bomb"),
