@@ -340,6 +340,32 @@ def test_an_odd_created_in_another_jobs_run_record_is_the_refusal_line(tmp_path,
     assert "holds the outputs of job 'other' (started " in str(refused.value) and "\n" not in str(refused.value)
 
 
+@pytest.mark.parametrize("record,said", [
+    (json.dumps({"name": "o\n" * 3000, "fingerprint": {"seed": 1, "k\n" * 5000: "v\n" * 4000,
+                                                    **{f"a{i}": i for i in range(20)}}}), "and 17 more)"),
+    ("[" * 100000, "unreadable (maximum recursion depth exceeded"),
+    ("/dev/zero", "unreadable (larger than 1048576 bytes)"),
+], ids=["long-names-and-many-differences", "deep", "endless"])
+def test_another_jobs_odd_run_record_is_one_short_line_in_bounded_memory(tmp_path, record, said):
+    import sys
+
+    from tests.support.paths import REPO_ROOT
+
+    if record.startswith("/"):
+        (tmp_path / "run.json").symlink_to(record)
+    else:
+        (tmp_path / "run.json").write_text(record)
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+            "from trainer import ownership; from trainer.errors import CheckpointError\n"
+            "try: ownership.claim(sys.argv[1], 'mine', {'seed': 0})\n"
+            "except CheckpointError as e: print(e)")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    [line] = done.stdout.splitlines()
+    assert said in line and len(line) < 1000, line[:2000]
+
+
 @pytest.mark.slow
 def test_a_diverged_run_is_a_result_that_says_so_and_its_model_predicts_nothing(tmp_path):
     from tests.support.jaxgen import jaxgen
