@@ -80,3 +80,23 @@ def test_metrics_that_cannot_be_drawn_are_a_note_and_the_result_stands(tmp_path)
     assert result.exit_code == 0, result.stderr
     assert result.stderr.startswith("note: no curves.png: ") and "step record needs a number" in result.stderr
     assert result.stdout.startswith("result: test accuracy 0.9512")
+
+
+def test_a_jobs_runs_with_odd_records_are_listed(tmp_path):
+    """The listing of a job's runs says '-' for what a record or summary does not hold as a number; a
+    run record that never ends (/dev/zero) is not read whole."""
+    job = tmp_path / "job"
+    odd, endless = job / "20261126T000000.000Z-aaaa", job / "20261126T000001.000Z-bbbb"
+    for run in (odd, endless):
+        run.mkdir(parents=True)
+        (run / "run.json").write_text("{}")
+    (odd / "summary.json").write_text('{"test_accuracy": null, "wall_seconds": "x", "loss": 1}')
+    (odd / "jaxgen-run.json").write_text('{"status": ["completed"], "exit_code": "' + "9" * 100 + '", "wall_seconds": "y"}')
+    (endless / "jaxgen-run.json").symlink_to("/dev/zero")
+    (job / "latest").symlink_to(odd.name)
+    result = jaxgen("results", str(job))
+    assert result.exit_code == 0 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].split() == ["*", odd.name, "['completed']", "(exit", "9999999999)", "-", "-"], lines[1]
+    assert lines[2].split() == [endless.name, "unknown", "-", "-"], lines[2]
+    assert lines[4].startswith("result: test accuracy n/a")
