@@ -67,11 +67,15 @@ def read_summary(directory: str | os.PathLike) -> dict | None:
 
 
 def shown(summary: dict, key: str, spec: str) -> str | None:
-    """summary[key] formatted by `spec`, or None when it is not a number (missing, null, a string)."""
+    """summary[key] formatted by `spec`, or None when it is not a number (missing, null, a string) or
+    not one that fits the format (an integer beyond a float's range for '.4f')."""
     value = summary.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return format(value, spec)
+    try:
+        return format(value, spec)
+    except (OverflowError, ValueError):
+        return None
 
 
 def diverged(summary: dict) -> bool:
@@ -123,8 +127,8 @@ def describe(summary: dict, directory: str | os.PathLike) -> list[str]:
     if summary.get("restarts") and isinstance(resumed, list):
         lines.append(f"  restarts: {str(summary['restarts'])[:20]} (resumed from step "
                      f"{', '.join(str(s)[:20] for s in resumed[:20])})")
-    if summary.get("goodput"):
-        lines.append(f"  goodput:  {goodput_line(summary['goodput'])}")
+    if goodput := goodput_line(summary.get("goodput")):
+        lines.append(f"  goodput:  {goodput}")
     rows = [("model", d / MODEL / MODEL_FILE), ("card", d / MODEL / MODEL_CARD), ("metrics", d / METRICS),
             ("curves", d / CURVES), ("summary", d / SUMMARY)]
     lines += [f"  {label + ':':10}{path}" for label, path in rows if path.exists()]

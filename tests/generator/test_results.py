@@ -14,6 +14,9 @@ SUMMARY = {"name": "job", "status": "completed", "test_accuracy": 0.9512, "train
            "resumed_from": []}
 
 
+ACCOUNT = {"goodput": 0.5, "wall_seconds": 2.0, "badput_seconds": {"data_loading": 1.0}}
+
+
 def run_dir(tmp_path, summary, metrics: str = "") -> str:
     run = tmp_path / "job"
     run.mkdir()
@@ -34,7 +37,12 @@ def run_dir(tmp_path, summary, metrics: str = "") -> str:
     ({"test_accuracy": None, "steps": "x", "epochs": [2]}, "test accuracy n/a, train accuracy 0.9500 after n/a epochs "
                                                            "(n/a steps)"),
     ({"restarts": 2, "resumed_from": 7}, "(32 steps) in 12.5 s"),
+    ({"goodput": ACCOUNT}, "(32 steps) in 12.5 s"),
     ({"restarts": "x" * 10000, "resumed_from": [1] * 10000}, "(32 steps) in 12.5 s"),
+    ({"test_accuracy": 10**400, "wall_seconds": -10**400}, "test accuracy n/a, train accuracy 0.9500"),
+    ({"goodput": [1]}, "(32 steps) in 12.5 s"),
+    ({"goodput": {"goodput": 0.5, "wall_seconds": 2, "badput_seconds": {"other kind": 1}}}, "(32 steps) in 12.5 s"),
+    ({"goodput": {"goodput": "x", "wall_seconds": None, "badput_seconds": {}}}, "(32 steps) in 12.5 s"),
 ])
 def test_odd_summaries_say_what_is_known(tmp_path, changes, expected):
     result = jaxgen("results", run_dir(tmp_path, {**SUMMARY, **changes}))
@@ -42,6 +50,7 @@ def test_odd_summaries_say_what_is_known(tmp_path, changes, expected):
     first = result.stdout.splitlines()[0]
     assert first.startswith("result: ") and expected in first and "nan" not in first, first
     assert max(len(line) for line in result.stdout.splitlines()) < 1000
+    assert ("goodput:" in result.stdout) == ("goodput" in changes and changes["goodput"] == ACCOUNT), result.stdout
 
 
 def test_a_summary_with_every_key_missing_or_null(tmp_path):
