@@ -45,12 +45,8 @@ def _runs(folder: Path) -> dict[str, tuple[Path, bool]]:
 
 
 def _name_of(directory: Path) -> str:
-    import json
-
-    try:
-        return json.loads((directory / outputs.RUN_FILE).read_text())["name"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return directory.name
+    name = (outputs.read_object(directory / outputs.RUN_FILE) or {}).get("name")
+    return name if isinstance(name, str) else directory.name
 
 
 def _mtime(directory: Path) -> float:

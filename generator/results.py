@@ -85,7 +85,8 @@ def report(directory: Path, resume_hint: str | None = None) -> int:
         steps = [r["step"] for r in records if r.get("event") in ("step", "end", "preempted")
                  and isinstance(r.get("step"), int) and not isinstance(r["step"], bool)]
         where = f"its last record is step {number_text(steps[-1])}" if steps else "it recorded no step"
-        click.echo(f"{directory}: the run did not finish ({outputs.SUMMARY} is missing; {where})")
+        state = "is not a summary" if (directory / outputs.SUMMARY).exists() else "is missing"
+        click.echo(f"{directory}: the run did not finish ({outputs.SUMMARY} {state}; {where})")
         return NOT_FINISHED
     for line in outputs.describe(summary, directory):
         click.echo(line)

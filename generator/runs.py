@@ -149,23 +149,19 @@ def write_record(run: Path, record: dict) -> None:
 
 
 def read_record(run: Path) -> dict:
-    try:
-        record = json.loads((run / RECORD).read_text())
-        return record if isinstance(record, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    return outputs.read_object(run / RECORD) or {}
 
 
 def history_line(run: Path, current: Path | None) -> str:
     """run id, status, accuracy, wall time; `*` marks the run `latest` names."""
     record, summary = read_record(run), outputs.read_summary(run)
-    status = record.get("status") or ("finished" if summary else "unknown")
+    status = str(record.get("status") or ("finished" if summary else "unknown"))[:20]
     if record.get("exit_code"):
-        status += f" (exit {record['exit_code']})"
-    accuracy = f"{summary['test_accuracy']:.4f}" if summary else "-"
-    wall = record.get("wall_seconds", summary.get("wall_seconds") if summary else None)
+        status += f" (exit {str(record['exit_code'])[:10]})"
+    accuracy = outputs.shown(summary or {}, "test_accuracy", ".4f") or "-"
+    wall = outputs.shown(record, "wall_seconds", ".1f") or outputs.shown(summary or {}, "wall_seconds", ".1f")
     mark = "*" if current is not None and run.name == current.name else " "
-    return f"{mark} {run.name}  {status:<20} {accuracy:>8}  {f'{wall:.1f} s' if wall is not None else '-':>9}"
+    return f"{mark} {run.name}  {status:<20} {accuracy:>8}  {f'{wall} s' if wall else '-':>9}"
 
 
 def history(folder: Path) -> list[str]:

@@ -105,7 +105,7 @@ def load_latest(directory: str | os.PathLike, fingerprint: dict, template: list[
     directory = Path(directory)
     for step in reversed(list_steps(directory)):
         path = path_of(directory, step)
-        meta, leaves = _read_state(path)
+        meta, leaves = _read_state(path, step)
         if meta["fingerprint"] != fingerprint:
             diffs = [
                 f"{k}: {meta['fingerprint'].get(k)!r} != {fingerprint.get(k)!r}"
@@ -143,13 +143,30 @@ def _fit(path: Path, meta: dict, leaves: list[np.ndarray], template: list[tuple[
     return fitted
 
 
-def _read_state(path: Path) -> tuple[dict, list[np.ndarray]]:
-    """(metadata, leaves) of one checkpoint file; anything else is a CheckpointError naming it."""
+def _check_meta(meta, step: int | None) -> None:
+    """A ValueError unless `meta` is what _save writes (of `step`, when the file's name gives one)."""
+    def whole(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    if not isinstance(meta, dict) or not isinstance(meta.get("fingerprint"), dict):
+        raise ValueError("no configuration fingerprint: not a checkpoint of this trainer")
+    if not whole(meta.get("step")):
+        raise ValueError(f"its step {str(meta.get('step'))[:40]!r} is not a step number")
+    if step is not None and meta["step"] != step:
+        raise ValueError(f"it holds step {meta['step']}, its name says {step}")
+    if not whole(meta.get("num_leaves")):
+        raise ValueError(f"its array count {str(meta.get('num_leaves'))[:40]!r} is not a count")
+    names = meta.setdefault("names", [])
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ValueError("its array names are not a list of names")
+
+
+def _read_state(path: Path, step: int | None = None) -> tuple[dict, list[np.ndarray]]:
+    """(metadata, leaves) of one checkpoint file (of `step`); anything else is a CheckpointError naming it."""
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["__meta__"]).decode())
-            if not isinstance(meta, dict) or not isinstance(meta.get("fingerprint"), dict):
-                raise ValueError("no configuration fingerprint: not a checkpoint of this trainer")
+            _check_meta(meta, step)
             return meta, [z[f"leaf_{i:04d}"] for i in range(meta["num_leaves"])]
     except Exception as e:  # noqa: BLE001  (zipfile, numpy, json and key errors alike)
         reason = str(e).splitlines()[0] if str(e).strip() else type(e).__name__

@@ -27,6 +27,11 @@ IMAGE_DIRS = ("/opt/venv", "/opt/jax-training", "/usr", "/bin", "/sbin", "/lib",
 OUTPUT_FLAGS = {config.flag(f): f.metadata["variable"]
                 for f in config.fields_named("checkpoint_dir", "run_name", "outputs_uri", "outputs_endpoint")}
 
+# The built-in trainer's other flags that name a path it reads or writes: in a pod only its volumes
+# are writable (the root filesystem is read-only), and `jaxgen run` finds each such path in the folder
+# standing in for its volume.
+PATH_FLAGS = tuple(config.flag(f) for f in config.fields_named("data_dir", "metrics_file", "compilation_cache"))
+
 # The trainer's Prometheus endpoint path (trainer/monitoring.py), which the scrape annotations name.
 METRICS_PATH = "/metrics"
 

@@ -120,10 +120,10 @@ def ensure_file(data_dir: Path, key: str, download: bool, mirror: str, log=print
 MAX_IDX_BYTES = 1 << 30
 
 
-def parse_idx(path: Path, gzipped: bool = True) -> np.ndarray:
+def parse_idx(path: Path, gzipped: bool = True, limit: int = MAX_IDX_BYTES) -> np.ndarray:
     """Decode an IDX ubyte file, gzipped (as MNIST ships) or not, into an array; errors name the file.
-    Only the bytes its header announces are read (at most MAX_IDX_BYTES), so neither a lying header
-    nor a decompression bomb nor an endless file (/dev/zero) costs more than that."""
+    Only the bytes its header announces are read (at most `limit`), so neither a lying header nor a
+    decompression bomb nor an endless file (/dev/zero) costs more than that."""
     try:
         with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as f:
             head = f.read(4)
@@ -137,9 +137,9 @@ def parse_idx(path: Path, gzipped: bool = True) -> np.ndarray:
                 raise DataError(f"{path}: too short for an IDX header of {ndim} dimensions")
             dims = struct.unpack(f">{ndim}I", sizes)
             expected = math.prod(dims)
-            if expected > MAX_IDX_BYTES:
+            if expected > limit:
                 raise DataError(f"{path}: the IDX header announces {expected} data bytes ({' x '.join(map(str, dims))}), "
-                                f"more than the {MAX_IDX_BYTES} this reader takes")
+                                f"more than the {limit} this reader takes")
             raw = f.read(expected + 1)
     except (OSError, EOFError, zlib.error) as e:
         what = "not a valid gzip file" if gzipped else "cannot read"

@@ -7,6 +7,7 @@ Standard library only: `jaxgen results` and the Prometheus exporter read it too.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -139,8 +140,16 @@ SHORT = {"program_startup": "start-up", "data_loading": "data", "accelerator_ini
          "other": "other"}
 
 
-def line(goodput: dict) -> str:
-    """One line: the goodput and its losses, the largest first (those under 0.05 s left out)."""
+def line(goodput) -> str | None:
+    """One line: the goodput and its losses, the largest first (those under 0.05 s left out); None
+    when `goodput` is not an account as account() makes it (a summary edited or written elsewhere)."""
+    def number(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    lost = goodput.get("badput_seconds") if isinstance(goodput, dict) else None
+    if not (isinstance(lost, dict) and number(goodput.get("goodput")) and number(goodput.get("wall_seconds"))
+            and all(k in SHORT and number(s) for k, s in lost.items())):
+        return None
     losses = sorted(((s, k) for k, s in goodput["badput_seconds"].items() if s >= 0.05), reverse=True)
     parts = ", ".join(f"{SHORT[k]} {s:.1f} s" for s, k in losses)
     return (f"{goodput['goodput']:.3f} of {goodput['wall_seconds']:.1f} s"

@@ -95,6 +95,13 @@ def evaluate(model_path: str, data_dir: str | None, download: bool, mirror: str 
     return 0
 
 
+# The most image bytes one IDX file given to predict may hold: eight times MNIST's test set (7.8 MB). A
+# gzipped file of zeros 1000 times smaller could announce the trainer's own limit (1 GiB), four times
+# that as float32 input.
+MAX_IDX_BYTES = 64 << 20
+# Images classified at a time: the float32 input of one chunk is 25 MB.
+CHUNK = 8192
+
 # The most pixels a PNG may have: far more than any digit needs, far less than Pillow's own bomb
 # limit (89M pixels; 178M and more it refuses), whose decoding alone would take hundreds of MB.
 MAX_PNG_PIXELS = 4096 * 4096
@@ -111,7 +118,7 @@ def read_images(path: Path) -> tuple[list[str], np.ndarray]:
     if head.startswith(b"\x89PNG"):
         return [str(path)], _png(path)[None]
     if head[:2] == b"\x1f\x8b" or head[:3] == b"\x00\x00\x08":
-        images = data.parse_idx(path, gzipped=head[:2] == b"\x1f\x8b")
+        images = data.parse_idx(path, gzipped=head[:2] == b"\x1f\x8b", limit=MAX_IDX_BYTES)
         if images.ndim != 3 or images.shape[1:] != (SIDE, SIDE):
             raise DataError(f"{path}: IDX images of shape {images.shape[1:]}, expected ({SIDE}, {SIDE})")
         return [f"{path}[{i}]" for i in range(len(images))], images
@@ -120,8 +127,9 @@ def read_images(path: Path) -> tuple[list[str], np.ndarray]:
 
 def _png(path: Path) -> np.ndarray:
     """A PNG as a 28 x 28 grayscale image (resized if needed; MNIST digits are white on black). A
-    transparent one is laid onto black; one drawn in its alpha channel alone (one colour, the shape in
-    the transparency) is read from its alpha channel, which is said on stderr."""
+    transparent one is laid onto black; one drawn in its alpha channel alone (one colour, or ink so dark
+    that it would vanish on black: the shape is in the transparency) is read from its alpha channel, which
+    is said on stderr."""
     from PIL import Image
 
     try:
@@ -142,6 +150,11 @@ def _png(path: Path) -> np.ndarray:
         raise DataError(f"{path}: not a readable PNG ({reason})") from None
 
 
+# Below this brightness (of 255) everywhere once laid onto black, a transparent drawing is dark ink that
+# MNIST's white-on-black reading would see as a blank image.
+DARK_INK = 64
+
+
 def _gray(image, path: Path):
     from PIL import Image
 
@@ -152,12 +165,17 @@ def _gray(image, path: Path):
     gray = rgba.convert("L")
     if alpha.getextrema()[0] == 255:  # opaque after all
         return gray
+    on_black = Image.composite(gray, Image.new("L", gray.size, 0), alpha)
     visible = np.asarray(gray)[np.asarray(alpha) > 0]
     if visible.size and visible.min() == visible.max():  # one colour: the digit is the shape of the transparency
-        print(f"note: {path}: drawn in one colour on a transparent ground: reading the digit from its alpha channel",
-              file=sys.stderr)
-        return alpha
-    return Image.composite(gray, Image.new("L", gray.size, 0), alpha)
+        how = "in one colour"
+    elif visible.size and np.asarray(on_black).max() < DARK_INK:  # dark ink: laid onto black it would vanish
+        how = "in dark ink"
+    else:
+        return on_black
+    print(f"note: {path}: drawn {how} on a transparent ground: reading the digit from its alpha channel",
+          file=sys.stderr)
+    return alpha
 
 
 def predict(model_path: str, inputs: list[str], platform: str) -> int:
@@ -169,20 +187,24 @@ def predict(model_path: str, inputs: list[str], platform: str) -> int:
         batches.append(images)
     if not names:
         raise ConfigError("predict needs at least one image file")
-    images = np.concatenate(batches)
     jax = _jax(platform)
     _fit(jax, model_path, params, config)
     from trainer import models
 
-    x = images.reshape(len(images), -1).astype(np.float32) / np.float32(255.0)
-    logits = models.get(config["model"]).network().apply(jax.device_put(params), x, config["precision"])
-    probabilities = np.asarray(jax.nn.softmax(logits, axis=-1))
-    unusable = next((name for name, p in zip(names, probabilities) if not np.isfinite(p).all()), None)
-    if unusable is not None:
-        raise ConfigError(f"--model {model_path}: its outputs for {unusable} are not finite numbers (weights too large)")
+    network, on_device = models.get(config["model"]).network(), jax.device_put(params)
+    images = np.concatenate([batch.reshape(len(batch), -1) for batch in batches])
+    del batches
     try:
-        for name, p in zip(names, probabilities):
-            print(f"{name}: {int(p.argmax())} (p={p.max():.3f})", flush=True)
+        for start in range(0, len(names), CHUNK):  # in chunks: the float32 input of every image at once is not needed
+            x = images[start:start + CHUNK].astype(np.float32) / np.float32(255.0)
+            probabilities = np.asarray(jax.nn.softmax(network.apply(on_device, x, config["precision"]), axis=-1))
+            chunk_names = names[start:start + CHUNK]
+            unusable = next((name for name, p in zip(chunk_names, probabilities) if not np.isfinite(p).all()), None)
+            if unusable is not None:
+                raise ConfigError(f"--model {model_path}: its outputs for {unusable} are not finite numbers "
+                                  "(weights too large)")
+            for name, p in zip(chunk_names, probabilities):
+                print(f"{name}: {int(p.argmax())} (p={p.max():.3f})", flush=True)
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     return 0

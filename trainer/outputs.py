@@ -49,23 +49,33 @@ def predict_command(model: str | os.PathLike) -> str:
     return f"jax-trainer predict --model {model} IMAGES…"
 
 
-def read_summary(directory: str | os.PathLike) -> dict | None:
-    """The summary.json of an outputs directory, or None when the run has not finished."""
+def read_object(path: str | os.PathLike) -> dict | None:
+    """The JSON object of a small record file (a summary, a run record), or None when it is missing,
+    unreadable or not an object. Read bounded: one is a few KB, and /dev/zero has no end."""
     try:
-        with open(Path(directory) / SUMMARY, "rb") as f:
-            text = f.read(MAX_SUMMARY_BYTES + 1)  # a summary is a few KB; /dev/zero has no end
-        summary = json.loads(text) if len(text) <= MAX_SUMMARY_BYTES else None
+        with open(path, "rb") as f:
+            text = f.read(MAX_SUMMARY_BYTES + 1)
+        found = json.loads(text) if len(text) <= MAX_SUMMARY_BYTES else None
     except (OSError, ValueError, RecursionError):
         return None
-    return summary if isinstance(summary, dict) else None
+    return found if isinstance(found, dict) else None
 
 
-def _shown(summary: dict, key: str, spec: str) -> str | None:
-    """summary[key] formatted by `spec`, or None when it is not a number (missing, null, a string)."""
+def read_summary(directory: str | os.PathLike) -> dict | None:
+    """The summary.json of an outputs directory, or None when the run has not finished."""
+    return read_object(Path(directory) / SUMMARY)
+
+
+def shown(summary: dict, key: str, spec: str) -> str | None:
+    """summary[key] formatted by `spec`, or None when it is not a number (missing, null, a string) or
+    not one that fits the format (an integer beyond a float's range for '.4f')."""
     value = summary.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return format(value, spec)
+    try:
+        return format(value, spec)
+    except (OverflowError, ValueError):
+        return None
 
 
 def diverged(summary: dict) -> bool:
@@ -95,11 +105,11 @@ def result_line(summary: dict) -> str:
     number, no time or speed when none was measured (no metrics file), and "diverged" for a loss
     that is not finite."""
     epochs = summary.get("epochs")
-    text = (f"test accuracy {_shown(summary, 'test_accuracy', '.4f') or 'n/a'}, "
-            f"train accuracy {_shown(summary, 'train_accuracy', '.4f') or 'n/a'} "
-            f"after {_shown(summary, 'epochs', '') or 'n/a'} epoch{'' if epochs == 1 else 's'} "
-            f"({_shown(summary, 'steps', '') or 'n/a'} steps)")
-    seconds, speed = _shown(summary, "wall_seconds", ".1f"), _shown(summary, "examples_per_second", ".0f")
+    text = (f"test accuracy {shown(summary, 'test_accuracy', '.4f') or 'n/a'}, "
+            f"train accuracy {shown(summary, 'train_accuracy', '.4f') or 'n/a'} "
+            f"after {shown(summary, 'epochs', '') or 'n/a'} epoch{'' if epochs == 1 else 's'} "
+            f"({shown(summary, 'steps', '') or 'n/a'} steps)")
+    seconds, speed = shown(summary, "wall_seconds", ".1f"), shown(summary, "examples_per_second", ".0f")
     if seconds is not None and summary["wall_seconds"] > 0:
         text += f" in {seconds} s"
     if speed is not None and math.isfinite(summary["examples_per_second"]):
@@ -117,8 +127,8 @@ def describe(summary: dict, directory: str | os.PathLike) -> list[str]:
     if summary.get("restarts") and isinstance(resumed, list):
         lines.append(f"  restarts: {str(summary['restarts'])[:20]} (resumed from step "
                      f"{', '.join(str(s)[:20] for s in resumed[:20])})")
-    if summary.get("goodput"):
-        lines.append(f"  goodput:  {goodput_line(summary['goodput'])}")
+    if goodput := goodput_line(summary.get("goodput")):
+        lines.append(f"  goodput:  {goodput}")
     rows = [("model", d / MODEL / MODEL_FILE), ("card", d / MODEL / MODEL_CARD), ("metrics", d / METRICS),
             ("curves", d / CURVES), ("summary", d / SUMMARY)]
     lines += [f"  {label + ':':10}{path}" for label, path in rows if path.exists()]

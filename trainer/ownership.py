@@ -17,9 +17,26 @@ from trainer.errors import CheckpointError
 from trainer.outputs import RUN_FILE
 
 
+MAX_RECORD_BYTES = 1 << 20  # the most of a run.json read: one is a few hundred bytes; /dev/zero has no end
+SHOWN = 5  # differences named in the refusal
+QUOTED = 100  # characters of a name, key or value quoted from another job's record
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= QUOTED else text[:QUOTED] + "…"
+
+
+def _quoted(value) -> str:
+    """repr(value) on one line of at most QUOTED characters."""
+    return _cut(repr(value))
+
+
 def _differences(theirs: dict, ours: dict) -> str:
     keys = sorted(set(theirs) | set(ours))
-    return "; ".join(f"{k} {theirs.get(k)!r} there, {ours.get(k)!r} now" for k in keys if theirs.get(k) != ours.get(k))
+    differing = [f"{_cut(repr(k)[1:-1])} {_quoted(theirs.get(k))} there, {_quoted(ours.get(k))} now"
+                 for k in keys if theirs.get(k) != ours.get(k)]
+    more = f"; and {len(differing) - SHOWN} more" if len(differing) > SHOWN else ""
+    return "; ".join(differing[:SHOWN]) + more
 
 
 def _started(created) -> str:
@@ -45,18 +62,24 @@ def claim(directory: str | os.PathLike, name: str, fingerprint: dict) -> None:
             tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
             os.replace(tmp, path)
             return
-        owner = json.loads(path.read_text())
+        with open(path, "rb") as f:
+            text = f.read(MAX_RECORD_BYTES + 1)
+        if len(text) > MAX_RECORD_BYTES:
+            raise ValueError(f"larger than {MAX_RECORD_BYTES} bytes")
+        owner = json.loads(text)
     except OSError as e:
         raise CheckpointError(f"{directory}: cannot use it for the job's outputs: {e.strerror or e}") from None
-    except ValueError as e:
-        raise CheckpointError(f"{path}: unreadable ({e}); move it away or use another {named('checkpoint_dir')}") from None
+    except (ValueError, RecursionError) as e:
+        reason = str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{path}: unreadable ({reason}); move it away or use another "
+                              f"{named('checkpoint_dir')}") from None
     theirs = owner.get("fingerprint") if isinstance(owner, dict) else None
     if not isinstance(theirs, dict):
         raise CheckpointError(f"{path}: not a jax-training run record; move it away or use another "
                               f"{named('checkpoint_dir')}")
     if owner.get("name") != name or theirs != fingerprint:
-        what = _differences(theirs, fingerprint) or f"job {owner.get('name')!r} there, {name!r} now"
-        raise CheckpointError(f"{directory} holds the outputs of job {str(owner.get('name'))[:100]!r} "
+        what = _differences(theirs, fingerprint) or f"job {_quoted(str(owner.get('name')))} there, {name!r} now"
+        raise CheckpointError(f"{directory} holds the outputs of job {_quoted(str(owner.get('name')))} "
                               f"(started {_started(owner.get('created'))}) with "
                               f"other settings ({what}), so job {name!r} of this configuration may not use it: "
                               + _advice(directory))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -14,21 +15,45 @@ from trainer.errors import CheckpointError
 from trainer.outputs import MODEL, MODEL_FILE, SUMMARY, result_line
 
 
+# The fields of a metrics record that its readers compute with (the summary, the goodput account, the
+# Prometheus endpoint, jaxgen status), and what each must be.
+_COUNTS = ("step", "epoch", "batches", "total_steps")
+_SECONDS = ("time", "launched", "seconds", "blocked_seconds", "save_seconds", "eta_seconds")
+
+
+def _well_formed(record) -> bool:
+    """A record as MetricsFile writes it, in the fields that are computed with; one that is not (a
+    foreign or edited line) is left out rather than failing the run that reads it."""
+    def count(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    def seconds(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    if not isinstance(record, dict):
+        return False
+    phases = record.get("phases", {})
+    return (all(count(record[k]) for k in _COUNTS if k in record)
+            and all(seconds(record[k]) for k in _SECONDS if k in record)
+            and isinstance(phases, dict) and all(seconds(v) for v in phases.values()))
+
+
 def read_records(path: str | os.PathLike | None) -> list[dict]:
-    """The records of a metrics.jsonl, every attempt's (a restart appends); [] without one."""
-    if not path:
+    """The well-formed records of a metrics.jsonl, every attempt's (a restart appends); [] without
+    one, or when it is no file (--metrics-file /dev/null, or /dev/zero, which has no end)."""
+    if not path or not Path(path).is_file():
         return []
     try:
-        lines = Path(path).read_text().splitlines()
+        lines = Path(path).read_text(errors="replace").splitlines()
     except OSError:
         return []
     records = []
     for line in lines:
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
-        if isinstance(record, dict):
+        if _well_formed(record):
             records.append(record)
     return records
 

@@ -135,3 +135,45 @@ def test_jaxgen_reads_endless_or_huge_inputs_in_bounded_memory_and_time(tmp_path
     output = proc.stdout + proc.stderr
     assert proc.returncode in (1, 2) and said in output and "Traceback" not in output, output[-2000:]
     assert len(output.strip().splitlines()) <= 2, output[-2000:]  # results: a note on the curves, then the verdict
+
+
+# jaxgen run and the lifecycle scripts on hostile input, each a child under an address space limit
+# (prlimit: the scripts' own children too) and a time bound: one error line, the documented code, no
+# traceback, and nothing started.
+LIFECYCLE = [
+    (["jaxgen", "run", "/dev/zero"], 2, "/dev/zero: larger than 3 MiB"),
+    (["jaxgen", "run", "bomb.yaml"], 2, "excessive aliasing"),
+    (["jaxgen", "run", "{cpu_local}", "--outputs", "/dev/null"], 2, "cannot keep the job's results there"),
+    (["jaxgen", "run", "{cpu_local}", "--work-dir", "/dev/zero"], 2, "--work-dir /dev/zero: cannot hold the scratch"),
+    (["jaxgen", "run", "{cpu_local}", "--work-dir", "bomb.yaml/x"], 2, "cannot hold the scratch directory"),
+    (["jaxgen", "run", "{cpu_local}", "--set-json", 'program.args=["--metrics-file=/var/x"]'], 2,
+     "--metrics-file '/var/x' is on none of the pod's volumes"),
+    (["jaxgen", "run", "{cpu_local}", "--set", "hosts_count=100000"], 2, "global device count 100000"),
+    (["prepare.sh", "/dev/zero", "-o", "build"], 2, "/dev/zero: larger than 3 MiB"),
+    (["prepare.sh", "bomb.yaml", "-o", "build"], 2, "excessive aliasing"),
+    (["run.sh", "/dev/zero"], 1, "/dev/zero: no such build folder"),
+    (["run.sh", "."], 1, "release.env not found"),
+    (["clean.sh", "/dev/zero"], 1, "release.env not found"),
+]
+
+
+@pytest.mark.parametrize("argv,code,said", LIFECYCLE, ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_jaxgen_run_and_the_lifecycle_scripts_answer_hostile_input_in_bounded_memory_and_time(tmp_path, argv, code,
+                                                                                              said):
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO_ROOT, SCRIPTS_DIR
+
+    (tmp_path / "bomb.yaml").write_text(FILES["bomb.yaml"])
+    command = ([sys.executable, "-m", "generator", *argv[1:]] if argv[0] == "jaxgen"
+               else ["bash", str(SCRIPTS_DIR / argv[0]), *argv[1:]])
+    command = [a.format(cpu_local=EXAMPLES_DIR / "cpu-local.json") for a in command]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "KUBECONFIG": "/nonexistent"}
+    proc = subprocess.run(["prlimit", f"--as={2 << 30}", *command], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env=env)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == code and "Traceback" not in output, output[-2000:]
+    errors = [line for line in output.splitlines() if "error" in line]
+    assert len(errors) == 1 and said in output, output[-2000:]
+    assert "started" not in output and not (tmp_path / "build").exists(), output[-2000:]

@@ -93,3 +93,19 @@ def test_bad_names_and_missing_engines_are_one_line_with_their_exit_code(tmp_pat
     # No SLURM here: a PATH without squeue.
     slurm = jaxgen("list", "--slurm", env={"PATH": str(tmp_path)})
     assert slurm.returncode == 3 and slurm.stderr == "error: squeue: not found on PATH (is this a SLURM login node?)\n"
+
+
+def test_list_of_local_runs_whose_run_records_are_odd(tmp_path):
+    """A run record that names no string (a list) or never ends (/dev/zero): the run is listed by its
+    folder's name, and the record is read bounded."""
+    for folder, record in (("listed", '{"name": ["x"]}'), ("endless", None)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "metrics.jsonl").write_text('{"event": "start", "step": 0, "time": 1}\n')
+        if record:
+            (tmp_path / folder / "run.json").write_text(record)
+        else:
+            (tmp_path / folder / "run.json").symlink_to("/dev/zero")
+    proc = subprocess.run(["prlimit", f"--as={1 << 30}", JAXGEN, "list", "--local", "--outputs", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert sorted(line.split()[0] for line in proc.stdout.splitlines()[1:]) == ["endless", "listed"], proc.stdout

@@ -14,6 +14,9 @@ SUMMARY = {"name": "job", "status": "completed", "test_accuracy": 0.9512, "train
            "resumed_from": []}
 
 
+ACCOUNT = {"goodput": 0.5, "wall_seconds": 2.0, "badput_seconds": {"data_loading": 1.0}}
+
+
 def run_dir(tmp_path, summary, metrics: str = "") -> str:
     run = tmp_path / "job"
     run.mkdir()
@@ -34,7 +37,12 @@ def run_dir(tmp_path, summary, metrics: str = "") -> str:
     ({"test_accuracy": None, "steps": "x", "epochs": [2]}, "test accuracy n/a, train accuracy 0.9500 after n/a epochs "
                                                            "(n/a steps)"),
     ({"restarts": 2, "resumed_from": 7}, "(32 steps) in 12.5 s"),
+    ({"goodput": ACCOUNT}, "(32 steps) in 12.5 s"),
     ({"restarts": "x" * 10000, "resumed_from": [1] * 10000}, "(32 steps) in 12.5 s"),
+    ({"test_accuracy": 10**400, "wall_seconds": -10**400}, "test accuracy n/a, train accuracy 0.9500"),
+    ({"goodput": [1]}, "(32 steps) in 12.5 s"),
+    ({"goodput": {"goodput": 0.5, "wall_seconds": 2, "badput_seconds": {"other kind": 1}}}, "(32 steps) in 12.5 s"),
+    ({"goodput": {"goodput": "x", "wall_seconds": None, "badput_seconds": {}}}, "(32 steps) in 12.5 s"),
 ])
 def test_odd_summaries_say_what_is_known(tmp_path, changes, expected):
     result = jaxgen("results", run_dir(tmp_path, {**SUMMARY, **changes}))
@@ -42,6 +50,7 @@ def test_odd_summaries_say_what_is_known(tmp_path, changes, expected):
     first = result.stdout.splitlines()[0]
     assert first.startswith("result: ") and expected in first and "nan" not in first, first
     assert max(len(line) for line in result.stdout.splitlines()) < 1000
+    assert ("goodput:" in result.stdout) == ("goodput" in changes and changes["goodput"] == ACCOUNT), result.stdout
 
 
 def test_a_summary_with_every_key_missing_or_null(tmp_path):
@@ -49,11 +58,11 @@ def test_a_summary_with_every_key_missing_or_null(tmp_path):
         assert outputs.result_line(summary) == "test accuracy n/a, train accuracy n/a after n/a epochs (n/a steps)"
 
 
-@pytest.mark.parametrize("text", ["[1, 2]", '"x"', "null", "{", "[" * 100000])
+@pytest.mark.parametrize("text", ["[1, 2]", '"x"', "null", "{", "[" * 100000, '{"steps": 1' + "0" * 5000 + "}"])
 def test_a_summary_that_is_not_an_object_is_no_result(tmp_path, text):
     result = jaxgen("results", run_dir(tmp_path, text))
     assert result.exit_code == 1 and "Traceback" not in result.stderr, result.stderr
-    assert "the run did not finish" in result.stdout
+    assert "the run did not finish (summary.json is not a summary; it recorded no step)" in result.stdout
 
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity"])
@@ -80,3 +89,23 @@ def test_metrics_that_cannot_be_drawn_are_a_note_and_the_result_stands(tmp_path)
     assert result.exit_code == 0, result.stderr
     assert result.stderr.startswith("note: no curves.png: ") and "step record needs a number" in result.stderr
     assert result.stdout.startswith("result: test accuracy 0.9512")
+
+
+def test_a_jobs_runs_with_odd_records_are_listed(tmp_path):
+    """The listing of a job's runs says '-' for what a record or summary does not hold as a number; a
+    run record that never ends (/dev/zero) is not read whole."""
+    job = tmp_path / "job"
+    odd, endless = job / "20261126T000000.000Z-aaaa", job / "20261126T000001.000Z-bbbb"
+    for run in (odd, endless):
+        run.mkdir(parents=True)
+        (run / "run.json").write_text("{}")
+    (odd / "summary.json").write_text('{"test_accuracy": null, "wall_seconds": "x", "loss": 1}')
+    (odd / "jaxgen-run.json").write_text('{"status": ["completed"], "exit_code": "' + "9" * 100 + '", "wall_seconds": "y"}')
+    (endless / "jaxgen-run.json").symlink_to("/dev/zero")
+    (job / "latest").symlink_to(odd.name)
+    result = jaxgen("results", str(job))
+    assert result.exit_code == 0 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].split() == ["*", odd.name, "['completed']", "(exit", "9999999999)", "-", "-"], lines[1]
+    assert lines[2].split() == [endless.name, "unknown", "-", "-"], lines[2]
+    assert lines[4].startswith("result: test accuracy n/a")

@@ -137,6 +137,9 @@ IMAGES = {
     "other-side": (lambda p: idx(p, (1, 2, 2), b"\x00" * 4), "IDX images of shape (2, 2)"),
     "short-header": (lambda p: p.write_bytes(b"\x00\x00\x08\x03\x00") and p, "too short for an IDX header"),
     "gzip-bomb": (lambda p: p.write_bytes(gzip.compress(b"\x00" * (256 << 20))) and p, "not an IDX ubyte file"),
+    # 78 MB of real images in 76 KB: more than predict takes, though less than the trainer's own data limit
+    "gzip-idx-bomb": (lambda p: idx(p, (100_000, 28, 28), bytes(100_000 * 784), compress=True),
+                      "announces 78400000 data bytes (100000 x 28 x 28), more than the 67108864 this reader takes"),
     "png-pixels": (lambda p: png(p, 5000, 5000), "5000 x 5000 pixels, more than"),
     "png-pixels-over-pillow-warning": (lambda p: png(p, 10000, 9000), "could be decompression bomb"),
     "png-pixels-over-pillow-limit": (lambda p: png(p, 20000, 9000), "could be decompression bomb"),
@@ -155,7 +158,7 @@ def test_a_hostile_image_file_is_one_line_in_bounded_memory(tmp_path, case):
     one_line(run("predict", "--model", model, image, memory=MEMORY_LIMIT, timeout=60), exit_codes.DATA, message)
 
 
-def test_a_digit_drawn_in_the_alpha_channel_is_read_from_it(tmp_path):
+def test_a_digit_drawn_in_the_alpha_channel_is_read_from_it(tmp_path, capsys):
     from PIL import Image
 
     from trainer.data import parse_idx
@@ -168,6 +171,65 @@ def test_a_digit_drawn_in_the_alpha_channel_is_read_from_it(tmp_path):
     white_ink = rgba.copy()
     white_ink[..., :3] = 255
     Image.fromarray(white_ink, "RGBA").save(tmp_path / "white.png")
-    for name in ("alpha.png", "white.png"):
+    shades = rgba.copy()  # dark ink of many shades, as an anti-aliased drawing program leaves it
+    shades[..., :3] = np.random.default_rng(0).integers(0, 40, (28, 28, 3))
+    Image.fromarray(shades, "RGBA").save(tmp_path / "shades.png")
+    gray_alpha = np.stack([shades[..., 0], digit], axis=-1)
+    Image.fromarray(gray_alpha, "LA").save(tmp_path / "gray-alpha.png")
+    for name, how in (("alpha.png", "in one colour"), ("white.png", "in one colour"), ("shades.png", "in dark ink"),
+                      ("gray-alpha.png", "in dark ink")):
         _, images = read_images(tmp_path / name)
         np.testing.assert_array_equal(images[0], digit, err_msg=name)
+        said = capsys.readouterr().err
+        assert said == (f"note: {tmp_path / name}: drawn {how} on a transparent ground: reading the digit from its "
+                        "alpha channel\n"), said
+
+
+def test_a_white_digit_on_a_partly_transparent_ground_is_read_as_drawn(tmp_path, capsys):
+    from PIL import Image
+
+    from trainer.data import parse_idx
+    from trainer.inference import read_images
+
+    digit = parse_idx(MNIST_DIR / "t10k-images-idx3-ubyte.gz")[0]
+    rgba = np.stack([digit, digit, digit, np.full((28, 28), 255, np.uint8)], axis=-1)
+    rgba[:4, :, 3] = 0  # a transparent margin at the top, where the ground is black anyway
+    Image.fromarray(rgba, "RGBA").save(tmp_path / "margin.png")
+    _, images = read_images(tmp_path / "margin.png")
+    np.testing.assert_array_equal(images[0], digit)
+    assert capsys.readouterr().err == ""
+
+
+def peak_rss_of_predict(model, image) -> tuple[int, str]:
+    """(peak resident memory in KiB, output) of `predict --model MODEL IMAGE` in a process of its own."""
+    code = ("import atexit, resource, sys; atexit.register(lambda: print('peak', resource.getrusage("
+            "resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)); from trainer.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    done = subprocess.run([sys.executable, "-c", code, "predict", "--model", str(model), str(image)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    return int(done.stderr.split("peak ")[-1]), done.stdout
+
+
+@pytest.mark.slow
+def test_the_largest_png_predict_reads_costs_no_more_memory_than_jax_itself(tmp_path):
+    """4096 x 4096 16-bit RGBA, compressed to 130 KB: decoded, converted and laid onto black in one
+    process whose peak stays within 128 MiB of predicting a 28 x 28 digit (jax's own footprint)."""
+    from trainer.inference import MAX_PNG_PIXELS
+
+    model = export_model(tmp_path / "model")
+    side = int(MAX_PNG_PIXELS ** 0.5)
+    big = tmp_path / "big.png"
+    compressor = zlib.compressobj(9)
+    row = bytes(1 + side * 8)
+    body = b"".join(compressor.compress(row) for _ in range(side)) + compressor.flush()
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    big.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 16, 6, 0, 0, 0))
+                    + chunk(b"IDAT", body) + chunk(b"IEND", b""))
+    small_peak, _ = peak_rss_of_predict(model, png(tmp_path / "digit.png", 28, 28))
+    big_peak, said = peak_rss_of_predict(model, big)
+    assert said.startswith(f"{big}: ") and big.stat().st_size < 200_000
+    assert big_peak < small_peak + 128 * 1024, (big_peak, small_peak)

@@ -328,3 +328,17 @@ def test_discard_keeps_nothing(tmp_path):
     assert "result: test accuracy" in proc.output  # the trainer's own last line
     assert not (tmp_path / "outputs").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("jaxgen-")]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_a_diverged_job_completes_and_its_result_says_so(tmp_path):
+    """The largest learning rate the schema takes makes the loss NaN: the job still completed (exit 0),
+    and the result jaxgen prints from the kept summary says it diverged."""
+    proc = start(jaxgen_run(tmp_path, "--set", "hosts_count=1", "--set", "training.epochs=1",
+                            "--set", "training.train_examples=2048", "--set", "training.batch_size=64",
+                            "--set", "training.learning_rate=10"), tmp_path / "run.log")
+    assert wait_all([proc], 180) == [0], proc.output[-3000:]
+    [result] = [line for line in proc.output.splitlines() if line.startswith("result: ")]
+    assert result.endswith("; diverged: the loss is nan"), result
+    assert "Traceback" not in proc.output

@@ -2,6 +2,7 @@
 spelling the trainer reads (PATH, --flag PATH, --flag=PATH)."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -60,14 +61,23 @@ def test_checkpoints_inside_the_data_dir_persist_and_a_rerun_resumes(tmp_path):
     (["--epochs", "many"], "argument --epochs: invalid int value: 'many'"),
     (["--checkpoint-dir=/elsewhere"], "$.program.args[0]: --checkpoint-dir is set from checkpoint.dir"),
     (["--seed", "1", "--run-name", "other"], "$.program.args[2]: --run-name is set from name"),
+    (["--metrics-file=elsewhere/m.jsonl"], "$.program.args: --metrics-file 'elsewhere/m.jsonl' is on none of "
+                                           "the pod's volumes (/checkpoints, /data/mnist, /tmp)"),
+    (["--compilation-cache", "elsewhere"], "$.program.args: --compilation-cache 'elsewhere' is on none"),
+    (["--data-dir=/srv/elsewhere"], "$.program.args: --data-dir '/srv/elsewhere' is on none"),
 ])
 def test_trainer_args_that_would_be_refused_or_move_the_outputs_are_refused_before_a_start(tmp_path, args, message):
+    """Nothing starts and nothing is written: in particular not outside the run's folder, where a path
+    on none of the pod's volumes would be (a relative one in the current directory)."""
     argv = [sys.executable, "-m", "generator", "run", CPU_LOCAL, "--outputs", str(tmp_path / "outputs"),
             "--set-json", f"program.args={json.dumps(args)}"]
-    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert done.returncode == 2 and "Traceback" not in done.stderr and "started" not in done.stdout, done.stderr
     assert message in done.stderr, done.stderr
-    assert not (tmp_path / "elsewhere").exists()
+    assert len(done.stderr.splitlines()) <= 2, done.stderr  # the error, and the count of problems if any
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if not p.is_dir())
+    assert left in ([], ["outputs/mnist-cpu/.lock"]), left  # the job's lock file at most: no run, no claim
 
 
 BUCKET = ["outputs.uri=s3://team-results/runs", "outputs.endpoint=http://127.0.0.1:9000",

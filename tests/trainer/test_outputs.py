@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from tests.support.paths import MNIST_DIR
-from tests.support.procs import checkpoints_of, outputs_of, small_train_args, start, trainer_argv, wait_all
+from tests.support.procs import (checkpoints_of, latest_checkpoint, outputs_of, small_train_args, start, trainer_argv,
+                                 wait_all)
 from trainer import exit_codes
 
 pytestmark = pytest.mark.timeout(300)
@@ -144,6 +145,35 @@ def test_a_run_without_a_metrics_file_reports_its_result_without_made_up_figures
 
 
 @pytest.mark.slow
+def test_a_rerun_reads_past_foreign_lines_in_the_metrics_file(finished, tmp_path):
+    """Lines another tool or an edit left in metrics.jsonl are not the trainer's records: its summary,
+    goodput account and result are made of the records it wrote."""
+    outputs, _ = finished
+    copy = tmp_path / "c"
+    shutil.copytree(outputs.parent, copy, ignore=shutil.ignore_patterns("train.log"))
+    foreign = ['{"event": "epoch", "seconds": "x", "batches": "y"}', '{"event": "start", "step": "abc", "time": "t"}',
+               '{"event": "start", "step": [1], "time": 1e308}', '{"event": "step", "step": 1e400, "time": -1e308}',
+               '{"event": "start", "step": 3, "time": 5, "phases": {"a": "b"}}', "[" * 100000]
+    with open(outputs_of(copy) / "metrics.jsonl", "ab") as f:
+        f.write("\n".join(foreign).encode() + b"\n\xff\xfe not UTF-8\n")
+    proc = start(trainer_argv(*small_train_args(copy)), tmp_path / "rerun.log")
+    assert wait_all([proc], 120) == [0], proc.output[-2000:]
+    assert "Traceback" not in proc.output and "Rank 0: result: test accuracy" in proc.output, proc.output[-2000:]
+    summary = json.loads((outputs_of(copy) / "summary.json").read_text())
+    assert summary["restarts"] == 1 and summary["resumed_from"] == [32], summary
+
+
+@pytest.mark.slow
+def test_a_metrics_file_that_is_no_file_is_not_read(tmp_path):
+    """/dev/zero takes every write and has no end: the run neither reads it whole nor reports figures from it."""
+    proc = start(["prlimit", f"--as={4 << 30}", *trainer_argv(*small_train_args(tmp_path, "--metrics-file", "/dev/zero"))],
+                 tmp_path / "train.log")
+    assert wait_all([proc], 120) == [0], proc.output[-2000:]
+    [result] = [line for line in proc.output.splitlines() if "Rank 0: result:" in line]
+    assert result.endswith("after 1 epoch (32 steps)"), result
+
+
+@pytest.mark.slow
 def test_a_foreign_checkpoint_is_one_line(tmp_path):
     checkpoints_of(tmp_path).mkdir(parents=True)
     np.savez(checkpoints_of(tmp_path) / "ckpt-0000000008.npz", weights=np.zeros(3))
@@ -199,6 +229,31 @@ def test_a_checkpoint_that_does_not_fit_the_state_is_one_line(finished, tmp_path
         checkpoint.save(directory, meta["step"], list(changed.values()), meta["fingerprint"], list(changed))
     proc = start(trainer_argv(*small_train_args(copy)), tmp_path / "rerun.log")
     one_line_error(proc, exit_codes.CHECKPOINT, message)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("field,value,message", [
+    ("step", "abc", "its step 'abc' is not a step number"),
+    ("step", 2**40, "it holds step 1099511627776, its name says 32"),
+    ("names", {"w0": 0}, "its array names are not a list of names"),
+    ("num_leaves", -1, "its array count '-1' is not a count"),
+], ids=["step-not-a-number", "step-not-its-name", "names-not-a-list", "count-negative"])
+def test_a_checkpoint_whose_metadata_lies_is_one_line(finished, tmp_path, field, value, message):
+    """The arrays are the state's, the fingerprint matches, and one field of the metadata is odd."""
+    from trainer import checkpoint
+
+    outputs, _ = finished
+    copy = tmp_path / "c"
+    shutil.copytree(outputs.parent, copy, ignore=shutil.ignore_patterns("train.log"))
+    latest = latest_checkpoint(copy)
+    with np.load(latest) as z:
+        arrays = dict(z)
+    meta = {**json.loads(bytes(arrays.pop("__meta__")).decode()), field: value}
+    with open(latest, "wb") as f:
+        np.savez(f, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+    proc = start(trainer_argv(*small_train_args(copy)), tmp_path / "rerun.log")
+    one_line_error(proc, exit_codes.CHECKPOINT, f"unreadable checkpoint ({message})")
+    assert checkpoint.list_steps(checkpoints_of(copy)) == [32]
 
 
 def in_a_mount(tmp_path, options: str, *extra: str):
@@ -320,6 +375,32 @@ def test_an_odd_created_in_another_jobs_run_record_is_the_refusal_line(tmp_path,
     with pytest.raises(CheckpointError) as refused:
         ownership.claim(tmp_path, "mine", {"seed": 0})
     assert "holds the outputs of job 'other' (started " in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("record,said", [
+    (json.dumps({"name": "o\n" * 3000, "fingerprint": {"seed": 1, "k\n" * 5000: "v\n" * 4000,
+                                                    **{f"a{i}": i for i in range(20)}}}), "and 17 more)"),
+    ("[" * 100000, "unreadable (maximum recursion depth exceeded"),
+    ("/dev/zero", "unreadable (larger than 1048576 bytes)"),
+], ids=["long-names-and-many-differences", "deep", "endless"])
+def test_another_jobs_odd_run_record_is_one_short_line_in_bounded_memory(tmp_path, record, said):
+    import sys
+
+    from tests.support.paths import REPO_ROOT
+
+    if record.startswith("/"):
+        (tmp_path / "run.json").symlink_to(record)
+    else:
+        (tmp_path / "run.json").write_text(record)
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+            "from trainer import ownership; from trainer.errors import CheckpointError\n"
+            "try: ownership.claim(sys.argv[1], 'mine', {'seed': 0})\n"
+            "except CheckpointError as e: print(e)")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    [line] = done.stdout.splitlines()
+    assert said in line and len(line) < 1000, line[:2000]
 
 
 @pytest.mark.slow

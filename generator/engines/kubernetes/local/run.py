@@ -14,6 +14,7 @@ from pathlib import Path
 from trainer import contract
 
 from .... import runs
+from ....errors import UserError
 from ....targets import restart_budget
 from ..render import render_documents
 from .collect import RunRecord, finish, outputs_of
@@ -37,10 +38,14 @@ def run_local(values: dict, kept: Path | None, work_dir: str | None, keep: bool)
 def _run(values: dict, docs: list[dict], kept: Path | None, work_dir: str | None, keep: bool) -> int:
     started = time.time()
     record = RunRecord(kept / values["name"], runs.new_run_id(started), started) if kept else None
-    run_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix=f"jaxgen-{values['name']}-"))
+    try:
+        run_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix=f"jaxgen-{values['name']}-"))
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file, a device, a folder that cannot be made or written
+        where = f"--work-dir {work_dir}" if work_dir else f"the temporary folder {tempfile.gettempdir()}"
+        raise UserError(f"{where}: cannot hold the scratch directory: {error.strerror or error}") from None
     job = runner = None
     try:  # from here on, whatever happens, the work dir goes (unless kept) and no process outlives us
-        run_dir.mkdir(parents=True, exist_ok=True)
         job = plan_job(values, docs, run_dir, kept / "claims" if kept else None)
         if record:
             runs.note_outputs(record.folder, outputs_of(job))  # `jaxgen status --local` follows it there
