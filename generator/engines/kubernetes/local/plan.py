@@ -182,16 +182,16 @@ def _check_trainer_paths(args: list[str], mounts: list[tuple[str, Path]]) -> Non
     write it (its root filesystem is read-only), and here it would be read or written on this
     machine, outside the run's folder."""
     for i, arg in enumerate(args):
-        for flag in PATH_FLAGS:
-            if arg == flag and i + 1 < len(args):
+        for option in PATH_FLAGS:
+            if arg == option and i + 1 < len(args):
                 value = args[i + 1]
-            elif arg.startswith(flag + "="):
-                value = arg[len(flag) + 1:]
+            elif arg.startswith(option + "="):
+                value = arg[len(option) + 1:]
             else:
                 continue
             if value and _map_path(value, mounts) is None:
                 on = ", ".join(sorted(path for path, _ in mounts))
-                raise UserError(f"$.program.args: {flag} {value[:200]!r} is on none of the pod's volumes ({on}); "
+                raise UserError(f"$.program.args: {option} {value[:200]!r} is on none of the pod's volumes ({on}); "
                                 "give a path on one of them")
 
 
