@@ -78,6 +78,11 @@ SEMANTIC_CASES = {
     "program-args-outputs": ({"program": {"args": ["--seed", "1", "--checkpoint-dir=/x", "--run-name", "y"]}},
                              "$.program.args[2]: --checkpoint-dir is set from checkpoint.dir (where jaxgen run and "
                              "run.sh find the results); set checkpoint.dir instead"),
+    "program-args-path-off-volumes": ({"program": {"args": ["--metrics-file=/var/x", "--compilation-cache", "cache"]}},
+                                      "$.program.args[0]: --metrics-file /var/x is on none of the pod's volumes "
+                                      "(/data/mnist, /checkpoints, /tmp); give a path under one of them"),
+    "program-args-relative-path": ({"program": {"args": ["--seed", "1", "--compilation-cache", "cache"]}},
+                                   "$.program.args[2]: --compilation-cache cache is on none of the pod's volumes"),
     "data-parallel": ({"hosts_count": 4, "local_device_count": 2,
                        "training": {"model_parallelism": 2, "strategy": "sharded", "batch_size": 12}},
                       "$.training.batch_size: 12 is not divisible by the global device count 8"),

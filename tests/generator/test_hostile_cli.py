@@ -147,7 +147,7 @@ LIFECYCLE = [
     (["jaxgen", "run", "{cpu_local}", "--work-dir", "/dev/zero"], 2, "--work-dir /dev/zero: cannot hold the scratch"),
     (["jaxgen", "run", "{cpu_local}", "--work-dir", "bomb.yaml/x"], 2, "cannot hold the scratch directory"),
     (["jaxgen", "run", "{cpu_local}", "--set-json", 'program.args=["--metrics-file=/var/x"]'], 2,
-     "--metrics-file '/var/x' is on none of the pod's volumes"),
+     "--metrics-file /var/x is on none of the pod's volumes"),
     (["jaxgen", "run", "{cpu_local}", "--set", "hosts_count=100000"], 2, "global device count 100000"),
     (["prepare.sh", "/dev/zero", "-o", "build"], 2, "/dev/zero: larger than 3 MiB"),
     (["prepare.sh", "bomb.yaml", "-o", "build"], 2, "excessive aliasing"),

@@ -61,10 +61,10 @@ def test_checkpoints_inside_the_data_dir_persist_and_a_rerun_resumes(tmp_path):
     (["--epochs", "many"], "argument --epochs: invalid int value: 'many'"),
     (["--checkpoint-dir=/elsewhere"], "$.program.args[0]: --checkpoint-dir is set from checkpoint.dir"),
     (["--seed", "1", "--run-name", "other"], "$.program.args[2]: --run-name is set from name"),
-    (["--metrics-file=elsewhere/m.jsonl"], "$.program.args: --metrics-file 'elsewhere/m.jsonl' is on none of "
-                                           "the pod's volumes (/checkpoints, /data/mnist, /tmp)"),
-    (["--compilation-cache", "elsewhere"], "$.program.args: --compilation-cache 'elsewhere' is on none"),
-    (["--data-dir=/srv/elsewhere"], "$.program.args: --data-dir '/srv/elsewhere' is on none"),
+    (["--metrics-file=elsewhere/m.jsonl"], "$.program.args[0]: --metrics-file elsewhere/m.jsonl is on none of "
+                                           "the pod's volumes (/data/mnist, /checkpoints, /tmp)"),
+    (["--compilation-cache", "elsewhere"], "$.program.args[0]: --compilation-cache elsewhere is on none"),
+    (["--data-dir=/srv/elsewhere"], "$.program.args[0]: --data-dir /srv/elsewhere is on none"),
 ])
 def test_trainer_args_that_would_be_refused_or_move_the_outputs_are_refused_before_a_start(tmp_path, args, message):
     """Nothing starts and nothing is written: in particular not outside the run's folder, where a path

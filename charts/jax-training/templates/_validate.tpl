@@ -187,6 +187,37 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- if and $kubernetes (not $v.program.command) -}}{{/* a path flag of the built-in trainer on none of the pod's volumes */}}
+{{- $mounts := list -}}
+{{- range $mount := include "jax-training.volumeMounts" . | fromJsonArray -}}
+{{- $mounts = append $mounts (clean $mount.mountPath) -}}
+{{- end -}}
+{{- $args := $v.program.args | default list -}}
+{{- range $i, $arg := $args -}}
+{{- range $option := $contract.pathFlags -}}
+{{- $value := "" -}}
+{{- if and (eq (toString $arg) $option) (lt (add1 $i) (len $args)) -}}
+{{- $value = toString (index $args (add1 $i)) -}}
+{{- else if hasPrefix (printf "%s=" $option) (toString $arg) -}}
+{{- $value = trimPrefix (printf "%s=" $option) (toString $arg) -}}
+{{- end -}}
+{{- if $value -}}
+{{- $path := clean $value -}}
+{{- $on := false -}}
+{{- if hasPrefix "/" $value -}}
+{{- range $mount := $mounts -}}
+{{- if or (eq $path $mount) (hasPrefix (printf "%s/" $mount) $path) -}}
+{{- $on = true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $on -}}
+{{- $errors = append $errors (printf "$.program.args[%d]: %s %s is on none of the pod's volumes (%s); give a path under one of them" $i $option $value (join ", " $mounts)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $size := 0 -}}
 {{- range $key, $value := $v.annotations | default dict -}}
 {{- $size = add $size (len $key) (len (toString $value)) -}}

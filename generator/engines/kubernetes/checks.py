@@ -6,6 +6,9 @@ rules; the Helm chart's templates/_validate.tpl and NOTES.txt enforce and say th
 from __future__ import annotations
 
 import json
+import posixpath
+
+from trainer.contract import PATH_FLAGS
 
 from .policy import BUCKET_CREDENTIALS_ENV, DNS_LABEL_MAX, RENDERED_ENV
 
@@ -14,6 +17,7 @@ from ...program import OWN_PROGRAM_WARNING
 from ...targets import target, workload
 from . import kueue
 from .hosts import longest_hostname
+from .render import PodContext
 
 EMPTYDIR_WARNING = ("checkpoint.dir is an emptyDir: a restarted pod starts over at step 0, and the checkpoints, "
                     "metrics and model are lost with the pods; set persistence.enabled=true (or checkpoint.volume) "
@@ -32,7 +36,7 @@ def errors(values: dict) -> list[str]:
         elif values["outputs"]["secret"] and entry.get("name") in BUCKET_CREDENTIALS_ENV:
             found.append(f"$.env[{i}].name: {entry['name']} is set from outputs.secret; a container takes each name "
                          "once")
-    return found + _metrics_errors(values)
+    return found + _metrics_errors(values) + _path_flag_errors(values)
 
 
 def _name_errors(values: dict) -> list[str]:
@@ -60,6 +64,35 @@ def _metrics_errors(values: dict) -> list[str]:
                          "runtime patch cannot declare; set trainjob.own_runtime true (its runtime declares it), or "
                          "scrape through the pods' prometheus.io annotations")
     return found
+
+
+def _path_flag_errors(values: dict) -> list[str]:
+    """A path the built-in trainer's program.args give (--metrics-file, …) on none of the pod's volumes:
+    the root filesystem is read-only, so the pods would fail as they start. A relative path is taken
+    from the image's working directory, on the root filesystem too."""
+    if values["program"]["command"]:
+        return []
+    mounts = [_clean(mount["mountPath"]) for mount in PodContext(values).volume_mounts()]
+    found, args = [], values["program"]["args"]
+    for i, arg in enumerate(args):
+        for option in PATH_FLAGS:
+            if arg == option and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(option + "="):
+                value = arg[len(option) + 1:]
+            else:
+                continue
+            path = _clean(value)
+            if value and not (value.startswith("/") and any(path == m or path.startswith(m + "/") for m in mounts)):
+                found.append(f"$.program.args[{i}]: {option} {value} is on none of the pod's volumes "
+                             f"({', '.join(mounts)}); give a path under one of them")
+    return found
+
+
+def _clean(path: str) -> str:
+    """A path as Go's path.Clean (Helm's clean) writes it: POSIX normpath keeps a leading '//'."""
+    cleaned = posixpath.normpath(path)
+    return "/" + cleaned.lstrip("/") if cleaned.startswith("//") else cleaned
 
 
 def warnings(values: dict) -> list[str]:

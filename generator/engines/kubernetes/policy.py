@@ -154,6 +154,7 @@ def chart_json() -> str:
         "unbufferedEnv": UNBUFFERED_ENV,
         "bucketCredentialsEnv": list(BUCKET_CREDENTIALS_ENV),
         "outputFlags": contract.OUTPUT_FLAGS,
+        "pathFlags": list(contract.PATH_FLAGS),
         "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
         "attemptEnv": ATTEMPT_ENV,
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],

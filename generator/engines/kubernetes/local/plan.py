@@ -15,7 +15,7 @@ from pathlib import Path
 
 import trainer
 from trainer.config import EPHEMERAL_OUTPUTS_ENV, FROM_VARIABLES_ENV, fields_named, flag
-from trainer.contract import PATH_FLAGS, PROCESS_ENV
+from trainer.contract import PROCESS_ENV
 from trainer.fencing import ATTEMPT_ENV
 
 from ....errors import UserError
@@ -149,8 +149,6 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
             job.volume_dirs.setdefault(mount["name"], {})[rank] = local
             mounts.append((mount["mountPath"], local))
         command = [sys.executable if c == "python" else c for c in container.get("command", [])]
-        if builtin and rank == 0:
-            _check_trainer_paths(container.get("args", []), mounts)
         args = [_map_paths(a, mounts) for a in container.get("args", [])]
         if builtin:
             if rank == 0:
@@ -175,24 +173,6 @@ def last_flag_value(args: list[str], flag: str) -> str | None:
         elif arg.startswith(flag + "="):
             value = arg[len(flag) + 1:]
     return value
-
-
-def _check_trainer_paths(args: list[str], mounts: list[tuple[str, Path]]) -> None:
-    """Refuse a path of the built-in trainer's args on none of the pod's volumes: the pod could not
-    write it (its root filesystem is read-only), and here it would be read or written on this
-    machine, outside the run's folder."""
-    for i, arg in enumerate(args):
-        for option in PATH_FLAGS:
-            if arg == option and i + 1 < len(args):
-                value = args[i + 1]
-            elif arg.startswith(option + "="):
-                value = arg[len(option) + 1:]
-            else:
-                continue
-            if value and _map_path(value, mounts) is None:
-                on = ", ".join(sorted(path for path, _ in mounts))
-                raise UserError(f"$.program.args: {option} {value[:200]!r} is on none of the pod's volumes ({on}); "
-                                "give a path on one of them")
 
 
 def _check_trainer_args(args: list[str]) -> None:
