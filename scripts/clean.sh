@@ -74,11 +74,14 @@ if [ -z "$found" ]; then
 fi
 log "deleting $(wc -l <<<"$found") object(s) of release $NAME in namespace $NAMESPACE"
 # One kind at a time, each gone before the next: a TrainJob is finalized by its controller, which
-# needs the job's TrainingRuntime while it does.
+# needs the job's TrainingRuntime while it does. In the background: an owner kept in foreground
+# deletion is still reconciled by some controllers, which recreate what the garbage collector deletes
+# (a TrainJob's JobSet, as kubernetes-sigs/jobset#561 was for a JobSet's Jobs), until the timeout.
+# The later kinds delete what the collector has not yet (Jobs, pods, all labelled by the release).
 for k in "${kinds[@]}"; do
-  kube delete "$k" -l "$selector" --cascade=foreground --ignore-not-found --wait=true --timeout "${timeout}s" >&2
+  kube delete "$k" -l "$selector" --cascade=background --ignore-not-found --wait=true --timeout "${timeout}s" >&2
 done
-# Foreground deletion waits for the owners' dependents; make sure no pod outlives them.
+# Make sure no pod outlives its owners.
 if ! kube wait --for=delete pods -l "$selector" --timeout "${timeout}s" >/dev/null 2>&1; then
   left="$(kube get "$kinds_csv" -l "$selector" -o name)"
   [ -z "$left" ] || die "still present after ${timeout}s: $(tr '\n' ' ' <<<"$left")"
