@@ -215,7 +215,10 @@ def wait_for(what: str, probe, timeout: float, job: subprocess.Popen, interval: 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if job.poll() is not None:
-            raise RuntimeError(f"scripts/run.sh exited {job.returncode} while waiting for {what}")
+            said = getattr(job, "output", None)
+            tail = " ".join(said.read_text(errors="replace").splitlines()[-3:]) if said and said.exists() else ""
+            raise RuntimeError(f"scripts/run.sh exited {job.returncode} while waiting for {what}"
+                               + (f"; it said: {tail[-600:]}" if tail else ""))
         result = probe()
         if result:
             return result
@@ -259,9 +262,14 @@ class Session:
         return volume / name
 
     def start(self, build: Path, timeout: int = 900) -> subprocess.Popen:
-        """run.sh of the job in `build`, which gives up after `timeout` s (exit 124)."""
-        return subprocess.Popen([str(SCRIPTS / "run.sh"), "--no-logs", "--timeout", str(timeout), str(build)], env=self.env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        """run.sh of the job in `build`, which gives up after `timeout` s (exit 124); its output goes
+        to `job.output`, whose last lines a run's error quotes."""
+        output = build.parent / f"{build.name}.run.log"
+        with output.open("wb") as sink:
+            job = subprocess.Popen([str(SCRIPTS / "run.sh"), "--no-logs", "--timeout", str(timeout), str(build)],
+                                   env=self.env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        job.output = output
+        return job
 
     def clean(self, build: Path, job: subprocess.Popen) -> None:
         if job.poll() is None:
