@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import posixpath
 from functools import lru_cache
 
 import jsonschema
@@ -25,7 +24,7 @@ from .engines.kubernetes.policy import (ANNOTATIONS_MAX_BYTES, DNS_SUBDOMAIN_MAX
                                         NATIVE_RESOURCE_DOMAIN, QUANTITY_SUFFIXES, STANDARD_RESOURCES)
 from .errors import EXCERPT, excerpt
 from .names import outputs_claim, rendered_claim
-from .paths import SCHEMA_FILE
+from .paths import SCHEMA_FILE, go_clean
 from .program import OWN_PROGRAM_WARNING
 from .targets import target
 
@@ -195,10 +194,10 @@ def semantic_errors(values: dict) -> list[str]:
 
     errors += _request_errors(values["resources"])
     data, checkpoint = values["data"], values["checkpoint"]
-    if _clean(data["dir"]) == _clean(checkpoint["dir"]):
+    if go_clean(data["dir"]) == go_clean(checkpoint["dir"]):
         errors.append("$.checkpoint.dir: must differ from data.dir")
     for field, path in (("data.dir", data["dir"]), ("checkpoint.dir", checkpoint["dir"])):
-        clean = _clean(path)
+        clean = go_clean(path)
         overlapped = [d for d in IMAGE_DIRS if clean == d or clean.startswith(d + "/") or d.startswith(clean + "/")]
         if clean in SYSTEM_DIRS:
             errors.append(f"$.{field}: '{path}' is a system directory; choose a directory of its own")
@@ -305,11 +304,6 @@ def _quantity(value) -> float:
     text = str(value)
     suffix = next((s for s in sorted(QUANTITY_SUFFIXES, key=len, reverse=True) if text.endswith(s)), "")
     return float(text[:len(text) - len(suffix)]) * float(QUANTITY_SUFFIXES.get(suffix, "1"))
-
-
-def _clean(path: str) -> str:
-    """Go's path.Clean, as the chart's `clean` applies it (POSIX normpath keeps a leading "//")."""
-    return "/" + posixpath.normpath(path).lstrip("/") if path.startswith("/") else posixpath.normpath(path)
 
 
 def _gpu_resources(resources: dict) -> list[tuple[str, object]]:

@@ -6,13 +6,13 @@ rules; the Helm chart's templates/_validate.tpl and NOTES.txt enforce and say th
 from __future__ import annotations
 
 import json
-import posixpath
 
 from trainer.contract import PATH_FLAGS
 
 from .policy import BUCKET_CREDENTIALS_ENV, DNS_LABEL_MAX, RENDERED_ENV
 
 from ...names import outputs_claim
+from ...paths import go_clean
 from ...program import OWN_PROGRAM_WARNING
 from ...targets import target, workload
 from . import kueue
@@ -72,7 +72,7 @@ def _path_flag_errors(values: dict) -> list[str]:
     from the image's working directory, on the root filesystem too."""
     if values["program"]["command"]:
         return []
-    mounts = [_clean(mount["mountPath"]) for mount in PodContext(values).volume_mounts()]
+    mounts = [go_clean(mount["mountPath"]) for mount in PodContext(values).volume_mounts()]
     found, args = [], values["program"]["args"]
     for i, arg in enumerate(args):
         for option in PATH_FLAGS:
@@ -82,17 +82,11 @@ def _path_flag_errors(values: dict) -> list[str]:
                 value = arg[len(option) + 1:]
             else:
                 continue
-            path = _clean(value)
+            path = go_clean(value)
             if value and not (value.startswith("/") and any(path == m or path.startswith(m + "/") for m in mounts)):
                 found.append(f"$.program.args[{i}]: {option} {value} is on none of the pod's volumes "
                              f"({', '.join(mounts)}); give a path under one of them")
     return found
-
-
-def _clean(path: str) -> str:
-    """A path as Go's path.Clean (Helm's clean) writes it: POSIX normpath keeps a leading '//'."""
-    cleaned = posixpath.normpath(path)
-    return "/" + cleaned.lstrip("/") if cleaned.startswith("//") else cleaned
 
 
 def warnings(values: dict) -> list[str]:
