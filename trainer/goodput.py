@@ -83,43 +83,65 @@ def step_seconds(attempts: list[list[dict]]) -> float | None:
     return min(epochs) if epochs else None
 
 
+def _blocked(saves: list[tuple[float, float]], begin: float, end: float) -> float:
+    """The seconds the step loop was blocked by the saves that started in [begin, end)."""
+    return sum(blocked for started, blocked in saves if begin <= started < end)
+
+
 def account(records: list[dict]) -> dict | None:
     """The goodput of the run whose metrics records are `records`: wall seconds from the first
-    process start to the last record, productive seconds (the steps kept × the ideal step time), the
-    seconds of each kind of loss (BADPUT), their ratios. None without a start record."""
+    process start to the last record, productive seconds (the measured time of the steps kept), the
+    seconds of each kind of loss (BADPUT), their ratios. None without a start record.
+
+    Every second between two records goes to one kind only, so the parts never add up to more than
+    the wall time: a step's time is measured between the records around it (less the saves that
+    blocked it), not estimated from the ideal step time, which only splits the compilation off an
+    attempt's first steps."""
     attempts = _attempts(records)
     if not attempts:
         return None
     ideal = step_seconds(attempts) or 0.0
     lost = dict.fromkeys(BADPUT, 0.0)
+    productive = 0.0
     redone = 0
     for i, attempt in enumerate(attempts):
         start = attempt[0]
         for phase, seconds in (start.get("phases") or {}).items():
             if phase in lost:
                 lost[phase] += seconds
-        steps = [r for r in attempt if r.get("event") == "step"]
-        if steps:  # the first steps' time beyond the ideal: compilation
-            first = steps[0]
-            lost["training_prep"] += max(first["time"] - start["time"] - (first["step"] - start["step"]) * ideal, 0.0)
-        for before, record in zip(attempt, attempt[1:]):
-            if record.get("event") == "epoch" and before.get("event") == "step":
-                lost["evaluation"] += record["time"] - before["time"]
-            if record.get("event") == "checkpoint":
-                lost["unproductive_checkpoint_save_time"] += record.get("blocked_seconds", 0.0)
-            if record.get("event") in ("end", "preempted"):
+        following = attempts[i + 1][0] if i + 1 < len(attempts) else None
+        kept_until = following["step"] if following else math.inf  # steps after it are trained again
+        saves = [(r.get("started", r["time"]), r.get("blocked_seconds", 0.0)) for r in attempt
+                 if r.get("event") == "checkpoint"]
+        lost["unproductive_checkpoint_save_time"] += sum(blocked for _, blocked in saves)
+        mark, first = start, True  # the last record with a step count, and whether no step came yet
+        for record in attempt[1:]:
+            event = record.get("event")
+            if event in ("end", "preempted"):
                 lost["unproductive_checkpoint_save_time"] += record.get("save_seconds", 0.0)
-        if i + 1 < len(attempts):
-            following = attempts[i + 1][0]
+            if event not in ("step", "epoch") or not isinstance(record.get("step"), int):
+                continue
+            seconds = max(record["time"] - mark["time"] - _blocked(saves, mark["time"], record["time"]), 0.0)
+            steps = record["step"] - mark["step"]
+            if event == "epoch" and mark.get("event") == "step":
+                lost["evaluation"] += seconds
+            elif steps > 0:
+                if first:  # the first steps' time beyond the ideal: compilation
+                    compiling = max(seconds - steps * ideal, 0.0)
+                    lost["training_prep"] += compiling
+                    seconds -= compiling
+                again = min(max(record["step"] - max(mark["step"], kept_until), 0), steps)
+                productive += seconds * (steps - again) / steps
+                lost["wasted_progress_from_disruption"] += seconds * again / steps
+                first = False
+            mark = record
+        if following:
             last_step = max((r["step"] for r in attempt if isinstance(r.get("step"), int)), default=start["step"])
             redone += max(last_step - following["step"], 0)
             lost["infrastructure_recovery_from_disruption"] += max(
                 following.get("launched", following["time"]) - attempt[-1]["time"], 0.0)
-    lost["wasted_progress_from_disruption"] = redone * ideal
     final = attempts[-1]
-    kept = max((r["step"] for r in final if isinstance(r.get("step"), int)), default=0)
     wall = final[-1]["time"] - attempts[0][0].get("launched", attempts[0][0]["time"])
-    productive = kept * ideal
     lost["other"] = max(wall - productive - sum(v for k, v in lost.items() if k != "other"), 0.0)
     ratio = (lambda seconds: round(seconds / wall, 4) if wall > 0 else None)
     return {

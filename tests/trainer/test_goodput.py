@@ -1,7 +1,10 @@
 """Goodput from real runs (trainer/goodput.py, docs/goodput.md): 2 processes on 127.0.0.1 are killed
 after step 47 (SIGKILL; the checkpoint of step 40 on disk, step 47 recorded), and after a pause the job
 is started again and resumes from step 40. The summary's account shows the 7 steps redone, the
-restore, the pause as recovery, and its parts add up to the wall time."""
+restore, the pause as recovery, and its parts add up to the wall time.
+
+The account's arithmetic on hand-made records (steps that speed up, saves, evaluation, a restart) is
+in test_goodput_account.py."""
 
 import json
 import signal
@@ -47,12 +50,15 @@ def test_a_restarted_run_accounts_for_redone_steps_restore_and_recovery(tmp_path
     print(json.dumps(account, indent=1))
     assert set(lost) == set(goodput.BADPUT)
     assert account["steps_redone"] == 7  # steps 41-47, recorded before the failure, trained again
-    assert lost["wasted_progress_from_disruption"] == pytest.approx(7 * account["step_seconds"], abs=2e-3)
+    steps = [r for r in read_records(directory / METRICS) if r.get("event") == "step"]
+    steps = steps[: next(i for i, r in enumerate(steps) if r["step"] == 47) + 1]  # the first attempt's
+    before = [r for r in steps if r["step"] <= 40][-1]  # the record before the steps redone
+    assert 0 < lost["wasted_progress_from_disruption"] <= steps[-1]["time"] - before["time"] + 1e-3
     assert lost["unproductive_checkpoint_restore_time"] > 0
     assert lost["infrastructure_recovery_from_disruption"] >= PAUSE - 0.02  # process starts are known to 10 ms
     for phase in ("program_startup", "accelerator_initialization", "training_prep", "evaluation"):
         assert lost[phase] > 0, phase
-    assert account["productive_seconds"] == pytest.approx(summary["steps"] * account["step_seconds"], abs=2e-3)
+    assert account["productive_seconds"] > 0
     parts = account["productive_seconds"] + sum(lost.values())
-    assert parts == pytest.approx(account["wall_seconds"], abs=0.05)
+    assert parts == pytest.approx(account["wall_seconds"], abs=0.01)  # 12 figures rounded to 1 ms
     assert 0 < account["goodput"] < 1
