@@ -90,10 +90,7 @@ def _status(name: str, directory: Path, now: float, live: bool = False) -> JobSt
 
 def _ended_with(code) -> str:
     """`exit code 3: <what the trainer's exit code 3 means>` (trainer/exit_codes.py)."""
-    if not isinstance(code, int):
-        return "no exit code recorded"
-    meaning = next((entry.meaning for entry in exit_codes.TABLE if entry.code == code), None)
-    return f"exit code {code}" + (f": {meaning}" if meaning else "")
+    return exit_codes.describe(code) if isinstance(code, int) else "no exit code recorded"
 
 
 def status(name: str, folder: Path) -> JobStatus:

@@ -17,6 +17,7 @@ ExitCode restart policy (JAXJob) retries exactly the codes 128-255 and fails on 
 from __future__ import annotations
 
 import json
+import signal
 from dataclasses import asdict, dataclass
 
 
@@ -63,6 +64,20 @@ def action_of(code: int) -> str:
     """What a failure policy does with an exit code; codes outside the table (a signal, an OOM
     kill) are retried."""
     return next((entry.action for entry in TABLE if entry.code == code), "retry")
+
+
+def describe(code: int) -> str:
+    """`exit code 6: <what it means>` for a code of the table; for another code above 128, the
+    signal a shell or a container runtime reports with it (137: SIGKILL, an OOM kill)."""
+    entry = next((e for e in TABLE if e.code == code), None)
+    if entry:
+        return f"exit code {code}: {entry.meaning}"
+    if code > 128:
+        try:
+            return f"exit code {code} (killed by {signal.Signals(code - 128).name})"
+        except ValueError:
+            pass
+    return f"exit code {code}"
 
 
 def as_json() -> str:

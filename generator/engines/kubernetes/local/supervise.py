@@ -26,13 +26,13 @@ SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failu
 
 
 def describe_exit(code: int) -> str:
+    """A process's exit in words: the signal that killed it, or its code (trainer/exit_codes.py)."""
     if code < 0:
-        sig = signal.Signals(-code).name
-        hint = " (a peer died or the coordinator failed)" if code == -signal.SIGABRT else ""
-        return f"killed by {sig}{hint}"
-    if code == 134:
-        return "aborted (a peer died or the coordinator failed)"
-    return f"exit code {code}"
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return exit_codes.describe(code)
 
 
 class Runner:
