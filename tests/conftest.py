@@ -1,6 +1,7 @@
 """Shared by every test tier."""
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,26 @@ def pytest_runtest_makereport(item, call):
     if os.environ.get("JAXT_NO_SKIP") == "1" and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped under JAXT_NO_SKIP=1: {report.longrepr}"
+
+
+# Seconds spent per test file (set-up, call and tear-down), for the summary of what each tier costs.
+_SECONDS = Counter()
+
+
+def pytest_runtest_logreport(report):
+    _SECONDS[report.nodeid.split("::", 1)[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """What each tier (tests/<tier>/) and its slowest files cost in this session: make test's lanes
+    print it, so every full run says where its time went."""
+    if not _SECONDS:
+        return
+    tiers = Counter()
+    for path, seconds in _SECONDS.items():
+        parts = Path(path).parts
+        tiers[parts[1] if len(parts) > 2 and parts[0] == "tests" else path] += seconds
+    write = terminalreporter.write_line
+    terminalreporter.section("time per tier")
+    write(", ".join(f"{tier} {seconds / 60:.1f} min" for tier, seconds in tiers.most_common()))
+    write("slowest files: " + ", ".join(f"{path} {seconds:.0f} s" for path, seconds in _SECONDS.most_common(12)))
