@@ -117,11 +117,12 @@ def account(records: list[dict]) -> dict | None:
         mark, first = start, True  # the last record with a step count, and whether no step came yet
         for record in attempt[1:]:
             event = record.get("event")
-            if event in ("end", "preempted"):
-                lost["unproductive_checkpoint_save_time"] += record.get("save_seconds", 0.0)
-            if event not in ("step", "epoch") or not isinstance(record.get("step"), int):
+            closing = record.get("save_seconds", 0.0) if event in ("end", "preempted") else 0.0
+            lost["unproductive_checkpoint_save_time"] += closing
+            if event not in ("step", "epoch", "end", "preempted") or not isinstance(record.get("step"), int):
                 continue
-            seconds = max(record["time"] - mark["time"] - _blocked(saves, mark["time"], record["time"]), 0.0)
+            # A stop's record also closes the steps since the last step record (a stop saves the exact step).
+            seconds = max(record["time"] - mark["time"] - _blocked(saves, mark["time"], record["time"]) - closing, 0.0)
             steps = record["step"] - mark["step"]
             if event == "epoch" and mark.get("event") == "step":
                 lost["evaluation"] += seconds

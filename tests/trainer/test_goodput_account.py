@@ -67,3 +67,19 @@ def test_steps_that_run_faster_than_the_median_never_make_the_parts_overrun_the_
     parts = account["productive_seconds"] + sum(account["badput_seconds"].values())
     assert parts == pytest.approx(account["wall_seconds"], abs=2e-3)
     assert account["badput_seconds"]["other"] == pytest.approx(0.0, abs=2e-3)
+
+
+def test_the_steps_before_a_stop_are_productive_and_none_is_redone():
+    # Stopped after step 7 (the last step record: 5); the stop saves step 7 and the next attempt resumes there.
+    records = [start(1.0, 0, 0.0, program_startup=1.0), step(2.0, 1), step(3.0, 5),
+               {"event": "checkpoint", "time": 3.6, "step": 7, "started": 3.5, "blocked_seconds": 0.1},
+               {"event": "preempted", "time": 3.8, "step": 7, "save_seconds": 0.2},
+               start(6.0, 7, 5.0, program_startup=1.0), step(7.0, 9), {"event": "end", "time": 7.0, "step": 9}]
+    account = goodput.account(records)
+    lost = account["badput_seconds"]
+    assert account["steps_redone"] == 0 and lost["wasted_progress_from_disruption"] == 0
+    assert lost["unproductive_checkpoint_save_time"] == pytest.approx(0.3)
+    assert lost["infrastructure_recovery_from_disruption"] == pytest.approx(5.0 - 3.8)
+    # Steps 6-7 took the 0.8 s to the stop's record less its 0.3 s of saves.
+    assert account["productive_seconds"] + lost["training_prep"] == pytest.approx(1.0 + 1.0 + 0.5 + 1.0)
+    assert account["productive_seconds"] + sum(lost.values()) == pytest.approx(7.0, abs=2e-3)
