@@ -181,8 +181,15 @@ def extract_tar(stream: BinaryIO, destination: Path) -> list[str]:
 
 
 def write_file(path: Path, data: bytes) -> None:
-    """Write `path` whole: a fresh file beside it (O_CREAT|O_EXCL|O_NOFOLLOW), renamed over whatever
-    stands there, so a symlink at `path` is replaced, never written through."""
+    """Write `path` whole: a fresh file beside it (O_CREAT|O_EXCL|O_NOFOLLOW), renamed over a regular
+    file or a symlink there, so a link is replaced, never written through. A device, FIFO or socket
+    at `path` (/dev/null) is refused with an OSError, never replaced."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise OSError(f"not a regular file ({_kind(mode)}): left as it is")
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(temporary, NEW_FILE, 0o666)
     try:

@@ -100,6 +100,22 @@ def test_plot_output_problems_are_one_line(tmp_path, output, message):
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
+def test_plot_refuses_to_replace_a_fifo_or_device_at_its_output(tmp_path):
+    """-o naming a FIFO (as /dev/null names a device) is one line and exit 2; the FIFO stays a FIFO
+    (a rename over it would have replaced /dev/null itself for root)."""
+    import stat
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(GOOD_STEP)
+    fifo = tmp_path / "curves.png"
+    os.mkfifo(fifo)
+    proc = jaxgen("plot", str(metrics), "-o", str(fifo))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == f"error: {fifo}: cannot write: not a regular file (fifo): left as it is"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
 def test_jaxgen_does_not_import_jax_or_matplotlib_at_start():
     code = "import sys, generator.cli; sys.exit(int(any(m in sys.modules for m in ('jax', 'matplotlib'))))"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, timeout=60).returncode == 0
