@@ -19,6 +19,7 @@ from trainer.outputs import MODEL, MODEL_FILE, SUMMARY, result_line
 # Prometheus endpoint, jaxgen status), and what each must be.
 _COUNTS = ("step", "epoch", "batches", "total_steps")
 _SECONDS = ("time", "launched", "seconds", "blocked_seconds", "save_seconds", "eta_seconds")
+_FIGURES = ("loss", "train_accuracy", "test_accuracy")  # any number: a diverged run's loss is NaN
 
 
 def _well_formed(record) -> bool:
@@ -30,11 +31,15 @@ def _well_formed(record) -> bool:
     def seconds(value) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
+    def figure(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
     if not isinstance(record, dict):
         return False
     phases = record.get("phases", {})
     return (all(count(record[k]) for k in _COUNTS if k in record)
             and all(seconds(record[k]) for k in _SECONDS if k in record)
+            and all(figure(record[k]) for k in _FIGURES if k in record)
             and isinstance(phases, dict) and all(seconds(v) for v in phases.values()))
 
 

@@ -109,3 +109,24 @@ def test_list_of_local_runs_whose_run_records_are_odd(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert sorted(line.split()[0] for line in proc.stdout.splitlines()[1:]) == ["endless", "listed"], proc.stdout
+
+
+@pytest.mark.parametrize("record", [
+    {"event": "step", "step": 3, "epoch": 1, "loss": "abc", "time": 2},
+    {"event": "epoch", "step": 3, "epoch": 1, "loss": 0.5, "test_accuracy": "x", "time": 2},
+    {"event": "epoch", "step": 3, "epoch": 1, "loss": 0.5, "train_accuracy": [1], "time": 2},
+    {"event": "step", "step": 3, "epoch": 1, "loss": True, "time": 2},
+], ids=["loss", "test-accuracy", "train-accuracy", "bool"])
+def test_status_of_a_local_run_whose_figures_are_not_numbers(tmp_path, record):
+    """A metrics record whose loss or accuracy is not a number (an edited or foreign line) is left
+    out: status and list show the rest, never a traceback; a diverged run's NaN loss still counts."""
+    run = tmp_path / "odd"
+    run.mkdir()
+    lines = [{"event": "start", "step": 0, "total_steps": 10, "time": 1},
+             {"event": "step", "step": 2, "epoch": 1, "loss": float("nan"), "time": 1.5}, record]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for args in (["status", "odd"], ["status", "odd", "-o", "json"], ["list"], ["list", "-o", "json"]):
+        proc = jaxgen(*args, "--local", "--outputs", str(tmp_path))
+        assert proc.returncode == 0 and proc.stderr == "", (args, proc.stderr[-2000:])
+    text = jaxgen("status", "odd", "--local", "--outputs", str(tmp_path)).stdout
+    assert "progress:   step 2/10 (20%), epoch 1" in text and "last:       loss nan" in text, text
