@@ -107,7 +107,18 @@ def _show(render, watch: float | None) -> None:
 
 
 _output = click.option("-o", "--output", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+MAX_WATCH_SECONDS = 86400
+
+
+def _watch_seconds(ctx, param, value):
+    """A finite interval above 0 (time.sleep fails on NaN, infinity or a negative, and 0 would spin)."""
+    if value is not None and not 0 < value <= MAX_WATCH_SECONDS:  # NaN fails here too
+        raise click.BadParameter(f"{value:g} is not a number of seconds above 0 and at most {MAX_WATCH_SECONDS}")
+    return value
+
+
 _watch = click.option("-w", "--watch", type=float, is_flag=False, flag_value=5.0, default=None, metavar="[SECONDS]",
+                      callback=_watch_seconds,
                       help="Show it again every SECONDS (5 when not given) until interrupted.")
 
 

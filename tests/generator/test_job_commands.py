@@ -130,3 +130,13 @@ def test_status_of_a_local_run_whose_figures_are_not_numbers(tmp_path, record):
         assert proc.returncode == 0 and proc.stderr == "", (args, proc.stderr[-2000:])
     text = jaxgen("status", "odd", "--local", "--outputs", str(tmp_path)).stdout
     assert "progress:   step 2/10 (20%), epoch 1" in text and "last:       loss nan" in text, text
+
+
+@pytest.mark.parametrize("seconds", ["nan", "inf", "1e400", "0", "86401"])
+def test_watch_takes_only_a_finite_interval_above_zero(tmp_path, seconds):
+    """time.sleep fails on NaN or infinity (a traceback, once the first screen was shown) and 0
+    showed it once, as if --watch were not given: each is a usage error naming --watch."""
+    for args in (["list"], ["status", "demo"]):
+        proc = jaxgen(*args, "--local", "--outputs", str(tmp_path), f"--watch={seconds}", timeout=10)
+        assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert "Invalid value for '-w' / '--watch'" in proc.stderr and "seconds above 0" in proc.stderr, proc.stderr
