@@ -107,6 +107,8 @@ def _first_of_ranges(body: str, item: str) -> str:
 
 
 INT32_MAX = 2**31 - 1  # JAX's coordination service keeps process ids and counts as int32
+# Far beyond any host's accelerators; XLA's CPU client dies of SIGSEGV when asked for 100,000 devices.
+MAX_LOCAL_DEVICES = 1024
 
 
 def _int(value: str, name: str, minimum: int, maximum: int = INT32_MAX) -> int:
@@ -122,7 +124,7 @@ def _int(value: str, name: str, minimum: int, maximum: int = INT32_MAX) -> int:
 
 
 def _port(value, name: str) -> int:
-    port = _int(value, name, 1)
+    port = _int(value, name, 1, maximum=float("inf"))  # any number above 65535 is said as not a port
     if port > 65535:
         raise ConfigError(f"{name}={port} is not a TCP port (1-65535)")
     return port
@@ -166,9 +168,9 @@ class Found(NamedTuple):
     source: str
 
 
-def _read_int(env: Mapping[str, str], name: str, minimum: int) -> Found | None:
+def _read_int(env: Mapping[str, str], name: str, minimum: int, maximum: int = INT32_MAX) -> Found | None:
     """The integer variable `name`, or None where it is unset or empty."""
-    return Found(_int(env[name], name, minimum), name) if env.get(name, "") != "" else None
+    return Found(_int(env[name], name, minimum, maximum), name) if env.get(name, "") != "" else None
 
 
 @dataclass(frozen=True)
@@ -299,8 +301,8 @@ def _first(candidates) -> Found | None:
     return next((found for found in candidates if found is not None), None)
 
 
-def _flag(value, name: str, minimum: int) -> Found | None:
-    return None if value is None else Found(_int(value, name, minimum), name)
+def _flag(value, name: str, minimum: int, maximum: int = INT32_MAX) -> Found | None:
+    return None if value is None else Found(_int(value, name, minimum, maximum), name)
 
 
 def resolve_cluster(
@@ -330,7 +332,8 @@ def resolve_cluster(
             address = f"{address}:{port or DEFAULT_PORT}"
         coord = Found(_check_address(address, name), coord.source)
     pid, count = _complete(pid, count, coord)
-    devices = _flag(local_device_count, "--local-device-count", 1) or _read_int(env, LOCAL_DEVICE_COUNT_ENV, 1)
+    devices = (_flag(local_device_count, "--local-device-count", 1, MAX_LOCAL_DEVICES)
+               or _read_int(env, LOCAL_DEVICE_COUNT_ENV, 1, MAX_LOCAL_DEVICES))
     sources = {key: found.source for key, found in (("process_id", pid), ("num_processes", count),
                                                     ("coordinator_address", coord), ("local_device_count", devices))
                if found is not None}

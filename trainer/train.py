@@ -26,11 +26,17 @@ from trainer.termination import terminate_with
 from trainer.watchdog import Watchdog
 
 
+# XLA CPU threads a process may ask for: 100,000 spent minutes creating threads before the first step.
+MAX_CPU_THREADS = 1024
+
+
 def check_config(cfg: TrainConfig) -> None:
     model = models.get(cfg.model)
     split = cfg.model_settings()[model.model_axis]  # the sizes a model axis splits (trainer/models)
     rules = [
         (cfg.epochs >= 1, f"--epochs {cfg.epochs} must be >= 1"),
+        (cfg.seed >= 0, f"--seed {cfg.seed} must be >= 0"),
+        (cfg.train_examples >= 0, f"--train-examples {cfg.train_examples} must be >= 0 (0 = all)"),
         (cfg.run_name not in ("", ".", "..") and "/" not in cfg.run_name and "\0" not in cfg.run_name,
          f"--run-name {cfg.run_name!r} must name one directory (no '/', not '.' or '..')"),
         (cfg.log_every >= 1, f"--log-every {cfg.log_every} must be >= 1"),
@@ -44,12 +50,13 @@ def check_config(cfg: TrainConfig) -> None:
         (0 <= cfg.metrics_port <= 65535, f"--metrics-port {cfg.metrics_port} must be a TCP port, or 0 = off"),
         (cfg.model_parallelism >= 1, f"--model-parallelism {cfg.model_parallelism} must be >= 1"),
         (cfg.steps_per_dispatch >= 1, f"--steps-per-dispatch {cfg.steps_per_dispatch} must be >= 1"),
-        (cfg.cpu_threads >= 0, f"--cpu-threads {cfg.cpu_threads} must be >= 0"),
+        (0 <= cfg.cpu_threads <= MAX_CPU_THREADS,
+         f"--cpu-threads {cfg.cpu_threads} must be from 0 to {MAX_CPU_THREADS} (0 = this process's share)"),
         (cfg.precision in PRECISIONS, f"--precision {cfg.precision} must be one of {', '.join(PRECISIONS)}"),
         (cfg.allreduce_dtype == "float32" or cfg.strategy == "pmap",
          f"--allreduce-dtype {cfg.allreduce_dtype} needs --strategy pmap"),
         (cfg.model_parallelism == 1 or cfg.strategy == "sharded", "--model-parallelism > 1 needs --strategy sharded"),
-        (all(size % cfg.model_parallelism == 0 for size in split),
+        (cfg.model_parallelism < 1 or all(size % cfg.model_parallelism == 0 for size in split),  # < 1: said above
          f"--model-parallelism {cfg.model_parallelism} must divide each of --{cfg.model}-{model.model_axis.replace('_', '-')} "
          f"({','.join(map(str, split))})"),
         (not cfg.outputs_uri or cfg.checkpoint_dir, "--outputs-uri needs --checkpoint-dir (where the outputs are "

@@ -127,6 +127,9 @@ def test_expand_hostlist_rejects_malformed_lists(bad):
      {"coordinator_port": 70000}, "--coordinator-port=70000 is not a TCP port"),
     ({"JAX_COORDINATOR_ADDRESS": "h", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"},
      {"coordinator_port": 0}, "--coordinator-port=0 must be >= 1"),
+    ({"JAX_COORDINATOR_PORT": "9" * 20}, {}, "JAX_COORDINATOR_PORT=99999999999999999999 is not a TCP port"),
+    ({"JAX_LOCAL_DEVICE_COUNT": "100000"}, {}, "JAX_LOCAL_DEVICE_COUNT=100000 must be <= 1024"),
+    ({}, {"local_device_count": 1025}, "--local-device-count=1025 must be <= 1024"),
 ])
 def test_bad_cluster_settings_name_the_variable(env, kwargs, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):

@@ -22,6 +22,15 @@ CASES = [
     (["--run-name", ".."], exit_codes.CONFIG, "--run-name '..' must name one directory"),
     (["--checkpoint-dir", "/dev/null"], exit_codes.CHECKPOINT, "--checkpoint-dir /dev/null: not a directory"),
     (["--data-dir", "/dev/null"], exit_codes.DATA, "/dev/null: the data directory is not a directory"),
+    # checked before any data is read: once a traceback (numpy's seed, a modulo by zero), a run on all
+    # examples but one (a slice [:-1]), minutes of thread creation, and XLA's SIGSEGV
+    (["--seed", "-1"], exit_codes.CONFIG, "--seed -1 must be >= 0"),
+    (["--model-parallelism", "0"], exit_codes.CONFIG, "--model-parallelism 0 must be >= 1"),
+    (["--train-examples", "-1"], exit_codes.CONFIG, "--train-examples -1 must be >= 0 (0 = all)"),
+    (["--cpu-threads", "100000"], exit_codes.CONFIG, "--cpu-threads 100000 must be from 0 to 1024"),
+    (["--local-device-count", "100000"], exit_codes.CONFIG, "--local-device-count=100000 must be <= 1024"),
+    (["--coordinator-port", "99999999999999999999"], exit_codes.CONFIG,
+     "--coordinator-port=99999999999999999999 is not a TCP port (1-65535)"),
     # no abbreviations: a flag means only what it spells, as jaxgen and the scripts read it
     (["--run-na", "x"], exit_codes.CONFIG, "unrecognized arguments: --run-na x"),
     (["--checkpoint-d=/x"], exit_codes.CONFIG, "unrecognized arguments: --checkpoint-d=/x"),
