@@ -17,6 +17,7 @@ import click
 
 from .engines.kubernetes.policy import DNS_LABEL_MAX
 from .errors import Unreachable, UserError
+from .options import NonEmptyPath
 from .runs import DEFAULT_OUTPUTS, LATEST
 
 EXIT_INVALID, EXIT_UNREACHABLE = 2, 3
@@ -31,7 +32,7 @@ def _where(command):
         click.option("-n", "--namespace", metavar="NS", help="The namespace (default: the context's)."),
         click.option("--slurm", is_flag=True, help="A SLURM job (squeue, sacct) instead of a Kubernetes one."),
         click.option("--local", is_flag=True, help="A run of `jaxgen run` on this machine, under --outputs."),
-        click.option("--outputs", "outputs_dir", type=click.Path(file_okay=False, path_type=Path),
+        click.option("--outputs", "outputs_dir", type=NonEmptyPath(file_okay=False, path_type=Path),
                      default=DEFAULT_OUTPUTS, show_default=True, help="With --local: the outputs folder of `jaxgen run`."),
     ]
     for option in reversed(options):

@@ -8,6 +8,16 @@ from .targets import NAMES
 from .names import DEFAULT_NAMESPACE
 
 
+class NonEmptyPath(click.Path):
+    """A click.Path that refuses '': an empty path is the current folder to pathlib, never what a
+    person who typed --outputs "$UNSET" meant."""
+
+    def convert(self, value, param, ctx):
+        if value == "":
+            self.fail("empty path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def variables_options(targets: tuple[str, ...] = NAMES, namespace: bool = False):
     """FILE, -f, --set/--set-string/--set-json and --target (one of `targets`); with `namespace`, also
     --namespace."""

@@ -13,6 +13,7 @@ from trainer.extras import missing
 
 from . import confined, yaml_text
 from .errors import UserError, excerpt, printable
+from .options import NonEmptyPath
 
 
 # The fields each plotted record must carry as numbers (the trainer's metrics.jsonl writes them).
@@ -138,8 +139,8 @@ def draw(records: list[dict], output: Path, title: str) -> None:
 
 
 @click.command("plot")
-@click.argument("metrics", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("curves.png"),
+@click.argument("metrics", type=NonEmptyPath(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=NonEmptyPath(dir_okay=False, path_type=Path), default=Path("curves.png"),
               show_default=True, help="Image to write (format from the suffix: png, svg, pdf).")
 def plot_command(metrics, output):
     """Draw loss and accuracy curves from a trainer's metrics.jsonl."""

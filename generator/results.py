@@ -14,6 +14,7 @@ from trainer.extras import missing
 
 from . import bucket, runs
 from .errors import UserError
+from .options import NonEmptyPath
 from .plot import number_text, curves, draw, read_records
 
 NOT_FINISHED = 1  # the directory holds no summary: the run did not finish (or is still running)
@@ -96,10 +97,10 @@ def report(directory: Path, resume_hint: str | None = None) -> int:
 
 
 @click.command("results")
-@click.argument("directory")
+@click.argument("directory", type=NonEmptyPath())
 @click.option("--endpoint", metavar="URL", help="with s3://…: the S3-compatible server (outputs.endpoint; default: "
                                                 "AWS S3, or $AWS_ENDPOINT_URL)")
-@click.option("--into", metavar="DIR", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+@click.option("--into", metavar="DIR", type=NonEmptyPath(file_okay=False, path_type=Path), default=Path("results"),
               show_default=True, help="with s3://…: where the fetched run is kept, as DIR/NAME/<run id>")
 def results_command(directory, endpoint, into):
     """Print a finished run's result from its outputs DIRECTORY and draw its curves.png.

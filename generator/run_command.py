@@ -11,7 +11,7 @@ import click
 from trainer.extras import missing
 
 from .errors import UserError
-from .options import variables_files, variables_options
+from .options import NonEmptyPath, variables_files, variables_options
 from .runs import DEFAULT_OUTPUTS
 from .targets import LOCAL as LOCAL_TARGETS
 
@@ -19,12 +19,12 @@ from .targets import LOCAL as LOCAL_TARGETS
 @click.command("run")
 @variables_options(LOCAL_TARGETS)
 @click.option("--local", "local", is_flag=True, hidden=True, help="Run on this machine (the default and only mode).")
-@click.option("--outputs", "outputs_dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_OUTPUTS,
+@click.option("--outputs", "outputs_dir", type=NonEmptyPath(file_okay=False, path_type=Path), default=DEFAULT_OUTPUTS,
               show_default=True, help="Where the job's results are kept (<outputs>/<name>/<run id>: model, metrics, "
                                       "summary, curves; <outputs>/<name>/latest: the newest finished run) and its "
                                       "claims live (<outputs>/claims/<claim>).")
 @click.option("--discard", is_flag=True, help="Keep nothing: claims and results go with the scratch directory.")
-@click.option("--work-dir", type=click.Path(file_okay=False), help="Scratch directory (emptyDir volumes; kept).")
+@click.option("--work-dir", type=NonEmptyPath(file_okay=False), help="Scratch directory (emptyDir volumes; kept).")
 @click.option("--keep", is_flag=True, help="Keep the scratch directory (the pods' emptyDir volumes).")
 def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, outputs_dir, discard, work_dir, keep):
     """Run FILE's job as hosts_count processes on this machine (`--local` is accepted and changes nothing).

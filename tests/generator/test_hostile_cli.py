@@ -177,3 +177,28 @@ def test_jaxgen_run_and_the_lifecycle_scripts_answer_hostile_input_in_bounded_me
     errors = [line for line in output.splitlines() if "error" in line]
     assert len(errors) == 1 and said in output, output[-2000:]
     assert "started" not in output and not (tmp_path / "build").exists(), output[-2000:]
+
+
+# Every option or argument that names a path of jaxgen's own (not the variables files): '' was the
+# current folder to pathlib (`run --outputs ""` kept its results in the cwd, `plot -o ""` failed
+# naming '.').
+EMPTY_PATHS = [
+    (["plot", ""], "'METRICS'"),
+    (["plot", "metrics.jsonl", "-o", ""], "'-o' / '--output'"),
+    (["results", ""], "'DIRECTORY'"),
+    (["results", "s3://bucket/prefix/job", "--into", ""], "'--into'"),
+    (["list", "--local", "--outputs", ""], "'--outputs'"),
+    (["status", "demo", "--local", "--outputs", ""], "'--outputs'"),
+    (["logs", "demo", "--local", "--outputs", ""], "'--outputs'"),
+    (["run", str(EXAMPLES_DIR / "cpu-local.json"), "--outputs", ""], "'--outputs'"),
+    (["run", str(EXAMPLES_DIR / "cpu-local.json"), "--work-dir", ""], "'--work-dir'"),
+]
+
+
+@pytest.mark.parametrize("argv,option", EMPTY_PATHS, ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_an_empty_path_is_a_usage_error_naming_its_option(tmp_path, monkeypatch, argv, option):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text('{"event": "step", "step": 1, "loss": 1}\n')
+    result = CliRunner().invoke(cli, argv, catch_exceptions=False)
+    assert result.exit_code == 2 and f"Invalid value for {option}: empty path" in result.stderr, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]  # nothing written, nothing started
