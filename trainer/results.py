@@ -43,13 +43,28 @@ def _well_formed(record) -> bool:
             and isinstance(phases, dict) and all(seconds(v) for v in phases.values()))
 
 
+MAX_RECORD = 1 << 20  # characters of one metrics line: a record is a few hundred
+
+
+def _lines(path: str | os.PathLike):
+    """The file's lines, read one at a time; a line longer than MAX_RECORD (no record) is skipped
+    in bounded pieces, never held whole."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        while line := f.readline(MAX_RECORD + 1):
+            if len(line) <= MAX_RECORD:
+                yield line
+                continue
+            while line and not line.endswith("\n"):
+                line = f.readline(MAX_RECORD + 1)
+
+
 def read_records(path: str | os.PathLike | None) -> list[dict]:
     """The well-formed records of a metrics.jsonl, every attempt's (a restart appends); [] without
     one, or when it is no file (--metrics-file /dev/null, or /dev/zero, which has no end)."""
     if not path or not Path(path).is_file():
         return []
     try:
-        lines = Path(path).read_text(errors="replace").splitlines()
+        lines = list(_lines(path))
     except OSError:
         return []
     records = []

@@ -140,3 +140,28 @@ def test_watch_takes_only_a_finite_interval_above_zero(tmp_path, seconds):
         proc = jaxgen(*args, "--local", "--outputs", str(tmp_path), f"--watch={seconds}", timeout=10)
         assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr, (args, proc.stderr)
         assert "Invalid value for '-w' / '--watch'" in proc.stderr and "seconds above 0" in proc.stderr, proc.stderr
+
+
+def test_a_metrics_line_of_50_mb_is_skipped_in_bounded_memory(tmp_path):
+    """status/list/results read metrics.jsonl a line at a time: a line of 50 MB (no record) is
+    skipped in pieces, never held whole, and the records around it still count."""
+    import tracemalloc
+
+    from generator import local_jobs
+    from trainer.results import read_records
+
+    run = tmp_path / "huge"
+    run.mkdir()
+    with open(run / "metrics.jsonl", "w") as f:
+        f.write('{"event": "start", "step": 0, "total_steps": 10, "time": 1}\n')
+        f.write('{"a": "' + "x" * 50_000_000 + '"}\n')
+        f.write('{"event": "step", "step": 4, "epoch": 1, "loss": 0.5, "time": 2}\n')
+    tracemalloc.start()
+    try:
+        records = read_records(run / "metrics.jsonl")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20_000_000, peak
+    assert [r.get("event") for r in records] == ["start", "step"]
+    assert local_jobs.status("huge", tmp_path).step == 4
