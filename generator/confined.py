@@ -189,7 +189,7 @@ def write_file(path: Path, data: bytes) -> None:
     except FileNotFoundError:
         mode = None
     if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-        raise OSError(f"not a regular file ({_kind(mode)}): left as it is")
+        raise OSError(f"not a regular file ({'folder' if stat.S_ISDIR(mode) else _kind(mode)}): left as it is")
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(temporary, NEW_FILE, 0o666)
     try:

@@ -91,6 +91,23 @@ def test_metrics_that_cannot_be_drawn_are_a_note_and_the_result_stands(tmp_path)
     assert result.stdout.startswith("result: test accuracy 0.9512")
 
 
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_curves_png_that_is_no_file_is_left_as_it_is_and_the_result_stands(tmp_path, kind):
+    """A run's curves.png that is a folder or a FIFO (a device the same) is not replaced: a note names
+    what stands there, and the result is printed."""
+    import os
+    import stat
+
+    run = run_dir(tmp_path, SUMMARY, '{"event": "step", "step": 1, "loss": 1}\n')
+    curves = os.path.join(run, "curves.png")
+    os.mkdir(curves) if kind == "folder" else os.mkfifo(curves)
+    result = jaxgen("results", run)
+    assert result.exit_code == 0 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr == f"note: no curves.png: {curves}: cannot write: not a regular file ({kind}): left as it is\n"
+    assert result.stdout.startswith("result: test accuracy 0.9512")
+    assert (stat.S_ISDIR if kind == "folder" else stat.S_ISFIFO)(os.lstat(curves).st_mode)
+
+
 def test_a_jobs_runs_with_odd_records_are_listed(tmp_path):
     """The listing of a job's runs says '-' for what a record or summary does not hold as a number; a
     run record that never ends (/dev/zero) is not read whole."""
