@@ -41,6 +41,9 @@ done
 [[ "$timeout" =~ ^[1-9][0-9]{0,8}$ ]] || { echo "error: --timeout must be a whole number of seconds from 1 to 999999999" >&2; exit 2; }
 if [ -n "$name" ]; then
   [ -z "$build" ] || { echo "error: give BUILD_DIR or --name, not both" >&2; exit 2; }
+  # A release's name is a DNS-1123 label (the variables' `name`); anything else would go into a label selector.
+  [[ "$name" =~ ^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$ ]] ||
+    { echo "error: --name '$name' is not a release name (lowercase letters, digits and '-', at most 63)" >&2; exit 2; }
   NAME="$name"
   NAMESPACE="${namespace_opt:-$(current_namespace)}"
 else

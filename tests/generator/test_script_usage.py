@@ -21,6 +21,10 @@ CASES = [
     ("run.sh", ["/no/such/build"], 1, "/no/such/build: no such build folder"),
     ("clean.sh", ["--timeout", ""], 2, "error: --timeout needs a value"),
     ("clean.sh", ["--name"], 2, "error: --name needs a value"),
+    # checked before the cluster is asked: a name is the label selector's value
+    ("clean.sh", ["--name", "BAD NAME"], 2, "error: --name 'BAD NAME' is not a release name"),
+    ("clean.sh", ["--name", "x,app=other"], 2, "error: --name 'x,app=other' is not a release name"),
+    ("clean.sh", ["--name", "a" * 64], 2, "is not a release name"),
     ("prepare.sh", ["-o"], 2, "error: -o needs a value"),
     ("prepare.sh", ["--set-json"], 2, "error: --set-json needs a value"),
     ("prepare.sh", ["-n", "default", "--set", "a={x"], 2, "a list must end with '}'"),
