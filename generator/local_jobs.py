@@ -90,7 +90,8 @@ def _status(name: str, directory: Path, now: float, live: bool = False) -> JobSt
 
 def _ended_with(code) -> str:
     """`exit code 3: <what the trainer's exit code 3 means>` (trainer/exit_codes.py)."""
-    return exit_codes.describe(code) if isinstance(code, int) else "no exit code recorded"
+    recorded = isinstance(code, int) and not isinstance(code, bool)  # JSON's true is no exit code
+    return exit_codes.describe(code) if recorded else "no exit code recorded"
 
 
 def status(name: str, folder: Path) -> JobStatus:

@@ -239,6 +239,9 @@ def test_a_stopped_emptydir_run_does_not_promise_a_resume(tmp_path):
     ({"status": "stopped", "exit_code": 130, "checkpoints": "/claims/c/mnist-cpu/checkpoints"},
      ("Stopped", "a rerun resumes from its last checkpoint")),
     ({"status": "finished", "exit_code": 0}, ("Succeeded", "it left no summary (a program of its own)")),
+    # an edited record: JSON's true was said as exit code 1's meaning
+    ({"status": "failed", "exit_code": True}, ("Failed", "no exit code recorded")),
+    ({"status": "failed", "exit_code": 10**30}, ("Failed", f"exit code {10**30}")),
 ])
 def test_local_status_says_how_the_newest_kept_run_ended(tmp_path, record, expected):
     """What `jaxgen run` recorded (collect.finish), not an earlier run nor a resume it cannot keep."""
