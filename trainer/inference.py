@@ -45,6 +45,12 @@ def _local_dir(mirror) -> Path | None:
     return Path(urllib.parse.urlparse(mirror).path) if isinstance(mirror, str) and mirror.startswith("file://") else None
 
 
+def _holds_test_files(directory: Path) -> bool:
+    """Whether `directory` is no folder, or holds a test file of its own (readable or not)."""
+    names = (data.FILES["test_images"][0], data.FILES["test_labels"][0])
+    return directory.exists() and (not directory.is_dir() or any((directory / n).exists() for n in names))
+
+
 def find_test_set(model_path: str, data_dir: str | None, download: bool,
                   mirror: str | None) -> tuple[np.ndarray, np.ndarray]:
     """The MNIST test set (images, labels) without a download where its files are already here:
@@ -59,6 +65,10 @@ def find_test_set(model_path: str, data_dir: str | None, download: bool,
         try:
             return data.load_split(directory, "test", download=False)
         except DataError:
+            if data_dir and directory == Path(data_dir) and _holds_test_files(directory):
+                if download and directory.is_dir():
+                    break  # downloaded into it again below
+                raise  # what --data-dir holds is corrupt: never scored silently on another copy
             continue
     target = Path(data_dir) if data_dir else cache_data_dir()
     if not download:

@@ -233,3 +233,32 @@ def test_the_largest_png_predict_reads_costs_no_more_memory_than_jax_itself(tmp_
     big_peak, said = peak_rss_of_predict(model, big)
     assert said.startswith(f"{big}: ") and big.stat().st_size < 200_000
     assert big_peak < small_peak + 128 * 1024, (big_peak, small_peak)
+
+
+@pytest.mark.parametrize("bad", ["corrupt", "not-a-folder"])
+def test_evaluate_never_scores_another_copy_when_data_dir_is_corrupt(tmp_path, bad):
+    """A --data-dir whose test files are corrupt (or that is a file) is a data error naming the file,
+    not a score on the good copy that evaluate falls back to where --data-dir has no files at all."""
+    import os
+
+    (tmp_path / "cache").mkdir()
+    os.symlink(MNIST_DIR, tmp_path / "cache" / "mnist")  # the fallback: a good copy in $JAXT_CACHE
+    model = export_model(tmp_path / "model")
+    data_dir = tmp_path / "data"
+    if bad == "corrupt":
+        data_dir.mkdir()
+        for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"):
+            (data_dir / name).write_bytes(b"\x1f\x8b not MNIST")
+    else:
+        data_dir.write_text("a file")
+
+    def evaluate(where):
+        return subprocess.run([sys.executable, "-m", "trainer", "evaluate", "--model", str(model), "--data-dir",
+                               str(where), "--no-download"], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=120, env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu",
+                                                "JAXT_CACHE": str(tmp_path / "cache")})
+
+    said = "corrupt or truncated" if bad == "corrupt" else "the data directory is not a directory"
+    one_line(evaluate(data_dir), exit_codes.DATA, said)
+    fallback = evaluate(tmp_path / "absent")  # no files there: the cache's copy is read, as before
+    assert fallback.returncode == 0 and "test accuracy=" in fallback.stdout, fallback.stderr[-2000:]
