@@ -51,4 +51,11 @@ def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, 
         raise UserError(f"target: {values['target']!r} cannot run locally; use one of {', '.join(LOCAL_TARGETS)}")
     if not values["program"]["command"] and (problem := missing("jax", "trainer", "jaxgen run (the built-in trainer)")):
         raise UserError(problem)
-    sys.exit(engine_of(values).run_local(values, None if discard else outputs_dir.resolve(), work_dir, keep))
+    kept = None
+    if not discard:
+        try:
+            kept = outputs_dir.resolve()
+        except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop, before Python 3.13
+            raise UserError(f"--outputs {outputs_dir}: cannot keep the job's results there: "
+                            f"{getattr(error, 'strerror', None) or error}") from None
+    sys.exit(engine_of(values).run_local(values, kept, work_dir, keep))

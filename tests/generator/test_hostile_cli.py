@@ -145,6 +145,7 @@ LIFECYCLE = [
     (["jaxgen", "run", "bomb.yaml"], 2, "excessive aliasing"),
     (["jaxgen", "run", "{cpu_local}", "--outputs", "/dev/null"], 2, "cannot keep the job's results there"),
     (["jaxgen", "run", "{cpu_local}", "--work-dir", "/dev/zero"], 2, "--work-dir /dev/zero: cannot hold the scratch"),
+    (["jaxgen", "run", "{cpu_local}", "--outputs", "loop/x"], 2, "--outputs loop/x: cannot keep the job's results there"),
     (["jaxgen", "run", "{cpu_local}", "--work-dir", "bomb.yaml/x"], 2, "cannot hold the scratch directory"),
     (["jaxgen", "run", "{cpu_local}", "--set-json", 'program.args=["--metrics-file=/var/x"]'], 2,
      "--metrics-file /var/x is on none of the pod's volumes"),
@@ -166,6 +167,7 @@ def test_jaxgen_run_and_the_lifecycle_scripts_answer_hostile_input_in_bounded_me
     from tests.support.paths import REPO_ROOT, SCRIPTS_DIR
 
     (tmp_path / "bomb.yaml").write_text(FILES["bomb.yaml"])
+    (tmp_path / "loop").symlink_to("loop")  # a symlink loop: resolving it raised RuntimeError
     command = ([sys.executable, "-m", "generator", *argv[1:]] if argv[0] == "jaxgen"
                else ["bash", str(SCRIPTS_DIR / argv[0]), *argv[1:]])
     command = [a.format(cpu_local=EXAMPLES_DIR / "cpu-local.json") for a in command]
