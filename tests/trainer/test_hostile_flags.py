@@ -108,10 +108,11 @@ MODEL_CASES = [
     (["predict", "--model", "{model}", "/"], exit_codes.DATA, "/: cannot read"),
     (["predict", "--model", "{model}", "/nonexistent"], exit_codes.DATA, "cannot read"),
     (["predict", "--mod", "{model}", "x"], exit_codes.CONFIG, "the following arguments are required: --model"),
+    # what --data-dir holds is said, not skipped for another copy
     (["evaluate", "--model", "{model}", "--data-dir", "/dev/null", "--no-download"], exit_codes.DATA,
-     "the MNIST files are in none of /dev/null"),
+     "/dev/null: the data directory is not a directory"),
     (["evaluate", "--model", "{model}", "--data-dir", "{zero_data}", "--no-download"], exit_codes.DATA,
-     "the MNIST files are in none of"),
+     "zero-data/t10k-images-idx3-ubyte.gz: not a file (the MNIST file t10k-images-idx3-ubyte.gz is expected there)"),
 ]
 
 
