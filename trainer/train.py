@@ -61,6 +61,9 @@ def check_config(cfg: TrainConfig) -> None:
          f"({','.join(map(str, split))})"),
         (not cfg.outputs_uri or cfg.checkpoint_dir, "--outputs-uri needs --checkpoint-dir (where the outputs are "
                                                     "kept before they are uploaded)"),
+        # a file or device there: jax would warn on every program and keep nothing
+        (not cfg.compilation_cache or os.path.isdir(cfg.compilation_cache) or not os.path.exists(cfg.compilation_cache),
+         f"--compilation-cache {cfg.compilation_cache}: not a directory ('' = off)"),
     ]
     for ok, message in rules:
         if not ok:

@@ -25,6 +25,7 @@ CASES = [
     # checked before any data is read: once a traceback (numpy's seed, a modulo by zero), a run on all
     # examples but one (a slice [:-1]), minutes of thread creation, and XLA's SIGSEGV
     (["--seed", "-1"], exit_codes.CONFIG, "--seed -1 must be >= 0"),
+    (["--compilation-cache", "/dev/null"], exit_codes.CONFIG, "--compilation-cache /dev/null: not a directory"),
     (["--model-parallelism", "0"], exit_codes.CONFIG, "--model-parallelism 0 must be >= 1"),
     (["--train-examples", "-1"], exit_codes.CONFIG, "--train-examples -1 must be >= 0 (0 = all)"),
     (["--cpu-threads", "100000"], exit_codes.CONFIG, "--cpu-threads 100000 must be from 0 to 1024"),
