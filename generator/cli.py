@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from pathlib import Path
 
@@ -144,8 +146,31 @@ for command in (check_command, status_command, logs_command, list_command):
     cli.add_command(command)
 
 
+EXIT_UNWRITABLE = 1
+# What a write to standard output fails with when it cannot take the text: a full disk or quota, a
+# device error. (A closed pipe, `jaxgen … | head`, is click's: exit 0, as other commands do.)
+WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG)
+
+
+def _from_echo(error: OSError) -> bool:
+    """Whether `error` came from click.echo, the one way jaxgen prints: standard output failed, not
+    a file of its own."""
+    import traceback
+
+    return any(frame.name == "echo" and frame.filename == click.utils.__file__
+               for frame in traceback.extract_tb(error.__traceback__))
+
+
 def main() -> None:
-    cli()
+    try:
+        cli()
+    except OSError as error:
+        if error.errno not in WRITE_ERRORS or not _from_echo(error):
+            raise  # not standard output's failure
+        # The rest of the buffered output would fail again at exit: it goes nowhere instead.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        click.echo(f"error: cannot write the output: {error.strerror or error}", err=True)
+        sys.exit(EXIT_UNWRITABLE)
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ LIFECYCLE = [
     (["jaxgen", "run", "bomb.yaml"], 2, "excessive aliasing"),
     (["jaxgen", "run", "{cpu_local}", "--outputs", "/dev/null"], 2, "cannot keep the job's results there"),
     (["jaxgen", "run", "{cpu_local}", "--work-dir", "/dev/zero"], 2, "--work-dir /dev/zero: cannot hold the scratch"),
-    (["jaxgen", "run", "{cpu_local}", "--outputs", "loop/x"], 2, "--outputs loop/x: cannot keep the job's results there"),
+    (["jaxgen", "run", "{cpu_local}", "--outputs", "loop/x"], 2, "--outputs loop/x: cannot keep the job's results"),
     (["jaxgen", "run", "{cpu_local}", "--work-dir", "bomb.yaml/x"], 2, "cannot hold the scratch directory"),
     (["jaxgen", "run", "{cpu_local}", "--set-json", 'program.args=["--metrics-file=/var/x"]'], 2,
      "--metrics-file /var/x is on none of the pod's volumes"),
@@ -204,3 +204,23 @@ def test_an_empty_path_is_a_usage_error_naming_its_option(tmp_path, monkeypatch,
     result = CliRunner().invoke(cli, argv, catch_exceptions=False)
     assert result.exit_code == 2 and f"Invalid value for {option}: empty path" in result.stderr, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]  # nothing written, nothing started
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("argv", [["defaults"], ["schema"], ["render"], ["--help"],
+                                  ["list", "--local", "--outputs", "."]], ids=" ".join)
+def test_a_full_standard_output_is_one_line_and_exit_1(tmp_path, argv):
+    """`jaxgen defaults > file` on a full disk: one line saying the output cannot be written, exit 1,
+    not an OSError traceback (nor a second complaint when the interpreter flushes at exit)."""
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO_ROOT
+
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "generator", *argv], cwd=tmp_path, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if not line.startswith("warning: ")]
+    assert errors == ["error: cannot write the output: No space left on device"], proc.stderr[-2000:]
