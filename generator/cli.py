@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import UserError, ValidationFailed
+from .errors import UserError, ValidationFailed, excerpt, printable
 from .options import variables_files, variables_options
 
 EXIT_INVALID = 2
@@ -43,6 +43,12 @@ class _Group(click.Group):
             return super().main(*args, **kwargs)
         except UserError as error:
             fail(error)
+        except OSError as error:
+            # A path the filesystem refuses to even look up (a name over 255 bytes): Path.exists()
+            # and its kind raise it where a missing file is only False, anywhere a path is read.
+            if error.errno != errno.ENAMETOOLONG or error.filename is None:
+                raise
+            fail(UserError(f"{excerpt(printable(os.fsdecode(error.filename)))}: {error.strerror}"))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

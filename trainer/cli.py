@@ -4,6 +4,7 @@ a command runs, and jax only once the ClusterSpec and the CPU device count are k
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 
@@ -74,6 +75,14 @@ def main(argv: list[str] | None = None) -> int:
         return INTERRUPTED
 
 
+def _path_too_long(error: Exception) -> ConfigError | None:
+    """A path given by a flag that the filesystem refuses to even look up (a name over 255 bytes;
+    Python's Path.exists() raises it, where a missing file would only be False), as a config error."""
+    if not isinstance(error, OSError) or error.errno != errno.ENAMETOOLONG or error.filename is None:
+        return None
+    return ConfigError(f"{os.fsdecode(error.filename)[:200]}: {error.strerror}")
+
+
 def _run(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
@@ -92,6 +101,10 @@ def _run(argv: list[str] | None) -> int:
             return predict(args.model, args.images, args.platform)
     except TrainerError as e:  # one process, no rank to name
         return report(e, distributed=False)
+    except OSError as e:
+        if (too_long := _path_too_long(e)) is None:
+            raise
+        return report(too_long, distributed=False)
     try:
         spec = resolve_cluster(
             os.environ,
@@ -113,6 +126,8 @@ def _run(argv: list[str] | None) -> int:
     except TrainerError as e:
         return report(e, spec)
     except Exception as e:  # every collective, not only a step's: a peer died (or the coordinator did)
+        if (too_long := _path_too_long(e)) is not None:
+            return report(too_long, spec)
         lost = as_peer_lost(e) if spec is not None and spec.distributed else None
         if lost is None:
             raise

@@ -61,11 +61,11 @@ def _lines(path: str | os.PathLike):
 def read_records(path: str | os.PathLike | None) -> list[dict]:
     """The well-formed records of a metrics.jsonl, every attempt's (a restart appends); [] without
     one, or when it is no file (--metrics-file /dev/null, or /dev/zero, which has no end)."""
-    if not path or not Path(path).is_file():
-        return []
     try:
+        if not path or not Path(path).is_file():
+            return []
         lines = list(_lines(path))
-    except OSError:
+    except OSError:  # is_file() too: a name too long raises
         return []
     records = []
     for line in lines:

@@ -224,3 +224,16 @@ def test_a_full_standard_output_is_one_line_and_exit_1(tmp_path, argv):
     assert proc.returncode == 1, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if not line.startswith("warning: ")]
     assert errors == ["error: cannot write the output: No space left on device"], proc.stderr[-2000:]
+
+
+LONG = "/tmp/" + "a" * 300  # a name over 255 bytes: looking it up raises, where a missing file is only False
+
+
+@pytest.mark.parametrize("argv", [["plot", LONG], ["results", LONG], ["list", "--local", "--outputs", LONG],
+                                  ["status", "demo", "--local", "--outputs", LONG], ["render", "-o", LONG],
+                                  ["validate", LONG], ["run", "--outputs", LONG]], ids=lambda argv: argv[0])
+def test_a_path_too_long_to_look_up_is_one_line(tmp_path, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, argv, catch_exceptions=False)
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("warning: ")]
+    assert result.exit_code == 2 and len(errors) == 1 and "File name too long" in errors[0], result.output[-2000:]

@@ -26,6 +26,9 @@ CASES = [
     # examples but one (a slice [:-1]), minutes of thread creation, and XLA's SIGSEGV
     (["--seed", "-1"], exit_codes.CONFIG, "--seed -1 must be >= 0"),
     (["--compilation-cache", "/dev/null"], exit_codes.CONFIG, "--compilation-cache /dev/null: not a directory"),
+    # a name over 255 bytes: Path.exists() raises where a missing file is only False (was a traceback)
+    (["--checkpoint-dir", "/tmp/" + "a" * 300], exit_codes.CONFIG, "File name too long"),
+    (["--data-dir", "/tmp/" + "a" * 300], exit_codes.CONFIG, "File name too long"),
     (["--model-parallelism", "0"], exit_codes.CONFIG, "--model-parallelism 0 must be >= 1"),
     (["--train-examples", "-1"], exit_codes.CONFIG, "--train-examples -1 must be >= 0 (0 = all)"),
     (["--cpu-threads", "100000"], exit_codes.CONFIG, "--cpu-threads 100000 must be from 0 to 1024"),
@@ -109,6 +112,8 @@ MODEL_CASES = [
     (["predict", "--model", "{model}", "/"], exit_codes.DATA, "/: cannot read"),
     (["predict", "--model", "{model}", "/nonexistent"], exit_codes.DATA, "cannot read"),
     (["predict", "--mod", "{model}", "x"], exit_codes.CONFIG, "the following arguments are required: --model"),
+    (["evaluate", "--model", "{model}", "--data-dir", "/tmp/" + "a" * 300, "--no-download"], exit_codes.CONFIG,
+     "File name too long"),
     # what --data-dir holds is said, not skipped for another copy
     (["evaluate", "--model", "{model}", "--data-dir", "/dev/null", "--no-download"], exit_codes.DATA,
      "/dev/null: the data directory is not a directory"),
