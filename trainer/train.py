@@ -70,6 +70,20 @@ def check_config(cfg: TrainConfig) -> None:
             raise ConfigError(message)
     if cfg.outputs_uri:
         bucket.split(cfg.outputs_uri)
+    _check_cache_path(cfg)
+
+
+def _check_cache_path(cfg: TrainConfig) -> None:
+    """XLA's compilation cache takes only a UTF-8 path (a byte that is not: a TypeError deep in jax)."""
+    cache = compilation_cache_dir(cfg)
+    try:
+        (cache or "").encode("utf-8")
+    except UnicodeEncodeError:
+        given = ("--compilation-cache" if cfg.compilation_cache else
+                 "$JAX_COMPILATION_CACHE_DIR" if os.environ.get("JAX_COMPILATION_CACHE_DIR") else
+                 "--checkpoint-dir and --run-name")
+        raise ConfigError(f"the compilation cache {ascii(cache)} is not a UTF-8 path (from {given}); "
+                          "name it in UTF-8, or --compilation-cache '' turns it off") from None
 
 
 def check_layout(cfg: TrainConfig, spec: ClusterSpec, local_devices: int, num_examples: int) -> None:

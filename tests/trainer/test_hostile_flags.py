@@ -138,3 +138,20 @@ def test_predict_and_evaluate_answer_hostile_arguments_in_bounded_memory(tmp_pat
     output = proc.stdout + proc.stderr
     assert proc.returncode == code and "Traceback" not in output, output[-2000:]
     assert message in output.strip().splitlines()[-1], output[-2000:]
+
+
+@pytest.mark.parametrize("flags", [["--run-name", b"r\xfe"], ["--compilation-cache", b"/tmp/x\xfe"]],
+                         ids=["run-name", "compilation-cache"])
+def test_a_compilation_cache_path_that_is_not_utf8_is_one_line_before_anything_is_written(tmp_path, flags):
+    """XLA's persistent cache takes only a UTF-8 path: a byte that is not ended in a TypeError traceback
+    from jax at the first compilation, after the outputs directory was made."""
+    import os
+
+    argv = [sys.executable, "-m", "trainer", "train", "--data-dir", str(tmp_path / "none"), "--no-download",
+            "--checkpoint-dir", str(tmp_path / "ckpt"), *[os.fsdecode(f) for f in flags]]
+    proc = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == exit_codes.CONFIG and "Traceback" not in output, output[-2000:]
+    assert "is not a UTF-8 path (from " in output.strip().splitlines()[-1], output[-2000:]
+    assert not (tmp_path / "ckpt").exists()
