@@ -106,6 +106,7 @@ def _run(argv: list[str] | None) -> int:
             raise
         return report(too_long, distributed=False)
     try:
+        config.check_runtime(args.init_timeout, args.heartbeat_timeout)  # before the cluster is waited for
         spec = resolve_cluster(
             os.environ,
             coordinator_address=args.coordinator_address,

@@ -132,8 +132,8 @@ def _port(value, name: str) -> int:
 
 def _check_address(address: str, name: str) -> str:
     host, sep, port = address.rpartition(":")
-    if not sep or not host:
-        raise ConfigError(f"{name}={address!r} must be HOST:PORT")
+    if not sep or not host or not re.fullmatch(r"[0-9]+", port):  # ":::" once said only its empty port
+        raise ConfigError(f"{name}={address!r} must be HOST:PORT (a TCP port, 1-65535)")
     _port(port, name)
     return address
 

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 
 from trainer import models
+from trainer.errors import ConfigError
 from trainer.runtime import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_INIT_TIMEOUT
 
 DEFAULT_DATA_DIR = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
@@ -124,6 +125,14 @@ class _TrainConfig:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "TrainConfig":
         return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
+def check_runtime(init_timeout: float, heartbeat_timeout: int) -> None:
+    """The settings every distributed command (train, query, allreduce) waits by."""
+    if not init_timeout > 0:
+        raise ConfigError(f"--init-timeout {init_timeout} must be > 0")
+    if not heartbeat_timeout >= 1:
+        raise ConfigError(f"--heartbeat-timeout {heartbeat_timeout} must be >= 1")
 
 
 def model_field(model: str, name: str) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 from trainer import bucket, checkpoint, data, goodput, models, monitoring, ownership, results, trainjob_status
 from trainer.cluster import ClusterSpec
 from trainer.checkpoint_writer import CheckpointWriter
-from trainer.config import PRECISIONS, TrainConfig, ephemeral_outputs
+from trainer.config import PRECISIONS, TrainConfig, check_runtime, ephemeral_outputs
 from trainer.errors import ConfigError
 from trainer.faults import NO_FAULTS, Faults
 from trainer.metrics import Logger, MetricsFile, Pace, progress
@@ -44,8 +44,6 @@ def check_config(cfg: TrainConfig) -> None:
         (0 < cfg.learning_rate < math.inf, f"--learning-rate {cfg.learning_rate} must be a finite number > 0"),
         (0 <= cfg.momentum < 1, f"--momentum {cfg.momentum} must be in [0, 1)"),
         (cfg.checkpoint_every >= 0, f"--checkpoint-every {cfg.checkpoint_every} must be >= 0"),
-        (cfg.init_timeout > 0, f"--init-timeout {cfg.init_timeout} must be > 0"),
-        (cfg.heartbeat_timeout >= 1, f"--heartbeat-timeout {cfg.heartbeat_timeout} must be >= 1"),
         (cfg.hang_timeout >= 0, f"--hang-timeout {cfg.hang_timeout} must be >= 0 (0 = off)"),
         (0 <= cfg.metrics_port <= 65535, f"--metrics-port {cfg.metrics_port} must be a TCP port, or 0 = off"),
         (cfg.model_parallelism >= 1, f"--model-parallelism {cfg.model_parallelism} must be >= 1"),
@@ -68,6 +66,7 @@ def check_config(cfg: TrainConfig) -> None:
     for ok, message in rules:
         if not ok:
             raise ConfigError(message)
+    check_runtime(cfg.init_timeout, cfg.heartbeat_timeout)
     if cfg.outputs_uri:
         bucket.split(cfg.outputs_uri)
     _check_cache_path(cfg)

@@ -129,6 +129,10 @@ def test_expand_hostlist_rejects_malformed_lists(bad):
      {"coordinator_port": 0}, "--coordinator-port=0 must be >= 1"),
     ({"JAX_COORDINATOR_PORT": "9" * 20}, {}, "JAX_COORDINATOR_PORT=99999999999999999999 is not a TCP port"),
     ({"JAX_LOCAL_DEVICE_COUNT": "100000"}, {}, "JAX_LOCAL_DEVICE_COUNT=100000 must be <= 1024"),
+    ({"JAX_COORDINATOR_ADDRESS": ":::", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"}, {},
+     "JAX_COORDINATOR_ADDRESS=':::' must be HOST:PORT"),
+    ({"JAX_COORDINATOR_ADDRESS": "h:\u0663", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"}, {},
+     "JAX_COORDINATOR_ADDRESS='h:\u0663' must be HOST:PORT"),
     ({}, {"local_device_count": 1025}, "--local-device-count=1025 must be <= 1024"),
 ])
 def test_bad_cluster_settings_name_the_variable(env, kwargs, message):

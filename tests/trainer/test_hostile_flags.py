@@ -155,3 +155,21 @@ def test_a_compilation_cache_path_that_is_not_utf8_is_one_line_before_anything_i
     assert proc.returncode == exit_codes.CONFIG and "Traceback" not in output, output[-2000:]
     assert "is not a UTF-8 path (from " in output.strip().splitlines()[-1], output[-2000:]
     assert not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["query", "--init-timeout", "0"], "--init-timeout 0 must be > 0"),
+    (["allreduce", "--init-timeout", "-1"], "--init-timeout -1 must be > 0"),
+    (["query", "--heartbeat-timeout", "0"], "--heartbeat-timeout 0 must be >= 1"),
+    (["query", "--coordinator-address", ":::", "--num-processes", "2", "--process-id", "0"],
+     "--coordinator-address=':::' must be HOST:PORT"),
+], ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_query_and_allreduce_check_their_flags_as_train_does(args, message):
+    """query and allreduce wait by the same timeouts as train: 0 or less was accepted (and with peers,
+    a join deadline already past); a coordinator with no port said only its empty port ('')."""
+    proc = subprocess.run([sys.executable, "-m", "trainer", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == exit_codes.CONFIG and "Traceback" not in output, output[-2000:]
+    lines = output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Rank ?: error: {message}"), output
