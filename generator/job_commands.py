@@ -75,7 +75,7 @@ def jobs_where(context, namespace, slurm, local, outputs_dir):
 
 
 def _check_name(name: str) -> str:
-    if not NAME.match(name):
+    if not NAME.fullmatch(name):  # fullmatch: `$` alone lets a trailing newline through
         raise UserError(f"NAME: {name!r} is not a job name (lowercase letters, digits and '-', at most "
                         f"{DNS_LABEL_MAX} characters, starting and ending with a letter or digit)")
     return name

@@ -45,8 +45,10 @@ def _runs(folder: Path) -> dict[str, tuple[Path, bool]]:
 
 
 def _name_of(directory: Path) -> str:
+    """The job's name its run record gives, else the folder's: a name with a newline or an escape
+    sequence (a foreign or edited record) would garble the listing."""
     name = (outputs.read_object(directory / outputs.RUN_FILE) or {}).get("name")
-    return name if isinstance(name, str) else directory.name
+    return name if isinstance(name, str) and name.isprintable() and name.split() == [name] else directory.name
 
 
 def _mtime(directory: Path) -> float:

@@ -165,3 +165,18 @@ def test_a_metrics_line_of_50_mb_is_skipped_in_bounded_memory(tmp_path):
     assert peak < 20_000_000, peak
     assert [r.get("event") for r in records] == ["start", "step"]
     assert local_jobs.status("huge", tmp_path).step == 4
+
+
+def test_a_run_record_whose_name_is_no_job_name_is_listed_by_its_folder(tmp_path):
+    """A run.json naming the job with a newline or an escape sequence garbled the listing and could not
+    be asked for by `status`; a name with a trailing newline passed the name check."""
+    run = tmp_path / "odd"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"event": "start", "step": 0, "total_steps": 4, "time": 1}\n')
+    (run / "run.json").write_text(json.dumps({"name": "evil\x1b[2J\nsecond line"}))
+    listed = jaxgen("list", "--local", "--outputs", str(tmp_path))
+    assert listed.returncode == 0 and [line.split()[0] for line in listed.stdout.splitlines()] == ["NAME", "odd"], \
+        listed.stdout
+    assert jaxgen("status", "odd", "--local", "--outputs", str(tmp_path)).returncode == 0
+    newline = jaxgen("status", "odd\n", "--local", "--outputs", str(tmp_path))
+    assert newline.returncode == 2 and newline.stderr.startswith("error: NAME: 'odd\\n' is not a job name"), newline.stderr
