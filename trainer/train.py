@@ -59,9 +59,6 @@ def check_config(cfg: TrainConfig) -> None:
          f"({','.join(map(str, split))})"),
         (not cfg.outputs_uri or cfg.checkpoint_dir, "--outputs-uri needs --checkpoint-dir (where the outputs are "
                                                     "kept before they are uploaded)"),
-        # a file or device there: jax would warn on every program and keep nothing
-        (not cfg.compilation_cache or os.path.isdir(cfg.compilation_cache) or not os.path.exists(cfg.compilation_cache),
-         f"--compilation-cache {cfg.compilation_cache}: not a directory ('' = off)"),
     ]
     for ok, message in rules:
         if not ok:
@@ -73,16 +70,23 @@ def check_config(cfg: TrainConfig) -> None:
 
 
 def _check_cache_path(cfg: TrainConfig) -> None:
-    """XLA's compilation cache takes only a UTF-8 path (a byte that is not: a TypeError deep in jax)."""
+    """XLA's compilation cache takes only a UTF-8 path (a byte that is not: a TypeError deep in jax)
+    of a directory (a file or device there: jax warns on every program and keeps nothing)."""
     cache = compilation_cache_dir(cfg)
+    if not cache:
+        return
+    given = ("--compilation-cache" if cfg.compilation_cache else
+             "$JAX_COMPILATION_CACHE_DIR" if os.environ.get("JAX_COMPILATION_CACHE_DIR") else
+             "--checkpoint-dir and --run-name")
     try:
-        (cache or "").encode("utf-8")
+        cache.encode("utf-8")
     except UnicodeEncodeError:
-        given = ("--compilation-cache" if cfg.compilation_cache else
-                 "$JAX_COMPILATION_CACHE_DIR" if os.environ.get("JAX_COMPILATION_CACHE_DIR") else
-                 "--checkpoint-dir and --run-name")
-        raise ConfigError(f"the compilation cache {ascii(cache)} is not a UTF-8 path (from {given}); "
-                          "name it in UTF-8, or --compilation-cache '' turns it off") from None
+        problem = "is not a UTF-8 path"
+    else:
+        problem = "is not a directory" if os.path.exists(cache) and not os.path.isdir(cache) else None
+    if problem:
+        raise ConfigError(f"the compilation cache {ascii(cache)} {problem} (from {given}); name another, or "
+                          "--compilation-cache '' turns it off")
 
 
 def check_layout(cfg: TrainConfig, spec: ClusterSpec, local_devices: int, num_examples: int) -> None:

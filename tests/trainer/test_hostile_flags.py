@@ -25,7 +25,8 @@ CASES = [
     # checked before any data is read: once a traceback (numpy's seed, a modulo by zero), a run on all
     # examples but one (a slice [:-1]), minutes of thread creation, and XLA's SIGSEGV
     (["--seed", "-1"], exit_codes.CONFIG, "--seed -1 must be >= 0"),
-    (["--compilation-cache", "/dev/null"], exit_codes.CONFIG, "--compilation-cache /dev/null: not a directory"),
+    (["--compilation-cache", "/dev/null"], exit_codes.CONFIG,
+     "the compilation cache '/dev/null' is not a directory (from --compilation-cache)"),
     # a name over 255 bytes: Path.exists() raises where a missing file is only False (was a traceback)
     (["--checkpoint-dir", "/tmp/" + "a" * 300], exit_codes.CONFIG, "File name too long"),
     (["--data-dir", "/tmp/" + "a" * 300], exit_codes.CONFIG, "File name too long"),
@@ -173,3 +174,19 @@ def test_query_and_allreduce_check_their_flags_as_train_does(args, message):
     assert proc.returncode == exit_codes.CONFIG and "Traceback" not in output, output[-2000:]
     lines = output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"Rank ?: error: {message}"), output
+
+
+def test_a_compilation_cache_that_is_a_file_is_refused_wherever_it_comes_from(tmp_path):
+    """--compilation-cache, $JAX_COMPILATION_CACHE_DIR or <checkpoint-dir>/<run-name>/xla-cache naming
+    a file: one config error saying which, before training (jax warned on every program instead)."""
+    (tmp_path / "ckpt" / "run").mkdir(parents=True)
+    (tmp_path / "ckpt" / "run" / "xla-cache").write_text("a file")
+    base = [sys.executable, "-m", "trainer", "train", "--data-dir", str(tmp_path / "none"), "--no-download"]
+    for extra, env, source in (([], {"JAX_COMPILATION_CACHE_DIR": "/dev/null"}, "$JAX_COMPILATION_CACHE_DIR"),
+                               (["--checkpoint-dir", str(tmp_path / "ckpt"), "--run-name", "run"], {},
+                                "--checkpoint-dir and --run-name")):
+        proc = subprocess.run(base + extra, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                              env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", **env})
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == exit_codes.CONFIG and "Traceback" not in output, output[-2000:]
+        assert f"is not a directory (from {source})" in output.strip().splitlines()[-1], output[-2000:]
