@@ -24,7 +24,8 @@ MAX_DEPTH = 4  # <outputs>/<name>, <outputs>/claims/<claim>/<name>, and one more
 def _runs(folder: Path) -> dict[str, tuple[Path, bool]]:
     """The newest outputs directory of each run name under `folder`, and whether it runs now."""
     if not folder.is_dir():
-        raise UserError(f"--outputs {folder}: no such directory (jaxgen run writes its results there)")
+        what = "not a directory" if folder.exists() else "no such directory"
+        raise UserError(f"--outputs {folder}: {what} (jaxgen run writes its results there)")
     found: dict[str, Path] = {}
     for depth in range(1, MAX_DEPTH + 1):
         for marker in folder.glob("/".join(["*"] * depth) + f"/{outputs.METRICS}"):

@@ -28,7 +28,7 @@ def find_run(path: Path) -> Path:
     """`path` itself when it is a run's outputs directory or a job's folder of runs (generator/runs.py),
     else the one of them inside it."""
     if not path.is_dir():
-        raise UserError(f"{path}: no such directory")
+        raise UserError(f"{path}: " + ("not a directory" if path.exists() else "no such directory"))
     if _is_run(path) or runs.is_job_folder(path):
         return path
     inside = sorted(p for p in path.iterdir() if p.is_dir() and (_is_run(p) or runs.is_job_folder(p)))

@@ -237,3 +237,17 @@ def test_a_path_too_long_to_look_up_is_one_line(tmp_path, monkeypatch, argv):
     result = CliRunner().invoke(cli, argv, catch_exceptions=False)
     errors = [line for line in result.stderr.splitlines() if not line.startswith("warning: ")]
     assert result.exit_code == 2 and len(errors) == 1 and "File name too long" in errors[0], result.output[-2000:]
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["results", "/dev/zero"], "error: /dev/zero: not a directory"),
+    (["results", "file"], "error: file: not a directory"),
+    (["results", "absent"], "error: absent: no such directory"),
+    (["list", "--local", "--outputs", "/dev/zero"], "error: --outputs /dev/zero: not a directory"),
+    (["status", "x", "--local", "--outputs", "absent"], "error: --outputs absent: no such directory"),
+], ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_a_folder_argument_that_is_a_file_or_device_is_said_as_not_a_directory(tmp_path, monkeypatch, argv, said):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("x")
+    result = CliRunner().invoke(cli, argv, catch_exceptions=False)
+    assert result.exit_code == 2 and result.stderr.startswith(said), result.stderr
