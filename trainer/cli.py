@@ -57,12 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="classify images (an IDX image file, gzipped or not, or PNGs) with an "
                                        "exported model", allow_abbrev=False)
     _model_args(p)
-    p.add_argument("images", nargs="+", metavar="IMAGES", help="IDX image files or 28x28 grayscale PNGs")
+    p.add_argument("images", nargs="+", metavar="IMAGES", type=_path, help="IDX image files or 28x28 grayscale PNGs")
     return parser
 
 
+def _path(text: str) -> str:
+    """A path argument: '' would be the current folder, never what was meant (an unset variable)."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path")
+    return text
+
+
 def _model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, metavar="PATH",
+    p.add_argument("--model", required=True, metavar="PATH", type=_path,
                    help="an exported model: <outputs>/model or its model.safetensors")
     config.add_field_argument(p, *config.fields_named("platform"))
 

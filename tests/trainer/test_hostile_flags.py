@@ -113,6 +113,9 @@ MODEL_CASES = [
     (["predict", "--model", "{model}", "/"], exit_codes.DATA, "/: cannot read"),
     (["predict", "--model", "{model}", "/nonexistent"], exit_codes.DATA, "cannot read"),
     (["predict", "--mod", "{model}", "x"], exit_codes.CONFIG, "the following arguments are required: --model"),
+    (["predict", "--model", "", "x"], exit_codes.CONFIG, "argument --model: empty path"),
+    (["predict", "--model", "{model}", "x", ""], exit_codes.CONFIG, "argument IMAGES: empty path"),
+    (["evaluate", "--model", ""], exit_codes.CONFIG, "argument --model: empty path"),
     (["evaluate", "--model", "{model}", "--data-dir", "/tmp/" + "a" * 300, "--no-download"], exit_codes.CONFIG,
      "File name too long"),
     # what --data-dir holds is said, not skipped for another copy
