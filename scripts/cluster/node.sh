@@ -151,6 +151,11 @@ resolvConf: /etc/resolv.conf
 maxPods: 30
 serializeImagePulls: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+# No image garbage collection: the node's images are imported, not pulled (image.sh, the pause image),
+# so one collected on a disk over 85% full (a shared host's) can never come back, and every pod after
+# it fails with "failed to get sandbox image".
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 EOF
   start kubelet "$JAXT_BIN/kubelet" --config "$node/kubelet.yaml" --kubeconfig "$node/kubelet.kubeconfig" \
     --root-dir "$node/kubelet" --cert-dir "$node/kubelet/pki" --hostname-override "$NODE_NAME" \
