@@ -263,7 +263,9 @@ def test_sigterm_to_a_worker_checkpoints_restarts_uncounted_and_ends_as_an_unint
     step = int(steps[0][2])
     assert step == int(steps[1][2]) and 100 <= step < 468
     assert f"[mnist-cpu-0] Rank 0: checkpoint saved at step {step}" in out
-    assert f"mnist-cpu-1 failed: {exit_codes.describe(exit_codes.PREEMPTED)}; stopping every process" in out
+    # Both processes checkpoint and exit 143; the supervisor names whichever it sees first.
+    assert re.search(rf"mnist-cpu-[01] failed: {re.escape(exit_codes.describe(exit_codes.PREEMPTED))}; "
+                     "stopping every process", out), out[-4000:]
     assert f"restarting all processes (exit code {exit_codes.PREEMPTED} does not count against the 0 restarts)" in out
     assert f"[mnist-cpu-1] Rank 1: resuming from the checkpoint of step {step}" in out
     assert "all 2 processes completed" in out
