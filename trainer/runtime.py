@@ -274,8 +274,9 @@ LEAVE_WAIT_SECONDS = 10
 
 
 def _leave_together(spec: ClusterSpec, init_timeout: float) -> None:
-    """A layout error that every process sees: wait until all have seen it before exiting, so none
-    loses the coordinator first and aborts instead of printing the error. A slow peer is still
+    """A layout error that every process sees: wait until all have seen it, then disconnect all
+    together before exiting, so that none loses the coordinator first and aborts (XLA ends a process
+    whose coordination service vanished) instead of printing the error. A slow peer is still
     creating its backend (a part of its start-up): it gets the init timeout to arrive."""
     if not spec.distributed:
         return
@@ -285,6 +286,12 @@ def _leave_together(spec: ClusterSpec, init_timeout: float) -> None:
         wait_ms = int(max(LEAVE_WAIT_SECONDS, init_timeout) * 1000)
         distributed.global_state.client.wait_at_barrier("jax_training/device-check", wait_ms)
     except Exception:  # noqa: BLE001  a peer that never comes: leave anyway
+        return
+    try:
+        # Every process's client leaves (the service's shutdown barrier) before process 0 stops
+        # the service: the barrier alone let process 0 exit while a peer was still connected.
+        distributed.global_state.shutdown()
+    except Exception:  # noqa: BLE001  leaving anyway is all that is left
         pass
 
 
