@@ -18,8 +18,9 @@ PATH_HINT = case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "$(BINDIR) is not on 
 help:
 	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
 	@echo "make install     set up, then link jaxgen, jax-trainer and helm (built with Go) into $(BINDIR)"
-	@echo "make test        set up every tool, then run every test tier (unit, chart, trainer, e2e) in two"
-	@echo "                 lanes at once (scripts/test.sh; JAXT_TEST_LANES=1: one after the other)"
+	@echo "make test        set up every tool and run every test tier (unit, chart, trainer, e2e) in two lanes"
+	@echo "                 at once, the cluster binaries building as the lanes start (scripts/test.sh --setup;"
+	@echo "                 JAXT_TEST_LANES=1: set up, then one lane)"
 	@echo "make test-fast   the tests that need no cluster or SLURM, less those marked slow"
 	@echo "make generate    write every generated file from its one home (scripts/generate.py): the chart's"
 	@echo "                 values.yaml, values.schema.json, files/*.json, README table and versions; scripts/lib/*.sh"
@@ -44,8 +45,8 @@ install:
 	@echo "jaxgen, jax-trainer and helm are in $(BINDIR)"
 	@$(PATH_HINT)
 
-test: setup
-	scripts/test.sh
+test:
+	scripts/test.sh --setup
 
 test-fast:
 	scripts/setup.sh dev tools

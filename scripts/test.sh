@@ -1,35 +1,55 @@
 #!/usr/bin/env bash
-# Runs every test tier (make test, after scripts/setup.sh all) in two lanes at once:
-#   engines  tests/e2e_k8s, tests/e2e_slurm and the kwok scale benchmark: control planes, the real
-#            node and SLURM, mostly waiting on controllers, kubelets and pods
+# Runs every test tier in two lanes at once:
+#   engines  tests/e2e_slurm, tests/e2e_k8s and the kwok scale benchmark: SLURM, control planes and
+#            the real node, mostly waiting on daemons, controllers, kubelets and pods
 #   rest     every other tier (unit, chart, generator, trainer, install): mostly CPU
 # Each lane is one pytest session writing its own log; both logs are printed when both are done,
 # with a progress line per lane every PROGRESS_SECONDS meanwhile.
-# Usage: scripts/test.sh [PYTEST ARGS...]   (the args go to both lanes)
-#   JAXT_TEST_LANES=1  one pytest session over everything, in order (no lanes)
-# Exit: 0 when both lanes pass, else the first failing lane's pytest code (5: nothing collected).
+# Usage: scripts/test.sh [--setup] [PYTEST ARGS...]   (the args go to both lanes)
+#   --setup  set up first, as `make test` does: the control plane's binaries, the node's packages
+#            and the trainer image build in the background from the start; the Python environment,
+#            the tools and SLURM in the foreground, after which both lanes start (the engines lane
+#            runs SLURM's tier first; its first cluster waits on build.sh's lock for the binaries,
+#            its first real node on image.sh's for the image)
+#   JAXT_TEST_LANES=1  one pytest session over everything, in order (no lanes; --setup sets up all first)
+# Exit: 0 when both lanes pass, else the first failing lane's pytest code (5: nothing collected), or
+# the background set-up's code when it failed and both lanes passed.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "$JAXT_ROOT"
 PY="$JAXT_VENV/bin/python"
 PROGRESS_SECONDS="${PROGRESS_SECONDS:-120}"
 
-case "${1:-}" in -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
-[ -x "$PY" ] || die "no virtualenv at $JAXT_VENV: run scripts/setup.sh all (or make test)"
+case "${1:-}" in -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+setup=false
+if [ "${1:-}" = --setup ]; then setup=true; shift; fi
 
 if [ "${JAXT_TEST_LANES:-2}" = 1 ]; then
+  if $setup; then "$JAXT_ROOT/scripts/setup.sh" all; fi
+  [ -x "$PY" ] || die "no virtualenv at $JAXT_VENV: run scripts/setup.sh all (or make test)"
   exec "$PY" -m pytest tests "$@"
 fi
 
-ENGINE_TIERS=(tests/e2e_k8s tests/e2e_slurm tests/benchmarks/test_kwok_scale.py)
+logs="$(mktemp -d "${TMPDIR:-/tmp}/jaxt-test.XXXXXX")"
+pids=() setup_pid=""
+stop_all() { for pid in "${pids[@]}" $setup_pid; do kill -TERM -- "-$pid" 2>/dev/null || true; done; }
+trap 'stop_all; exit 130' INT
+trap 'stop_all; exit 143' TERM
+
+if $setup; then
+  # What only the engines lane needs builds in the background from the start (Go, CPU), beside
+  # the foreground set-up (pip, mostly downloads and unpacking; the tools) and then the lanes.
+  setsid "$JAXT_ROOT/scripts/setup.sh" cluster node >"$logs/setup.log" 2>&1 </dev/null &
+  setup_pid=$!
+  log "background set-up: scripts/setup.sh cluster node (log: $logs/setup.log)"
+  "$JAXT_ROOT/scripts/setup.sh" dev tools slurm || { stop_all; die "set-up failed (above)"; }
+fi
+[ -x "$PY" ] || { stop_all; die "no virtualenv at $JAXT_VENV: run scripts/setup.sh all (or make test)"; }
+
+# SLURM's tier first: it needs nothing the background set-up builds.
+ENGINE_TIERS=(tests/e2e_slurm tests/e2e_k8s tests/benchmarks/test_kwok_scale.py)
 REST=(tests)
 for tier in "${ENGINE_TIERS[@]}"; do REST+=(--ignore "$tier"); done
-
-logs="$(mktemp -d "${TMPDIR:-/tmp}/jaxt-test.XXXXXX")"
-pids=()
-stop_lanes() { for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done; }
-trap 'stop_lanes; exit 130' INT
-trap 'stop_lanes; exit 143' TERM
 
 start_lane() {  # NAME ARGS...: a pytest session in its own process group, its output in $logs/NAME.log
   local name="$1"; shift
@@ -39,10 +59,13 @@ start_lane() {  # NAME ARGS...: a pytest session in its own process group, its o
 }
 start_lane engines "${ENGINE_TIERS[@]}" "$@"
 start_lane rest "${REST[@]}" "$@"
-
 started=$SECONDS
 while kill -0 "${pids[0]}" 2>/dev/null || kill -0 "${pids[1]}" 2>/dev/null; do
   sleep 5
+  if [ -n "$setup_pid" ] && [ -z "${setup_done:-}" ] && ! kill -0 "$setup_pid" 2>/dev/null; then
+    setup_done=1
+    log "background set-up done after $(( (SECONDS - started) / 60 )) min of tests: $(tail -n1 "$logs/setup.log")"
+  fi
   if (( (SECONDS - started) % PROGRESS_SECONDS < 5 )); then
     for name in engines rest; do
       log "lane $name, $(( (SECONDS - started) / 60 )) min: $(tail -c 300 "$logs/$name.log" | tr '\r' '\n' | grep -v '^$' | tail -n1 | cut -c1-100)"
@@ -51,6 +74,12 @@ while kill -0 "${pids[0]}" 2>/dev/null || kill -0 "${pids[1]}" 2>/dev/null; do
 done
 codes=()
 for pid in "${pids[@]}"; do wait "$pid"; codes+=("$?"); done
+setup_code=0
+if [ -n "$setup_pid" ]; then
+  wait "$setup_pid"; setup_code=$?
+  printf '\n===== background set-up (exit %s) =====\n' "$setup_code"
+  cat "$logs/setup.log"
+fi
 
 rc=0
 for i in 0 1; do
@@ -59,6 +88,7 @@ for i in 0 1; do
   cat "$logs/$name.log"
   [ "$rc" != 0 ] || rc="${codes[$i]}"
 done
+[ "$rc" != 0 ] || rc="$setup_code"
 log "both lanes done in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s: engines exit ${codes[0]}, rest exit ${codes[1]}"
 rm -rf "$logs"
 exit "$rc"

@@ -1,16 +1,17 @@
 # shellcheck shell=bash disable=SC2034
-# Versions of the test control plane's binaries. Those built from a wrapper module are read from
-# its go.mod (the single place they are pinned); kwok is a plain `go install`.
+# Versions of the test control plane's binaries, read from the wrapper modules' go.mod (the single
+# place they are pinned): etcd's own, and the control-plane module's for everything else.
 _cluster_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 _modversion() { awk -v m="$2" '$1 == "require" && $2 == m { print $3 } $1 == m && $2 ~ /^v/ { print $2 }' "$1" | head -n1; }
-K8S_VERSION="$(_modversion "$_cluster_dir/kubernetes/go.mod" k8s.io/kubernetes)"
+_controlplane="$_cluster_dir/controlplane/go.mod"
+K8S_VERSION="$(_modversion "$_controlplane" k8s.io/kubernetes)"
 ETCD_VERSION="$(_modversion "$_cluster_dir/etcd/go.mod" go.etcd.io/etcd/server/v3)"
-KWOK_VERSION=v0.8.0
-COREDNS_VERSION=v1.15.0
-JOBSET_VERSION="$(_modversion "$_cluster_dir/jobset/go.mod" sigs.k8s.io/jobset)"
-TRAINING_OPERATOR_VERSION="$(_modversion "$_cluster_dir/training-operator/go.mod" github.com/kubeflow/training-operator)"
-TRAINER_VERSION="$(_modversion "$_cluster_dir/trainer/go.mod" github.com/kubeflow/trainer/v2)"
-KUEUE_VERSION="$(_modversion "$_cluster_dir/kueue/go.mod" sigs.k8s.io/kueue)"
+KWOK_VERSION="$(_modversion "$_controlplane" sigs.k8s.io/kwok)"
+COREDNS_VERSION="$(_modversion "$_controlplane" github.com/coredns/coredns)"
+JOBSET_VERSION="$(_modversion "$_controlplane" sigs.k8s.io/jobset)"
+TRAINING_OPERATOR_VERSION="$(_modversion "$_controlplane" github.com/kubeflow/training-operator)"
+TRAINER_VERSION="$(_modversion "$_controlplane" github.com/kubeflow/trainer/v2)"
+KUEUE_VERSION="$(_modversion "$_controlplane" sigs.k8s.io/kueue)"
 # Where the training-operator reads its webhook serving certs (hard-coded upstream; Kubeflow
 # Trainer's status server reads the same path, given files of its own by up.sh).
 TRAINING_OPERATOR_CERT_DIR=/tmp/k8s-webhook-server/serving-certs

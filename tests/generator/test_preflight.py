@@ -1,5 +1,5 @@
 """What `jaxgen check` knows without a cluster: the upstream versions it names are the ones the test
-cluster runs (scripts/cluster/*/go.mod), and its failures before the cluster is asked."""
+cluster runs (scripts/cluster/controlplane/go.mod), and its failures before the cluster is asked."""
 
 import re
 import subprocess
@@ -14,19 +14,19 @@ from generator.values import load_values
 from tests.support.paths import EXAMPLES_DIR, SCRIPTS_DIR
 
 JAXGEN = str(Path(sys.executable).with_name("jaxgen"))
-MODULES = {"jobset.x-k8s.io": ("jobset", "sigs.k8s.io/jobset"),
-           "kubeflow.org": ("training-operator", "github.com/kubeflow/training-operator"),
-           "trainer.kubeflow.org": ("trainer", "github.com/kubeflow/trainer/v2")}
+MODULES = {"jobset.x-k8s.io": "sigs.k8s.io/jobset",
+           "kubeflow.org": "github.com/kubeflow/training-operator",
+           "trainer.kubeflow.org": "github.com/kubeflow/trainer/v2"}
 
 
-def version_tested(directory: str, module: str) -> str:
-    text = (SCRIPTS_DIR / "cluster" / directory / "go.mod").read_text()
+def version_tested(module: str) -> str:
+    text = (SCRIPTS_DIR / "cluster" / "controlplane" / "go.mod").read_text()
     return re.search(rf"^\s*{re.escape(module)} (v\S+)", text, re.M).group(1)
 
 
 @pytest.mark.parametrize("group", sorted(MODULES))
 def test_each_install_command_is_of_the_version_the_tests_run(group):
-    version = version_tested(*MODULES[group])
+    version = version_tested(MODULES[group])
     assert COMPONENTS[group].version == version
     assert version in COMPONENTS[group].install
     if group == "trainer.kubeflow.org":
@@ -34,7 +34,7 @@ def test_each_install_command_is_of_the_version_the_tests_run(group):
 
 
 def test_kueue_is_the_version_the_tests_run():
-    version = version_tested("kueue", "sigs.k8s.io/kueue")
+    version = version_tested("sigs.k8s.io/kueue")
     assert KUEUE.version == version and f"/{version}/" in KUEUE.install
 
 

@@ -23,7 +23,7 @@ class Component:
     """An upstream component a target needs, the version the tests run, and its install command."""
 
     name: str
-    version: str  # scripts/cluster/<component>/go.mod pins the one the tests run (a test compares them)
+    version: str  # scripts/cluster/controlplane/go.mod pins the one the tests run (a test compares them)
     install: str
     kueue_framework: str  # its name in Kueue's integrations.frameworks
 
