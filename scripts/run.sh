@@ -184,8 +184,11 @@ stream_logs() {
       followed="$container"
       echo "$pod" >"$tmp/followed"
       log "logs of rank 0 (pod $pod):"
-      # kubectl itself in the background (not the kube function), so its pid is the one to stop
-      kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs -f "pod/$pod" -c "$CONTAINER" 2>"$tmp/logs.err" &
+      # kubectl itself in the background (not the kube function), so its pid is the one to stop;
+      # a copy of what it prints tells stop_logs whether it printed anything
+      : >"$tmp/streamed"
+      kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs -f "pod/$pod" -c "$CONTAINER" 2>"$tmp/logs.err" \
+        > >(tee -a "$tmp/streamed") &
       echo $! >"$tmp/logs.pid"
       wait "$!" || [ -e "$tmp/done" ] ||
         log "warning: cannot stream the logs of $pod: $(tail -n1 "$tmp/logs.err")"
@@ -209,11 +212,15 @@ stop_logs() {  # let the stream flush for up to 3 s after the verdict, then end 
   kill "$streamer" 2>/dev/null || true
   wait "$streamer" 2>/dev/null || true
   streamer=""
-  # A job decided before its rank 0 was seen running (a fast one): its log, once.
+  # A job decided before its rank 0 was seen running (a fast one): its log, once. So too when the
+  # stream was ended before it printed a line (it had only just started): the log it missed.
   local pod
   if [ ! -s "$tmp/followed" ] && pod="$(rank0_pod)" && [ -n "$pod" ]; then
     log "logs of rank 0 (pod $pod):"
     kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs "pod/$pod" -c "$CONTAINER" 2>/dev/null || true
+  elif [ -s "$tmp/followed" ] && [ ! -s "$tmp/streamed" ]; then
+    kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs "pod/$(cat "$tmp/followed")" -c "$CONTAINER" \
+      2>/dev/null || true
   fi
 }
 if $logs; then
