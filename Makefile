@@ -19,7 +19,7 @@ help:
 	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
 	@echo "make install     set up, then link jaxgen, jax-trainer and helm (built with Go) into $(BINDIR)"
 	@echo "make test        set up every tool and run every test tier (unit, chart, trainer, e2e) in two lanes"
-	@echo "                 at once, the cluster binaries building as the lanes start (scripts/test.sh --setup;"
+	@echo "                 at once, the cluster binaries building meanwhile (scripts/test.sh --setup;"
 	@echo "                 JAXT_TEST_LANES=1: set up, then one lane)"
 	@echo "make test-fast   the tests that need no cluster or SLURM, less those marked slow"
 	@echo "make generate    write every generated file from its one home (scripts/generate.py): the chart's"
