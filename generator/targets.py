@@ -4,8 +4,8 @@ Everything that differs between targets is read from here: the dispatcher (gener
 `engine`), the renderers (which template, which pod hostnames, whether JAX_* comes from us or from
 the engine), the semantic checks (name lengths), `jaxgen run` (where the pod spec sits, what the
 engine sets in each process) and the lifecycle scripts (prepare.sh writes a target's facts into the
-build folder and scripts/lib/targets.sh; run.sh and clean.sh read them) and the Helm chart
-(charts/jax-training/files/targets.json, written from chart_rows() by `make generate`), and the docs
+build folder's release.env; run.sh and clean.sh read them) and the Helm chart (each Kubernetes
+target's facts end its own Helm template, written from chart_row() by `make generate`), and the docs
 (the chart README's target table, with what a cluster needs for each target: `make generate`). A row
 holds what every target has; a Kubernetes target's job object and pods are its `workload`, and a
 runtime that owns the pods instead of the job object is the workload's `runtime`.
@@ -150,15 +150,18 @@ class Target:
 
     def facts(self, name: str) -> dict:
         """What the lifecycle scripts need (prepare.sh writes them to the build folder's release.env):
-        how run.sh and clean.sh find the job and its pods; each one empty where there is none."""
+        how run.sh and clean.sh find the job and its pods, and every kind clean.sh deletes (a
+        release's name may have run another target before); each one empty where there is none."""
         w = self.workload
         if w is None:
             return dict.fromkeys(SCRIPT_FACTS, "")
         return dict(zip(SCRIPT_FACTS, (w.resource, w.pod_selector.format(name=name), w.index_label, w.owner_label,
-                                       str(w.owns_pods).lower(), w.succeeded, w.container)))
+                                       str(w.owns_pods).lower(), w.succeeded, w.container,
+                                       " ".join(cleanup_resources()))))
 
 
-SCRIPT_FACTS = ("KIND", "POD_SELECTOR", "INDEX_LABEL", "OWNER_LABEL", "OWNS_PODS", "SUCCEEDED", "CONTAINER")
+SCRIPT_FACTS = ("KIND", "POD_SELECTOR", "INDEX_LABEL", "OWNER_LABEL", "OWNS_PODS", "SUCCEEDED", "CONTAINER",
+                "CLEANUP_RESOURCES")
 
 
 def own_program_init(launcher: Launcher) -> str:
@@ -260,38 +263,44 @@ def cleanup_resources() -> list[str]:
             + list(OPTIONAL_RESOURCES) + ["services", "networkpolicies.networking.k8s.io", "pods"])
 
 
-def shell_facts() -> str:
-    """scripts/lib/targets.sh (written by `make generate`): what clean.sh needs without a build
-    folder or a Python environment."""
-    return ("# Generated from generator/targets.py and generator/engines/kubernetes/kueue.py by `make generate`; "
-            "do not edit.\n"
-            "# shellcheck shell=bash disable=SC2034\n"
-            f"CLEANUP_RESOURCES=({' '.join(cleanup_resources())})\n")
-
-
 GO_NAME, GO_INDEX = "%[1]s", "%[2]d"  # name and index as Go's printf takes them from the chart
+# The line of a Kubernetes target's Helm template below which `make generate` writes the target's row.
+CHART_FACTS_MARKER = "{{/* The target's row (generator/targets.py), for _targets.tpl: written by make generate. */}}"
 
 
-def chart_rows() -> str:
-    """charts/jax-training/files/targets.json: the facts the chart's templates read, per Kubernetes
-    target (hostname and coordinator as printf formats of name and index; rank0: what `kubectl logs`
-    follows for process 0; container: the container that runs the trainer)."""
-    rows = {}
-    for name in KUBERNETES:
-        t = TARGETS[name]
-        w = t.workload
-        row = {"hostname": w.hosts.host(GO_NAME, GO_INDEX), "coordinator": w.hosts.coordinator(GO_NAME),
-               "portName": w.port_name, "processEnv": _launcher_names(t.launcher) if t.process_env else False,
-               "unbuffered": "PYTHONUNBUFFERED" not in w.engine_env,
-               "resource": w.resource, "rank0": f"-l '{w.rank0_selector(GO_NAME)}'",
-               "ownProgramInit": t.own_program_init}
-        runtime = w.runtime or NO_RUNTIME
-        optional = {"podNameSuffix": w.hosts.pod_name_suffix, "replicatedJob": w.hosts.replicated_job,
-                    "enginePort": w.engine_port, "runtimeJob": runtime.job,
-                    "runtimeContainer": runtime.container, "patchManager": runtime.patch_manager,
-                    "kueueOptIn": w.kueue_opt_in, "attemptField": w.attempt_field}
-        rows[name] = {**row, **{k: v for k, v in optional.items() if v}, "container": w.container}
-    return json.dumps(rows, indent=1) + "\n"
+def chart_row(name: str) -> dict:
+    """The facts the chart's templates read for a Kubernetes target (hostname and coordinator as
+    printf formats of name and index; rank0: what `kubectl logs` follows for process 0; container:
+    the container that runs the trainer)."""
+    t = TARGETS[name]
+    w = t.workload
+    row = {"hostname": w.hosts.host(GO_NAME, GO_INDEX), "coordinator": w.hosts.coordinator(GO_NAME),
+           "portName": w.port_name, "processEnv": _launcher_names(t.launcher) if t.process_env else False,
+           "unbuffered": "PYTHONUNBUFFERED" not in w.engine_env,
+           "resource": w.resource, "rank0": f"-l '{w.rank0_selector(GO_NAME)}'",
+           "ownProgramInit": t.own_program_init}
+    runtime = w.runtime or NO_RUNTIME
+    optional = {"podNameSuffix": w.hosts.pod_name_suffix, "replicatedJob": w.hosts.replicated_job,
+                "enginePort": w.engine_port, "runtimeJob": runtime.job,
+                "runtimeContainer": runtime.container, "patchManager": runtime.patch_manager,
+                "kueueOptIn": w.kueue_opt_in, "attemptField": w.attempt_field}
+    return {**row, **{k: v for k, v in optional.items() if v}, "container": w.container}
+
+
+def chart_template(name: str, text: str) -> str:
+    """A Kubernetes target's Helm template with its row at the end (replacing the one below the
+    marker), as the template jax-training.facts.<name> that _targets.tpl includes for the release's
+    target. A define renders nothing where it stands, and the trims leave the manifest as it was."""
+    row = json.dumps(chart_row(name), indent=1)
+    if "{{" in row:
+        raise ValueError(f"target {name}: its chart facts must not hold '{{{{' (Go template syntax)")
+    head = text.split(CHART_FACTS_MARKER)[0].rstrip("\n")
+    return f'{head}\n{CHART_FACTS_MARKER}\n{{{{- define "jax-training.facts.{name}" }}}}{row}{{{{ end -}}}}\n'
+
+
+def chart_template_path(name: str) -> str:
+    """Where a Kubernetes target's Helm template sits, relative to the chart (its twin is the Jinja template)."""
+    return "templates/" + TARGETS[name].template.removesuffix(".j2")
 
 
 def _launcher_names(launcher: Launcher) -> dict:

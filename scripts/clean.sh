@@ -56,8 +56,10 @@ selector="$(release_selector "$NAME")"
 kinds=()
 available="$(kubectl "${kube_args[@]}" api-resources -o name 2>/dev/null)" ||
   die "cannot reach the cluster (kubectl api-resources failed)"
-source "$JAXT_ROOT/scripts/lib/targets.sh"  # CLEANUP_RESOURCES, owners first
-for k in "${CLEANUP_RESOURCES[@]}"; do
+# Every kind a target creates, owners first: from the build folder (release.env), or the target table.
+[ -n "${CLEANUP_RESOURCES:-}" ] ||
+  CLEANUP_RESOURCES="$(project_python -c 'from generator.targets import cleanup_resources; print(*cleanup_resources())')"
+for k in $CLEANUP_RESOURCES; do
   grep -qx "$k" <<<"$available" && kinds+=("$k")
 done
 # The outputs claim goes last, and only when asked: the results on it are the user's.

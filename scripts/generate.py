@@ -23,7 +23,7 @@ import chart_version  # noqa: E402
 import failure_docs  # noqa: E402
 import kubernetes_definitions  # noqa: E402
 from generator import images, kubernetes_versions, targets  # noqa: E402
-from generator.engines.kubernetes import checks as kubernetes_checks, kueue, policy  # noqa: E402
+from generator.engines.kubernetes import checks as kubernetes_checks, policy  # noqa: E402
 from trainer import cluster, config, exit_codes, models  # noqa: E402
 
 CHART = ROOT / "charts" / "jax-training"
@@ -89,13 +89,14 @@ def outputs() -> dict[Path, str]:
         CHART / "files" / "exit-codes.json": exit_codes.as_json(),
         CHART / "files" / "trainer-flags.json": config.flags_json(),
         CHART / "files" / "models.json": models.facts_json(),
-        CHART / "files" / "targets.json": targets.chart_rows(),
         CHART / "files" / "warnings.json": kubernetes_checks.warnings_json(),
         CHART / "files" / "image-variants.json": images.variants_json(),
         CHART / "files" / "kubernetes-versions.json": kubernetes_versions.chart_json(),
         ROOT / "docs" / "kubernetes.md": failure_docs.page((ROOT / "docs" / "kubernetes.md").read_text()),
         ROOT / "scripts" / "lib" / "contract.sh": policy.shell_facts(),
-        ROOT / "scripts" / "lib" / "targets.sh": targets.shell_facts() + kueue.shell_facts(),
+        # each Kubernetes target's row, at the end of its own Helm template
+        **{CHART / targets.chart_template_path(name): targets.chart_template(
+            name, (CHART / targets.chart_template_path(name)).read_text()) for name in targets.KUBERNETES},
     }
 
 

@@ -48,10 +48,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$file" ] || file="$DEFAULT_VARIABLES"
 
-python="$JAXT_VENV/bin/python"
-[ -x "$python" ] || die "no Python environment at $JAXT_VENV (run scripts/setup.sh python)"
-# The project's generator: the installed jaxgen, or the package of this checkout.
-jaxgen() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$python" -m generator "$@"; }
+[ -x "$JAXT_VENV/bin/python" ] || die "no Python environment at $JAXT_VENV (run scripts/setup.sh python)"
 
 if [ -z "$namespace" ] && command -v kubectl >/dev/null; then
   namespace="$(kubectl config view --minify -o jsonpath='{..namespace}' 2>/dev/null || true)"

@@ -94,7 +94,6 @@ elif finished="$(conditions 2>/dev/null)" && [[ " $finished " =~ \ (Failed|$ok)\
 fi
 
 # --- preflight: the cluster has what the build needs (jaxgen check), or nothing is applied
-jaxgen() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" -m generator "$@"; }
 if $check; then
   checked=0
   jaxgen check "$build/release/values.json" "${kube_args[@]}" --namespace "$NAMESPACE" >/dev/null || checked=$?
@@ -121,7 +120,6 @@ apply_build() {
 }
 # A queued job that Kueue admitted runs with suspend: false; applying the build again would set the
 # build's suspend: true and stop its pods. It is followed as it is.
-source "$JAXT_ROOT/scripts/lib/targets.sh"  # QUEUE_LABEL
 admitted="{{with .metadata.labels}}{{with index . \"$QUEUE_LABEL\"}}queued{{end}}{{end}} {{.spec.suspend}}"
 if ! $replace && [ "$(kube get "$kind" "$NAME" --ignore-not-found -o go-template="$admitted" 2>/dev/null)" = "queued false" ]; then
   log "$what is queued and already admitted: following it (applying the build again would suspend it)"
@@ -269,7 +267,7 @@ done
 stop_logs
 
 # --- the job's results: from its bucket or its claim into BUILD_DIR/results/NAME/<run id> (as run.sh --local keeps them)
-confined() { PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" -m generator.confined "$@"; }
+confined() { project_python -m generator.confined "$@"; }
 fetch_results() {
   local manifest="$build/release/results-pod.json" dest="$build/results/$NAME" pod="$NAME-results" message
   if [ -n "${OUTPUTS_URI:-}" ]; then  # process 0 kept them in the job's bucket (outputs.uri)

@@ -11,6 +11,14 @@ JAXT_VENV="${JAXT_VENV:-$JAXT_ROOT/.venv}"
 DEFAULT_BUILD_DIR=rendered
 mkdir -p "$JAXT_BIN"
 
+# project_python ARGS...: the checkout's Python environment, this checkout's packages first.
+project_python() {
+  [ -x "$JAXT_VENV/bin/python" ] || die "no Python environment at $JAXT_VENV (run scripts/setup.sh python)"
+  PYTHONPATH="$JAXT_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$JAXT_VENV/bin/python" "$@"
+}
+# jaxgen ARGS...: the project's generator, from this checkout.
+jaxgen() { project_python -m generator "$@"; }
+
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 # need_value "$@" in an option's branch: its value follows, or a usage error (exit 2) names the option.

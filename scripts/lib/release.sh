@@ -52,7 +52,7 @@ load_release() {
   [ -f "$env" ] || die "$env not found: prepare the build folder first (scripts/prepare.sh FILE -o $1)"
   NAME="" NAMESPACE="" TARGET="" HOSTS_COUNT=""
   # the target's facts (generator/targets.py Target.facts)
-  KIND="" POD_SELECTOR="" INDEX_LABEL="" OWNER_LABEL="" OWNS_PODS="" SUCCEEDED="" CONTAINER=""
+  KIND="" POD_SELECTOR="" INDEX_LABEL="" OWNER_LABEL="" OWNS_PODS="" SUCCEEDED="" CONTAINER="" CLEANUP_RESOURCES=""
   # shellcheck disable=SC1090
   source "$env"
   [ -n "$NAME" ] && [ -n "$TARGET" ] || die "$env: NAME and TARGET must be set"

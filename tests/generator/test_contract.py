@@ -22,7 +22,7 @@ CHART = REPO_ROOT / "charts" / "jax-training"
 HOMES = {REPO_ROOT / "trainer" / name for name in ("contract.py", "cluster.py", "exit_codes.py")}
 GENERATOR_HOMES = {"policy.py", "kueue.py", "targets.py"}
 GENERATED = {CHART / "values.schema.json", CHART / "values.yaml", CHART / "README.md",
-             REPO_ROOT / "scripts" / "lib" / "contract.sh", REPO_ROOT / "scripts" / "lib" / "targets.sh",
+             REPO_ROOT / "scripts" / "lib" / "contract.sh",
              *(CHART / "files").glob("*.json")}
 TEMPLATES = {".j2", ".tpl", ".yaml", ".txt"}  # the Jinja and Helm templates' suffixes
 

@@ -1,26 +1,21 @@
-{{/* The target table: files/targets.json, written from generator/targets.py by make generate. */}}
-
-{{/* The facts of the Kubernetes targets (JSON), a row each; hostname and coordinator are printf
-formats of (name, index) and (name). A target without a row renders no Kubernetes objects. */}}
-{{- define "jax-training.targets" -}}
-{{- .Files.Get "files/targets.json" -}}
-{{- end -}}
+{{/* The target table: each Kubernetes target's row ends its own template, as the template
+jax-training.facts.<target> (written from generator/targets.py by make generate); hostname and
+coordinator are printf formats of (name, index) and (name). The targets of other engines are listed
+in files/contract.json; they render no Kubernetes objects. */}}
 
 {{/* "true" when the target renders Kubernetes objects (it has a row), "" when it does not. */}}
 {{- define "jax-training.kubernetes" -}}
-{{- if hasKey (include "jax-training.targets" . | fromJson) .Values.target }}true{{ end -}}
+{{- if not (has .Values.target (.Files.Get "files/contract.json" | fromJson).otherEngineTargets) }}true{{ end -}}
 {{- end -}}
 
-{{/* This release's row (a dict); stops the render for a target without one (checks.yaml asks
-for it on every render), naming the targets the chart renders. */}}
+{{/* This release's row (JSON); stops the render for a target of another engine (checks.yaml asks
+for it on every render). Go templates cannot list the defined rows: the chart's README has the table. */}}
 {{- define "jax-training.target" -}}
-{{- $targets := include "jax-training.targets" . | fromJson -}}
-{{- $row := get $targets .Values.target -}}
-{{- if not $row -}}
-{{- fail (printf "target %s renders no Kubernetes objects: render it with `jaxgen render FILE --target %s`, or set target to one of %s"
-  .Values.target .Values.target (keys $targets | sortAlpha | join ", ")) -}}
+{{- if not (include "jax-training.kubernetes" .) -}}
+{{- fail (printf "target %s renders no Kubernetes objects: render it with `jaxgen render FILE --target %s`, or set target to one of the Kubernetes targets in the chart's README (helm show readme)"
+  .Values.target .Values.target) -}}
 {{- end -}}
-{{- include "jax-training.json" $row -}}
+{{- include (printf "jax-training.facts.%s" .Values.target) . -}}
 {{- end -}}
 
 {{/* The trainer's container: ours, or the one a runtime runs it in (the row's container). */}}

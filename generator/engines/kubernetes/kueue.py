@@ -13,11 +13,6 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-%s-topology"  # %s: kueue.topology_mode
 
 
-def shell_facts() -> str:
-    """The part of scripts/lib/targets.sh (`make generate`) that run.sh reads: the label of a queued job."""
-    return f"QUEUE_LABEL={QUEUE_LABEL}\n"
-
-
 UNMANAGED_WARNING = ("queue_name: a stock Kueue (0.19 or later) does not manage a JAXJob (its kubeflow.org/jaxjob "
                      "integration is disabled by default and deprecated), so this job is not queued and starts at "
                      "once; set kueue.jaxjob_integration=true if the cluster's Kueue enables it, or use target "

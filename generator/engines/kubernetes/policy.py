@@ -170,6 +170,8 @@ def chart_json() -> str:
         "queueLabel": kueue.QUEUE_LABEL,
         "priorityLabel": kueue.PRIORITY_LABEL,
         "topologyAnnotation": kueue.TOPOLOGY_ANNOTATION,
+        # The targets of other engines: the chart refuses them (every other target has its row).
+        "otherEngineTargets": [name for name in targets.NAMES if name not in targets.KUBERNETES],
     }
     return json.dumps(facts, indent=1) + "\n"
 
@@ -179,5 +181,7 @@ def shell_facts() -> str:
     return ("# Generated from generator/engines/kubernetes/policy.py by `make generate`; do not edit.\n"
             "# shellcheck shell=bash disable=SC2034\n"
             f"RUN_AS_ID={RUN_AS_ID}\n"
+            "# The label of a job queued to Kueue (run.sh says such a job is queued, not suspended).\n"
+            f"QUEUE_LABEL={kueue.QUEUE_LABEL}\n"
             "# The selector of every object and pod of release $1.\n"
             f'release_selector() {{ echo "{PROJECT_SELECTOR},{INSTANCE_LABEL}=$1"; }}\n')
