@@ -91,7 +91,7 @@ def _split_top_level(spec: str) -> list[str]:
 
 
 def _range_bounds(rng: str, item: str) -> tuple[str, str]:
-    m = re.fullmatch(r"(\d+)(?:-(\d+))?", rng.strip())
+    m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", rng.strip())
     if not m:
         raise ConfigError(f"SLURM node list item {item!r}: bad range {rng!r}")
     lo, hi = m.group(1), m.group(2) or m.group(1)
@@ -113,7 +113,10 @@ MAX_LOCAL_DEVICES = 1024
 
 def _int(value: str, name: str, minimum: int, maximum: int = INT32_MAX) -> int:
     try:
-        number = int(str(value).strip())
+        # int() alone also takes " 2", "+2", "1_0" and non-ASCII digits ("\u0662"), which no launcher writes.
+        if not re.fullmatch(r"-?[0-9]+", str(value)):
+            raise ValueError
+        number = int(value)  # a ValueError too past int()'s limit on digits
     except ValueError:
         raise ConfigError(f"{name}={value!r} is not an integer") from None
     if number < minimum:

@@ -1,5 +1,7 @@
 """Every environment convention resolves to the right ClusterSpec (pure Python, no jax)."""
 
+import re
+
 import pytest
 
 from tests.support.hostlist import expand_hostlist
@@ -105,7 +107,7 @@ def test_expand_hostlist(spec, hosts):
     assert expand_hostlist(spec) == hosts
 
 
-@pytest.mark.parametrize("bad", ["n[1-", "n]1", "n[a-b]", "n[3-1]"])
+@pytest.mark.parametrize("bad", ["n[1-", "n]1", "n[a-b]", "n[3-1]", "n[\u0661-\u0662]", "n[1-\u0662]"])
 def test_expand_hostlist_rejects_malformed_lists(bad):
     with pytest.raises(ConfigError):
         expand_hostlist(bad)
@@ -134,10 +136,20 @@ def test_expand_hostlist_rejects_malformed_lists(bad):
     ({"JAX_COORDINATOR_ADDRESS": "h:\u0663", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"}, {},
      "JAX_COORDINATOR_ADDRESS='h:\u0663' must be HOST:PORT"),
     ({}, {"local_device_count": 1025}, "--local-device-count=1025 must be <= 1024"),
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_NODELIST": "n[\u0661-\u0662]", "SLURM_JOB_ID": "1"}, {},
+     "SLURM node list item 'n[\u0661-\u0662]': bad range '\u0661-\u0662'"),
 ])
 def test_bad_cluster_settings_name_the_variable(env, kwargs, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
         resolve_cluster(env, **kwargs)
+
+
+@pytest.mark.parametrize("value", [" 2", "2 ", "2\n", "+2", "1_0", "\u0662", "\uff12", "9" * 5000])
+@pytest.mark.parametrize("name", ["JAX_NUM_PROCESSES", "SLURM_NTASKS", "JAX_LOCAL_DEVICE_COUNT", "JAX_COORDINATOR_PORT"])
+def test_launcher_integers_are_ascii_digits_only(name, value):
+    env = {name: value, "SLURM_PROCID": "0"} if name.startswith("SLURM") else {name: value}
+    with pytest.raises(ConfigError, match=f"^{re.escape(f'{name}={value!r} is not an integer')}$"):
+        resolve_cluster(env)
 
 
 def test_slurm_coordinator_reads_only_the_first_host():
