@@ -19,6 +19,7 @@ still holds. The protocol is one line each way, so the wait costs one round trip
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 
@@ -41,8 +42,9 @@ def attempt_of(env=os.environ) -> str:
 
 
 def _is_older(mine: str, theirs: str) -> bool:
-    """Whether attempt `mine` is known to come before `theirs` (counts compare; other ids cannot)."""
-    return mine.isdigit() and theirs.isdigit() and int(mine) < int(theirs)
+    """Whether attempt `mine` is known to come before `theirs` (counts compare; other ids cannot).
+    A count is ASCII digits: str.isdigit() also takes '²', which int() refuses."""
+    return all(re.fullmatch("[0-9]+", s) for s in (mine, theirs)) and int(mine) < int(theirs)
 
 
 def _read_line(sock: socket.socket, deadline: float, wait: float = READ_SECONDS) -> str:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from generator.engines.kubernetes import jobs
+
 from tests.support import procs
 from tests.support.paths import REPO_ROOT
 from tests.support.procs import small_train_args, trainer_argv
@@ -180,3 +182,12 @@ def test_a_run_record_whose_name_is_no_job_name_is_listed_by_its_folder(tmp_path
     assert jaxgen("status", "odd", "--local", "--outputs", str(tmp_path)).returncode == 0
     newline = jaxgen("status", "odd\n", "--local", "--outputs", str(tmp_path))
     assert newline.returncode == 2 and newline.stderr.startswith("error: NAME: 'odd\\n' is not a job name"), newline.stderr
+
+
+@pytest.mark.parametrize("label,rank", [("3", 3), ("03", 3), ("\u00b2", None), ("\u0663", None), ("+3", None),
+                                        (" 3", None), ("", None), (None, None)])
+def test_a_pods_rank_is_its_index_label_in_ascii_digits(label, rank):
+    """str.isdigit() took '²', which int() then refused: `jaxgen status` ended in a traceback."""
+    job = jobs._Job({"kind": "Job", "metadata": {"name": "demo", "uid": "1"}}, [], [])
+    labels = {} if label is None else {job.workload.index_label: label}
+    assert job.rank({"metadata": {"labels": labels}}) == rank

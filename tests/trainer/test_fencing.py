@@ -1,16 +1,19 @@
 """Attempt fencing (trainer/fencing.py) with real processes on 127.0.0.1: a process of an older attempt
 is refused by a newer attempt's coordinator and says so in one line, and one that comes once the gang
-has formed never joins it; the newer gang trains on either way. Hard timeouts throughout."""
+has formed never joins it; the newer gang trains on either way. Hard timeouts throughout. A follower's
+reading of the coordinator's answer is checked alone, on a socket pair."""
 
 import re
 import signal
+import socket
 import time
 
 import pytest
 
 from tests.support.procs import free_port, kill, small_train_args, start, trainer_argv, wait_all, wait_for_text
 from trainer import exit_codes
-from trainer.fencing import READ_SECONDS, attempt_of
+from trainer.errors import PeerLostError
+from trainer.fencing import READ_SECONDS, attempt_of, hello
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -89,3 +92,20 @@ def test_the_attempt_comes_from_the_launcher():
     assert attempt_of({"SLURM_RESTART_COUNT": "1"}) == "1"
     assert attempt_of({"SLURM_JOB_ID": "7"}) == "0"  # SLURM's first start: no requeue count yet
     assert attempt_of({}) == ""
+
+
+@pytest.mark.parametrize("mine,theirs", [("1", "\u00b2"), ("\u00b2", "3"), ("1", "\u0663"), ("1", "+2"), ("1", " 2"),
+                                         ("1", "2_0"), ("a", "b"), ("", "2"), ("2", "1"), ("2", "2")])
+def test_a_follower_refused_by_an_attempt_it_cannot_tell_older_keeps_waiting(mine, theirs):
+    ours, coordinator = socket.socketpair()
+    with ours, coordinator:
+        coordinator.sendall(f"refused attempt={theirs}\n".encode())
+        assert hello(ours, 1, mine, time.monotonic() + 5) is False
+
+
+def test_a_follower_refused_by_a_newer_attempt_ends():
+    ours, coordinator = socket.socketpair()
+    with ours, coordinator:
+        coordinator.sendall(b"refused attempt=10\n")
+        with pytest.raises(PeerLostError, match="attempt 9 of the job, the coordinator runs the newer attempt 10"):
+            hello(ours, 1, "9", time.monotonic() + 5)

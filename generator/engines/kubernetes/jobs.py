@@ -8,6 +8,7 @@ trainerStatus, and process 0's metrics endpoint, read through the API server's p
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime
 
@@ -82,7 +83,7 @@ class _Job:
 
     def rank(self, pod: dict) -> int | None:
         value = (pod["metadata"].get("labels") or {}).get(self.workload.index_label)
-        return int(value) if value is not None and value.isdigit() else None
+        return int(value) if re.fullmatch("[0-9]+", value or "") else None  # not isdigit(): int('²') fails
 
     def pod_of_rank(self, rank: int, started: bool = True) -> dict | None:
         """The newest pod of that rank (a replaced pod's successor), started ones only if `started`."""

@@ -5,6 +5,7 @@ its log from its output file, whose lines carry `Rank i:`."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -100,10 +101,16 @@ def _status(job: dict, now: float) -> JobStatus:
     return status
 
 
+def _job_number(job: dict) -> int:
+    """The job's number (an array task's id is NUMBER_TASK), 0 where it has none; not isdigit(): int('²') fails."""
+    number = job["id"].split("_")[0]
+    return int(number) if re.fullmatch("[0-9]+", number) else 0
+
+
 def _find(name: str) -> dict:
     queued = _queued(name)
     if queued:
-        return max(queued, key=lambda job: int(job["id"].split("_")[0]) if job["id"].split("_")[0].isdigit() else 0)
+        return max(queued, key=_job_number)
     done = _accounted(name)
     if done:
         return done[-1]
