@@ -2,7 +2,7 @@
 
 The commands know no engine: they pick one by option (a Kubernetes cluster by default, `--slurm`,
 `--local`) and ask it for JobStatus objects (generator/job_status.py) or a rank's log. Exit codes:
-0 shown; 2 bad input (an invalid name, no such job); 3 the cluster or scheduler cannot be asked
+0 shown; 2 bad input (an invalid name or namespace, no such job); 3 the cluster or scheduler cannot be asked
 (no kubectl or squeue, no context, the API server does not answer)."""
 
 from __future__ import annotations
@@ -21,7 +21,16 @@ from .options import NonEmptyPath
 from .runs import DEFAULT_OUTPUTS, LATEST
 
 EXIT_INVALID, EXIT_UNREACHABLE = 2, 3
-NAME = re.compile(rf"^[a-z0-9]([-a-z0-9]{{0,{DNS_LABEL_MAX - 2}}}[a-z0-9])?$")  # a DNS-1123 label, as every job name
+DNS_LABEL = re.compile(rf"^[a-z0-9]([-a-z0-9]{{0,{DNS_LABEL_MAX - 2}}}[a-z0-9])?$")  # every job name, a namespace
+DNS_LABEL_RULE = (f"lowercase letters, digits and '-', at most {DNS_LABEL_MAX} characters, starting and ending with "
+                  "a letter or digit")
+
+
+def _check_namespace(ctx, param, namespace: str | None) -> str | None:
+    """Refused before any cluster is asked; '' is the context's namespace, as kubectl takes it."""
+    if namespace and not DNS_LABEL.fullmatch(namespace):
+        raise UserError(f"-n/--namespace: {namespace!r} is not a namespace ({DNS_LABEL_RULE})")
+    return namespace
 
 
 def _where(command):
@@ -29,7 +38,8 @@ def _where(command):
     --local and --outputs."""
     options = [
         click.option("--context", metavar="CONTEXT", help="The kubeconfig context (default: the current one)."),
-        click.option("-n", "--namespace", metavar="NS", help="The namespace (default: the context's)."),
+        click.option("-n", "--namespace", metavar="NS", callback=_check_namespace,
+                     help="The namespace (default: the context's)."),
         click.option("--slurm", is_flag=True, help="A SLURM job (squeue, sacct) instead of a Kubernetes one."),
         click.option("--local", is_flag=True, help="A run of `jaxgen run` on this machine, under --outputs."),
         click.option("--outputs", "outputs_dir", type=NonEmptyPath(file_okay=False, path_type=Path),
@@ -75,9 +85,8 @@ def jobs_where(context, namespace, slurm, local, outputs_dir):
 
 
 def _check_name(name: str) -> str:
-    if not NAME.fullmatch(name):  # fullmatch: `$` alone lets a trailing newline through
-        raise UserError(f"NAME: {name!r} is not a job name (lowercase letters, digits and '-', at most "
-                        f"{DNS_LABEL_MAX} characters, starting and ending with a letter or digit)")
+    if not DNS_LABEL.fullmatch(name):  # fullmatch: `$` alone lets a trailing newline through
+        raise UserError(f"NAME: {name!r} is not a job name ({DNS_LABEL_RULE})")
     return name
 
 
@@ -134,8 +143,8 @@ def status_command(name, context, namespace, slurm, local, outputs_dir, fmt, wat
 
     Reads what the target has: the job object's conditions and pods, Kueue's Workload, a TrainJob's
     trainerStatus and process 0's metrics endpoint through the API server's pod proxy; squeue and
-    sacct with --slurm; the outputs folder with --local. Exit 2 for an invalid name or no such job,
-    3 when the cluster or scheduler cannot be asked."""
+    sacct with --slurm; the outputs folder with --local. Exit 2 for an invalid name or namespace or no
+    such job, 3 when the cluster or scheduler cannot be asked."""
     def body():
         _check_name(name)
         engine = jobs_where(context, namespace, slurm, local, outputs_dir)

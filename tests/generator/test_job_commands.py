@@ -97,6 +97,24 @@ def test_bad_names_and_missing_engines_are_one_line_with_their_exit_code(tmp_pat
     assert slurm.returncode == 3 and slurm.stderr == "error: squeue: not found on PATH (is this a SLURM login node?)\n"
 
 
+@pytest.mark.parametrize("namespace", ["BAD NS", "Upper", "ok\n", "-x", "a" * 64, "\u0661"])
+def test_a_bad_namespace_is_refused_before_the_cluster_is_asked(tmp_path, namespace):
+    called = tmp_path / "kubectl-called"
+    kubectl = tmp_path / "bin" / "kubectl"
+    kubectl.parent.mkdir()
+    kubectl.write_text(f"#!/bin/sh\ntouch '{called}'\nexit 1\n")
+    kubectl.chmod(0o755)
+    env = {"KUBECONFIG": str(tmp_path / "nonexistent"), "PATH": f"{kubectl.parent}:{os.environ['PATH']}"}
+    for args in (["list"], ["status", "demo"], ["logs", "demo"]):
+        proc = jaxgen(*args, "-n", namespace, env=env)
+        assert proc.returncode == 2 and proc.stderr == (
+            f"error: -n/--namespace: {namespace!r} is not a namespace (lowercase letters, digits and '-', at most 63 "
+            "characters, starting and ending with a letter or digit)\n"), (args, proc.stderr)
+    assert not called.exists()
+    context = jaxgen("list", "-n", "", env=env)  # the context's namespace, as kubectl takes -n ''
+    assert context.returncode == 3 and called.exists(), context.stderr
+
+
 def test_list_of_local_runs_whose_run_records_are_odd(tmp_path):
     """A run record that names no string (a list) or never ends (/dev/zero): the run is listed by its
     folder's name, and the record is read bounded."""
