@@ -80,6 +80,17 @@ def describe(code: int) -> str:
     return f"exit code {code}"
 
 
+def describe_exit(returncode: int) -> str:
+    """A process's end in words from its return code as subprocess gives it (-N: killed by signal N):
+    the signal that killed it, or what its exit code means."""
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return describe(returncode)
+
+
 def as_json() -> str:
     """The table as charts/jax-training/files/exit-codes.json holds it."""
     return json.dumps({"exit_codes": [asdict(entry) for entry in TABLE]}, indent=2) + "\n"

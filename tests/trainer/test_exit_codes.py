@@ -1,10 +1,10 @@
 """How an exit is put in words wherever a run's end is reported (`jaxgen run`'s supervisor, `jaxgen
-status --local`): from trainer/exit_codes.py's table, or the signal a code above 128 stands for."""
+status --local` and `--slurm`): from trainer/exit_codes.py's table, or the signal a code above 128 stands for."""
 
 import pytest
 
-from generator.engines.kubernetes.local.supervise import describe_exit
 from trainer import exit_codes
+from trainer.exit_codes import describe_exit
 
 
 @pytest.mark.parametrize(("code", "words"), [

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from trainer import outputs
+from trainer import exit_codes, outputs
 from trainer.results import read_records
 
 from ... import job_status
@@ -78,13 +78,21 @@ def _flags(script: Path) -> dict[str, str]:
     return {w: words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--checkpoint-dir", "--run-name")}
 
 
+def _exit(exit_code: str) -> str:
+    """sacct's ExitCode, CODE:SIGNAL, in words: the signal that killed the job or what its code means."""
+    code, _, number = exit_code.partition(":")
+    if not (re.fullmatch("[0-9]+", code) and re.fullmatch("[0-9]+", number)):
+        return f"exit code {exit_code}"
+    return exit_codes.describe_exit(-int(number) if int(number) else int(code))
+
+
 def _status(job: dict, now: float) -> JobStatus:
     state = job["state"].split()[0] if job["state"] else "UNKNOWN"
     status = JobStatus(name=job["name"], kind="SLURM", phase=PHASES.get(state, job_status.UNKNOWN),
                        queue=f"job {job['id']}: {state}" + (f" ({job['reason']})" if job.get("reason") not in
                                                             (None, "", "None") else ""))
     if job.get("exit_code") and status.phase == FAILED:
-        status.reason = f"exit code {job['exit_code']}"
+        status.reason = _exit(job["exit_code"])
     script = Path(job["script"]) if job.get("script") else None
     flags = _flags(script) if script else {}
     if "--checkpoint-dir" in flags:

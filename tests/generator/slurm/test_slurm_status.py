@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from tests.support.jaxgen import jaxgen
+from trainer import exit_codes
 
 
 def fake_slurm(tmp_path, monkeypatch, squeue: str = "", sacct: str = ""):
@@ -28,3 +31,17 @@ def test_the_newest_queued_job_of_the_name_is_shown_and_an_id_not_in_ascii_digit
     fake_slurm(tmp_path, monkeypatch, squeue="\u00b2|demo|RUNNING|None|1:00||/w\n7|demo|PENDING|Priority|0:00||/w\n"
                                              "5_1|demo|RUNNING|None|1:00||/w\n")
     assert status()["queue"] == "job 7: PENDING (Priority)"
+
+
+@pytest.mark.parametrize("exit_code,reason", [
+    ("5:0", f"exit code 5: {exit_codes.BY_NAME['device-count'].meaning}"),
+    ("142:0", f"exit code 142: {exit_codes.BY_NAME['hang'].meaning}"),
+    ("137:0", "exit code 137 (killed by SIGKILL)"),
+    ("0:9", "killed by SIGKILL"),
+    ("1:15", "killed by SIGTERM"),
+    ("bad", "exit code bad"),
+])
+def test_a_failed_jobs_exit_code_is_said_as_the_trainer_means_it(tmp_path, monkeypatch, exit_code, reason):
+    """sacct's ExitCode is CODE:SIGNAL: the trainer's meaning of the code, or the signal that killed it."""
+    fake_slurm(tmp_path, monkeypatch, sacct=f"12|demo|FAILED|{exit_code}|/w\n")
+    assert status() == {"kind": "SLURM", "name": "demo", "phase": "Failed", "queue": "job 12: FAILED", "reason": reason}

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainer import outputs
+from trainer.exit_codes import describe_exit
 
 from .... import confined, runs
 from ....errors import UserError
 from .plan import CHECKPOINT_DIR_FLAG, RUN_NAME_FLAG, LocalJob, last_flag_value
-from .supervise import describe_exit
 
 
 def outputs_of(job: LocalJob) -> Path | None:

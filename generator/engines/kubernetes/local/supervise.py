@@ -25,16 +25,6 @@ from .plan import LocalJob, engine_env, free_port
 SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failure that caused it
 
 
-def describe_exit(code: int) -> str:
-    """A process's exit in words: the signal that killed it, or its code (trainer/exit_codes.py)."""
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return exit_codes.describe(code)
-
-
 class Runner:
     """Runs the processes of a LocalJob, restarting all of them on any failure."""
 
@@ -142,7 +132,7 @@ class Runner:
             if name == "deadline":
                 self.say("the job's active deadline passed: stopping every process")
             else:
-                self.say(f"{name} failed: {describe_exit(code)}; stopping every process")
+                self.say(f"{name} failed: {exit_codes.describe_exit(code)}; stopping every process")
             self.stop_all()
             for thread in threads:
                 thread.join(timeout=5)
