@@ -21,6 +21,10 @@ Options:
   --delete-outputs        also delete the outputs claim (the results and checkpoints on it are lost)
 $KUBE_OPTIONS_HELP
   -h, --help              show this help
+
+Exit codes: 0 the release's objects are gone (or there were none); 1 the cluster cannot be reached or
+objects are still present after the timeout; 2 bad usage (an unknown option, a bad --name, a folder
+scripts/prepare.sh did not write).
 EOF
 }
 
@@ -33,17 +37,17 @@ while [ $# -gt 0 ]; do
     --timeout) need_value "$@"; timeout="$2"; shift ;;
     --delete-outputs) delete_outputs=true ;;
     -h|--help) usage; exit 0 ;;
-    -*) usage >&2; echo "error: unknown option $1" >&2; exit 2 ;;
-    *) [ -z "$build" ] || { echo "error: only one BUILD_DIR" >&2; exit 2; }; build="$1" ;;
+    -*) usage >&2; bad_usage "unknown option $1" ;;
+    *) [ -z "$build" ] || bad_usage "only one BUILD_DIR"; build="$1" ;;
   esac
   shift
 done
-[[ "$timeout" =~ ^[1-9][0-9]{0,8}$ ]] || { echo "error: --timeout must be a whole number of seconds from 1 to 999999999" >&2; exit 2; }
+[[ "$timeout" =~ ^[1-9][0-9]{0,8}$ ]] || bad_usage "--timeout must be a whole number of seconds from 1 to 999999999"
 if [ -n "$name" ]; then
-  [ -z "$build" ] || { echo "error: give BUILD_DIR or --name, not both" >&2; exit 2; }
+  [ -z "$build" ] || bad_usage "give BUILD_DIR or --name, not both"
   # A release's name is a DNS-1123 label (the variables' `name`); anything else would go into a label selector.
   [[ "$name" =~ ^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$ ]] ||
-    { echo "error: --name '$name' is not a release name (lowercase letters, digits and '-', at most 63)" >&2; exit 2; }
+    bad_usage "--name '$name' is not a release name (lowercase letters, digits and '-', at most 63)"
   NAME="$name"
   NAMESPACE="${namespace_opt:-$(current_namespace)}"
 else

@@ -39,6 +39,9 @@ archive's path). With --debian trixie the tag and the archive end in -trixie.
 
 pip reaches PyPI with the build machine's CA bundle ($BUILD_CA_BUNDLE), given to the build as a
 secret: it is never written into the image. Builds use the host network.
+
+Exit codes: 0 built (and pushed); 1 a failure (no builder or runc, the build or the push failed);
+2 bad usage (an unknown option, a bad --variant, --debian, --builder or --push value).
 EOF
 }
 
@@ -53,29 +56,30 @@ while [ $# -gt 0 ]; do
     --print-archive) print=archive ;;
     --rebuild) rebuild=true ;;
     -h|--help) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument: $1" ;;
+    *) usage >&2; bad_usage "unknown argument: $1" ;;
   esac
   shift
 done
-[[ " $variants " == *" $variant "* ]] || die "--variant must be one of: $variants (not '$variant')"
+# Every value is checked before this machine is asked for a builder.
+[[ " $variants " == *" $variant "* ]] || bad_usage "--variant must be one of: $variants (not '$variant')"
 # The release's official Python image, for podman and docker (buildah debootstraps the release itself).
 case "$debian" in
   bookworm) python_image="" suffix="" ;;  # the Dockerfile's default
   trixie) python_image=python:3.13-slim-trixie suffix=-trixie ;;
-  *) die "--debian must be bookworm or trixie (not '$debian')" ;;
+  *) bad_usage "--debian must be bookworm or trixie (not '$debian')" ;;
 esac
+case "$builder" in ""|buildah|podman|docker) ;; *) bad_usage "--builder must be buildah, podman or docker, not '$builder'" ;; esac
+if [ -n "$push" ] && ! [[ "$push" =~ ^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?$ ]]; then
+  bad_usage "--push takes a repository without a tag (registry/path, lowercase), not '$push'"
+fi
 if [ -z "$builder" ]; then
   for candidate in buildah podman docker; do
     if command -v "$candidate" >/dev/null; then builder="$candidate"; break; fi
   done
   [ -n "$builder" ] || die "no image builder found: install buildah, podman or docker (scripts/setup.sh node installs buildah)"
 fi
-case "$builder" in buildah|podman|docker) ;; *) die "--builder must be buildah, podman or docker, not '$builder'" ;; esac
 command -v "$builder" >/dev/null || die "--builder $builder: $builder is not on PATH"
 [ "$builder" = docker ] || command -v runc >/dev/null || die "runc is required with $builder (scripts/setup.sh node installs it)"
-if [ -n "$push" ] && ! [[ "$push" =~ ^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?$ ]]; then
-  die "--push takes a repository without a tag (registry/path, lowercase), not '$push'"
-fi
 
 images="$JAXT_CACHE/images"
 mkdir -p "$images"

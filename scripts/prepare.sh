@@ -38,10 +38,10 @@ while [ $# -gt 0 ]; do
     --target) need_value "$@"; jaxgen_args+=(--target "$2"); shift ;;
     -n|--namespace) need_value "$@"; namespace="$2"; shift ;;
     -h|--help) usage; exit 0 ;;
-    -*) [ "$1" = "-" ] || { usage >&2; echo "error: unknown option $1" >&2; exit 2; }
-        [ -z "$file" ] || { echo "error: only one VARIABLES_FILE (use -f for more)" >&2; exit 2; }
+    -*) [ "$1" = "-" ] || { usage >&2; bad_usage "unknown option $1"; }
+        [ -z "$file" ] || bad_usage "only one VARIABLES_FILE (use -f for more)"
         file="$1" ;;
-    *) [ -z "$file" ] || { echo "error: only one VARIABLES_FILE (use -f for more)" >&2; exit 2; }
+    *) [ -z "$file" ] || bad_usage "only one VARIABLES_FILE (use -f for more)"
        file="$1" ;;
   esac
   shift

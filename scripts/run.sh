@@ -38,9 +38,9 @@ controller, the namespace's admission, the queue, storage, GPUs, a published ima
 one line each and nothing is applied.
 
 Exit codes: 0 the job succeeded; 1 it failed (the failed indexes are named), was deleted, or its
-image cannot be pulled; 2 bad usage, the job already finished (use --replace) or the preflight
-found something missing; 124 the timeout
-expired (the job is left running; the pods' state is printed).
+image cannot be pulled; 2 bad usage (an unknown option, a folder scripts/prepare.sh did not write, a
+SLURM build), the job already finished (use --replace) or the preflight found something missing;
+124 the timeout expired (the job is left running; the pods' state is printed).
 EOF
 }
 
@@ -56,18 +56,18 @@ while [ $# -gt 0 ]; do
     --local) local_run=true ;;
     -h|--help) usage; exit 0 ;;
     --) shift; passthrough=("$@"); break ;;
-    -*) usage >&2; echo "error: unknown option $1" >&2; exit 2 ;;
-    *) [ -z "$build" ] || { echo "error: only one BUILD_DIR" >&2; exit 2; }; build="$1" ;;
+    -*) usage >&2; bad_usage "unknown option $1" ;;
+    *) [ -z "$build" ] || bad_usage "only one BUILD_DIR"; build="$1" ;;
   esac
   shift
 done
 [ -n "$build" ] || build="$DEFAULT_BUILD_DIR"
-[[ "$timeout" =~ ^[1-9][0-9]{0,8}$ ]] || { echo "error: --timeout must be a whole number of seconds from 1 to 999999999" >&2; exit 2; }
-[ -d "$build" ] || die "$build: no such build folder (scripts/prepare.sh FILE -o $build)"
+[[ "$timeout" =~ ^[1-9][0-9]{0,8}$ ]] || bad_usage "--timeout must be a whole number of seconds from 1 to 999999999"
+[ -d "$build" ] || bad_usage "$build: no such build folder (scripts/prepare.sh FILE -o $build)"
 
 if $local_run; then
   values="$build/release/values.json"
-  [ -f "$values" ] || die "$values not found: prepare the build folder with scripts/prepare.sh"
+  [ -f "$values" ] || bad_usage "$values not found: prepare the build folder with scripts/prepare.sh"
   python="$JAXT_VENV/bin/python"
   [ -x "$python" ] || die "no Python environment at $JAXT_VENV (run scripts/setup.sh python)"
   # The results go to BUILD_DIR/results/<name>, where a cluster run brings them too.
@@ -76,9 +76,9 @@ if $local_run; then
 fi
 
 load_release "$build"
-require_cluster
 # The target's facts (generator/targets.py), written by prepare.sh.
-[ -n "$KIND" ] || die "$build: target $TARGET has no Kubernetes job for run.sh to drive (submit a SLURM script with sbatch; a build folder from an older version: run prepare.sh again)"
+[ -n "$KIND" ] || bad_usage "$build: target $TARGET has no Kubernetes job for run.sh to drive (submit a SLURM script with sbatch; a build folder from an older version: run prepare.sh again)"
+require_cluster
 kind="$KIND" pods="$POD_SELECTOR" index_label="$INDEX_LABEL" ok="$SUCCEEDED"
 what="$kind/$NAME in namespace $NAMESPACE"
 

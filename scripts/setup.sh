@@ -79,10 +79,16 @@ run_part() {
     node) "$JAXT_ROOT/scripts/cluster/node-setup.sh" ;;
     slurm) "$JAXT_ROOT/scripts/slurm/setup.sh" ;;
     all) for part in dev tools cluster node slurm; do run_part "$part"; done ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown part '$1' (demo, python, dev, helm, tools, cluster, node, slurm, all)" ;;
   esac
 }
 
 [ $# -gt 0 ] || set -- all
+# Every part is known before any is set up (some take minutes).
+for part in "$@"; do
+  case "$part" in
+    demo|python|dev|helm|tools|cluster|node|slurm|all) ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) bad_usage "unknown part '$part' (demo, python, dev, helm, tools, cluster, node, slurm, all)" ;;
+  esac
+done
 for part in "$@"; do run_part "$part"; done

@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --core) core_only=true ;;
     -h|--help) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument: $1" ;;
+    *) usage >&2; bad_usage "unknown argument: $1" ;;
   esac
   shift
 done

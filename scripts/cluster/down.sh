@@ -19,12 +19,12 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --keep-logs) keep_logs=true ;;
     -h|--help) usage; exit 0 ;;
-    -*) usage >&2; die "unknown option: $1" ;;
-    *) [ -z "$state" ] || die "only one STATE_DIR"; state="$1" ;;
+    -*) usage >&2; bad_usage "unknown option: $1" ;;
+    *) [ -z "$state" ] || bad_usage "only one STATE_DIR"; state="$1" ;;
   esac
   shift
 done
-[ -n "$state" ] || { usage >&2; die "STATE_DIR is required"; }
+[ -n "$state" ] || { usage >&2; bad_usage "STATE_DIR is required"; }
 [ -d "$state" ] || { log "nothing to stop: $state does not exist"; exit 0; }
 state="$(cd "$state" && pwd)"
 

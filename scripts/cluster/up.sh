@@ -44,24 +44,24 @@ state="" namespace="jax-e2e" controllers=true real_node=false owner_pid="" max_l
 pods_ready_timeout=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --state-dir) state="${2:?--state-dir needs a value}"; shift ;;
-    --namespace) namespace="${2:?--namespace needs a value}"; shift ;;
+    --state-dir) need_value "$@"; state="$2"; shift ;;
+    --namespace) need_value "$@"; namespace="$2"; shift ;;
     --no-controllers) controllers=false ;;
     --real-node) real_node=true ;;
-    --owner-pid) owner_pid="${2:?--owner-pid needs a value}"; shift ;;
-    --max-lifetime) max_lifetime="${2:?--max-lifetime needs a value}"; shift ;;
-    --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
-    --api-qps) api_qps="${2:?--api-qps needs a value}"; shift ;;
-    --pods-ready-timeout) pods_ready_timeout="${2:?--pods-ready-timeout needs a value}"; shift ;;
+    --owner-pid) need_value "$@"; owner_pid="$2"; shift ;;
+    --max-lifetime) need_value "$@"; max_lifetime="$2"; shift ;;
+    --timeout) need_value "$@"; timeout="$2"; shift ;;
+    --api-qps) need_value "$@"; api_qps="$2"; shift ;;
+    --pods-ready-timeout) need_value "$@"; pods_ready_timeout="$2"; shift ;;
     -h|--help) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument: $1" ;;
+    *) usage >&2; bad_usage "unknown argument: $1" ;;
   esac
   shift
 done
 
 qps_flags=()
 if [ -n "$api_qps" ]; then
-  [[ "$api_qps" =~ ^[1-9][0-9]{0,4}$ ]] || die "--api-qps must be an integer from 1 to 99999, not '$api_qps'"
+  [[ "$api_qps" =~ ^[1-9][0-9]{0,4}$ ]] || bad_usage "--api-qps must be an integer from 1 to 99999, not '$api_qps'"
   qps_flags=(--kube-api-qps "$api_qps" --kube-api-burst "$((2 * api_qps))")
 fi
 
@@ -69,7 +69,7 @@ if [ -z "$pods_ready_timeout" ]; then
   if $real_node; then pods_ready_timeout=120; else pods_ready_timeout=15; fi
 fi
 [[ "$pods_ready_timeout" =~ ^[1-9][0-9]{0,4}$ ]] ||
-  die "--pods-ready-timeout must be an integer from 1 to 99999, not '$pods_ready_timeout'"
+  bad_usage "--pods-ready-timeout must be an integer from 1 to 99999, not '$pods_ready_timeout'"
 
 source "$here/node.sh"
 ! $real_node || node_check

@@ -21,8 +21,10 @@ jaxgen() { project_python -m generator "$@"; }
 
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
-# need_value "$@" in an option's branch: its value follows, or a usage error (exit 2) names the option.
-need_value() { [ $# -ge 2 ] && [ -n "$2" ] || { echo "error: $1 needs a value" >&2; exit 2; }; }
+# A usage error (an unknown or bad option or argument): one line, as die's, and exit 2.
+bad_usage() { log "error: $*"; exit 2; }
+# need_value "$@" in an option's branch: its value follows, or a usage error names the option.
+need_value() { [ $# -ge 2 ] && [ -n "$2" ] || bad_usage "$1 needs a value"; }
 
 # go_tool NAME MODULE/CMD VERSION [LDFLAGS]
 # Builds `go install MODULE/CMD@VERSION` once into $JAXT_CACHE/tools/NAME-VERSION/ and links

@@ -49,13 +49,13 @@ require_cluster() {
 # (written by prepare.sh); --namespace overrides NAMESPACE.
 load_release() {
   local env="$1/release/release.env"
-  [ -f "$env" ] || die "$env not found: prepare the build folder first (scripts/prepare.sh FILE -o $1)"
+  [ -f "$env" ] || bad_usage "$env not found: prepare the build folder first (scripts/prepare.sh FILE -o $1)"
   NAME="" NAMESPACE="" TARGET="" HOSTS_COUNT=""
   # the target's facts (generator/targets.py Target.facts)
   KIND="" POD_SELECTOR="" INDEX_LABEL="" OWNER_LABEL="" OWNS_PODS="" SUCCEEDED="" CONTAINER="" CLEANUP_RESOURCES=""
   # shellcheck disable=SC1090
   source "$env"
-  [ -n "$NAME" ] && [ -n "$TARGET" ] || die "$env: NAME and TARGET must be set"
+  [ -n "$NAME" ] && [ -n "$TARGET" ] || bad_usage "$env: NAME and TARGET must be set"
   [ -z "$namespace_opt" ] || NAMESPACE="$namespace_opt"
   [ -n "$NAMESPACE" ] || NAMESPACE="$(current_namespace)"
 }

@@ -14,9 +14,9 @@ source "$here/env.sh"
 owner_pid=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --owner-pid) owner_pid="${2:?--owner-pid needs a PID}"; shift 2 ;;
+    --owner-pid) need_value "$@"; owner_pid="$2"; shift 2 ;;
     -h | --help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument '$1'" ;;
+    *) bad_usage "unknown argument '$1'" ;;
   esac
 done
 

@@ -152,9 +152,9 @@ LIFECYCLE = [
     (["jaxgen", "run", "{cpu_local}", "--set", "hosts_count=100000"], 2, "global device count 100000"),
     (["prepare.sh", "/dev/zero", "-o", "build"], 2, "/dev/zero: larger than 3 MiB"),
     (["prepare.sh", "bomb.yaml", "-o", "build"], 2, "excessive aliasing"),
-    (["run.sh", "/dev/zero"], 1, "/dev/zero: no such build folder"),
-    (["run.sh", "."], 1, "release.env not found"),
-    (["clean.sh", "/dev/zero"], 1, "release.env not found"),
+    (["run.sh", "/dev/zero"], 2, "/dev/zero: no such build folder"),
+    (["run.sh", "."], 2, "release.env not found"),
+    (["clean.sh", "/dev/zero"], 2, "release.env not found"),
 ]
 
 

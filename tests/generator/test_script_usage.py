@@ -1,11 +1,13 @@
 """The lifecycle scripts' command lines, without a cluster: a missing or bad option value, an unknown
-option and a build folder that is not there are each one error line and the documented exit code
-(2 bad usage, 1 a failure), never a shell's own message."""
+option or part, and a build folder that prepare.sh did not write are each one error line and exit 2
+(bad usage; 1 is a failure), never a shell's own message."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -18,7 +20,10 @@ CASES = [
     ("run.sh", ["--timeout", "0x10"], 2, "error: --timeout must be a whole number of seconds"),
     ("run.sh", ["--kubeconfig"], 2, "error: --kubeconfig needs a value"),
     ("run.sh", ["--bogus"], 2, "error: unknown option --bogus"),
-    ("run.sh", ["/no/such/build"], 1, "/no/such/build: no such build folder"),
+    ("run.sh", ["/no/such/build"], 2, "/no/such/build: no such build folder"),
+    ("run.sh", ["."], 2, "./release/release.env not found: prepare the build folder first"),
+    ("run.sh", ["--local", "."], 2, "./release/values.json not found: prepare the build folder"),
+    ("clean.sh", ["/no/such/build"], 2, "/no/such/build/release/release.env not found"),
     ("clean.sh", ["--timeout", ""], 2, "error: --timeout needs a value"),
     ("clean.sh", ["--name"], 2, "error: --name needs a value"),
     # checked before the cluster is asked: a name is the label selector's value
@@ -29,9 +34,21 @@ CASES = [
     ("prepare.sh", ["--set-json"], 2, "error: --set-json needs a value"),
     ("prepare.sh", ["-n", "default", "--set", "a={x"], 2, "a list must end with '}'"),
     ("image.sh", ["--variant"], 2, "error: --variant needs a value"),
-    ("image.sh", ["--variant", "rocm"], 1, "--variant must be one of: cpu cuda12"),
-    ("image.sh", ["--push", "Registry/X:tag"], 1, "--push takes a repository without a tag"),
-    ("image.sh", ["--debian", "buster"], 1, "--debian must be bookworm or trixie"),
+    ("image.sh", ["--variant", "rocm"], 2, "--variant must be one of: cpu cuda12"),
+    ("image.sh", ["--push", "Registry/X:tag"], 2, "--push takes a repository without a tag"),
+    ("image.sh", ["--debian", "buster"], 2, "--debian must be bookworm or trixie"),
+    ("image.sh", ["--builder", "kaniko"], 2, "--builder must be buildah, podman or docker, not 'kaniko'"),
+    ("image.sh", ["--bogus"], 2, "error: unknown argument: --bogus"),
+    ("setup.sh", ["bogus"], 2, "error: unknown part 'bogus'"),
+    ("setup.sh", ["dev bogus"], 2, "error: unknown part 'dev bogus'"),
+    ("cluster/up.sh", ["--bogus"], 2, "error: unknown argument: --bogus"),
+    ("cluster/up.sh", ["--state-dir"], 2, "error: --state-dir needs a value"),
+    ("cluster/up.sh", ["--api-qps", "0"], 2, "error: --api-qps must be an integer from 1 to 99999"),
+    ("cluster/down.sh", ["--bogus"], 2, "error: unknown option: --bogus"),
+    ("cluster/down.sh", [], 2, "error: STATE_DIR is required"),
+    ("cluster/build.sh", ["--bogus"], 2, "error: unknown argument: --bogus"),
+    ("slurm/up.sh", ["--bogus"], 2, "error: unknown argument '--bogus'"),
+    ("slurm/up.sh", ["--owner-pid"], 2, "error: --owner-pid needs a value"),
 ]
 
 
@@ -43,6 +60,50 @@ def test_bad_usage_is_one_line_and_its_exit_code(tmp_path, script, args, code, m
     assert proc.returncode == code, proc.stderr
     assert len(errors) == 1 and message in errors[0], proc.stderr
     assert ": line " not in proc.stderr  # no message of bash's own ("script: line N: ...")
+
+
+def test_image_sh_checks_its_options_before_it_looks_for_a_builder(tmp_path):
+    """A bad --push was said only once a builder and runc were found: without them, exit 1 for those."""
+    bin_dir = tmp_path / "bin"  # no buildah, podman, docker or runc
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(os.path.realpath(sys.executable))
+    for command in ("bash", "dirname", "basename", "mkdir", "cat"):
+        (bin_dir / command).symlink_to(shutil.which(command))
+    proc = subprocess.run([str(bin_dir / "bash"), str(SCRIPTS / "image.sh"), "--push", "Registry/X:tag"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PATH": str(bin_dir)})
+    assert proc.returncode == 2 and proc.stderr == (
+        "[image.sh] error: --push takes a repository without a tag (registry/path, lowercase), not 'Registry/X:tag'\n")
+
+
+def test_setup_sh_sets_up_nothing_when_a_part_is_unknown(tmp_path):
+    """setup.sh dev bogus set dev up (minutes) before it said that bogus is no part."""
+    called = tmp_path / "python3-called"
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "python3").write_text(f"#!/bin/sh\ntouch '{called}'\nexit 1\n")
+    (fake / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "JAXT_VENV": str(tmp_path / "venv"),
+           "JAXT_CACHE": str(tmp_path / "cache")}
+    for parts in (["dev", "bogus"], ["demo", "all", "Dev"], ["all", "--bogus"]):
+        proc = subprocess.run(["bash", str(SCRIPTS / "setup.sh"), *parts], capture_output=True, text=True, timeout=60,
+                              env=env)
+        assert proc.returncode == 2 and proc.stderr == (f"[setup.sh] error: unknown part '{parts[-1]}' (demo, python, "
+                                                        "dev, helm, tools, cluster, node, slurm, all)\n"), proc.stderr
+    assert not called.exists() and not (tmp_path / "venv").exists()
+
+
+def test_run_sh_refuses_a_slurm_build_before_it_looks_for_a_cluster(tmp_path):
+    build = tmp_path / "build"
+    prepared = subprocess.run(["bash", str(SCRIPTS / "prepare.sh"), str(EXAMPLES_DIR / "seed.json"),
+                               "--target", "slurm", "-o", str(build)], capture_output=True, text=True, timeout=120)
+    assert prepared.returncode == 0, prepared.stderr
+    proc = subprocess.run(["bash", str(SCRIPTS / "run.sh"), str(build)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "KUBECONFIG": "/nonexistent"})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (f"[run.sh] error: {build}: target slurm has no Kubernetes job for run.sh to drive "
+                           "(submit a SLURM script with sbatch; a build folder from an older version: run prepare.sh "
+                           "again)\n")
 
 
 def test_run_without_a_reachable_cluster_names_the_context_and_kubeconfig_tried(tmp_path):
