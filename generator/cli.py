@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from trainer.errors import unwritable_stdout
+
 from . import __version__
 from .errors import UserError, ValidationFailed, excerpt, printable
 from .options import variables_files, variables_options
@@ -153,9 +155,6 @@ for command in (check_command, status_command, logs_command, list_command):
 
 
 EXIT_UNWRITABLE = 1
-# What a write to standard output fails with when it cannot take the text: a full disk or quota, a
-# device error. (A closed pipe, `jaxgen … | head`, is click's: exit 0, as other commands do.)
-WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG)
 
 
 def _from_echo(error: OSError) -> bool:
@@ -170,12 +169,10 @@ def _from_echo(error: OSError) -> bool:
 def main() -> None:
     try:
         cli()
-    except OSError as error:
-        if error.errno not in WRITE_ERRORS or not _from_echo(error):
+    except OSError as error:  # a closed pipe (`jaxgen … | head`) is left to click
+        if not _from_echo(error) or (message := unwritable_stdout(error)) is None:
             raise  # not standard output's failure
-        # The rest of the buffered output would fail again at exit: it goes nowhere instead.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        click.echo(f"error: cannot write the output: {error.strerror or error}", err=True)
+        click.echo(f"error: {message}", err=True)
         sys.exit(EXIT_UNWRITABLE)
 
 

@@ -10,7 +10,7 @@ import sys
 
 from trainer import config, faults, supervisor
 from trainer.cluster import resolve_cluster
-from trainer.errors import ConfigError, TrainerError, as_peer_lost, report
+from trainer.errors import ConfigError, TrainerError, as_peer_lost, report, write_stdout
 from trainer.exit_codes import INTERRUPTED
 from trainer.extras import missing
 
@@ -30,13 +30,22 @@ def _cluster_args(p: argparse.ArgumentParser, train: bool) -> None:
         config.add_arguments(g, config.RUNTIME)
 
 
+class _Parser(argparse.ArgumentParser):
+    def _print_message(self, message, file=None):
+        """argparse's, but help that standard output cannot take is an error, not silence."""
+        if message and file is sys.stdout:
+            write_stdout(message)
+        else:
+            super()._print_message(message, file)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # the name it was started by: the jax-trainer command, or `python -m trainer` (argv[0] is __main__.py)
     prog = "jax-trainer" if os.path.basename(sys.argv[0]) == "jax-trainer" else "python -m trainer"
     # No abbreviations (--run-na for --run-name): a flag is read only as it is spelled, so jaxgen and
     # the scripts, which read the rendered --checkpoint-dir and --run-name, read what the trainer reads.
-    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, allow_abbrev=False,
-                                     epilog=f"`{prog} COMMAND --help` describes a command and its flags.")
+    parser = _Parser(prog=prog, description=DESCRIPTION, allow_abbrev=False,
+                     epilog=f"`{prog} COMMAND --help` describes a command and its flags.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="data-parallel MNIST training", allow_abbrev=False)

@@ -1,6 +1,7 @@
 """Errors the trainer reports as one clear line and a distinct exit code (no traceback).
 The codes and what each target's failure policy does with them: trainer/exit_codes.py."""
 
+import errno
 import os
 import re
 import sys
@@ -49,6 +50,46 @@ class PeerLostError(TrainerError):
     """A collective or the coordination service failed mid-run: a peer process died."""
 
     exit_code = exit_codes.PEER_LOST
+
+
+class OutputError(TrainerError):
+    """Standard output cannot take the text (a full disk, a device error)."""
+
+
+# What a write to standard output fails with when it cannot take the text: a full disk or quota, a
+# device error. A closed pipe (`… | head`) is none of them: its reader has what it wanted.
+WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG)
+
+
+def _discard_stdout() -> None:
+    """The rest of standard output goes nowhere: what is still buffered would fail again, at exit too."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def unwritable_stdout(error: OSError) -> str | None:
+    """The one line that says `error`, raised by a write to standard output, where it means that
+    standard output cannot take the text (then the rest of the output goes nowhere); None for another error."""
+    if error.errno not in WRITE_ERRORS:
+        return None
+    _discard_stdout()
+    return f"cannot write to standard output: {error.strerror or error}"
+
+
+def write_stdout(text: str) -> None:
+    """Write `text` to standard output at once. After a closed pipe the rest goes nowhere and the
+    command goes on; where standard output cannot take the text, the process ends here with one line
+    and OutputError's exit code, from any thread (a log line may come from a background one)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+    except OSError as error:
+        if (message := unwritable_stdout(error)) is None:
+            raise
+        from trainer.preemption import flush_and_exit
+
+        flush_and_exit(report(OutputError(message), distributed=False))
 
 
 # The line JAX's coordination client writes before it aborts the process.

@@ -14,7 +14,7 @@ import numpy as np
 from trainer import data, export, outputs
 from trainer.config import DEFAULT_DATA_DIR, DEFAULT_MIRROR
 from trainer.outputs import MODEL
-from trainer.errors import ConfigError, DataError
+from trainer.errors import ConfigError, DataError, write_stdout
 
 SIDE = 28  # MNIST images are 28 x 28
 
@@ -101,7 +101,7 @@ def evaluate(model_path: str, data_dir: str | None, download: bool, mirror: str 
 
     correct = count_correct(params, images, labels, precision=config["precision"], model=config["model"])
     total = len(labels)
-    print(f"test accuracy={correct / total:.4f} ({correct}/{total} MNIST test images, {model_path})", flush=True)
+    write_stdout(f"test accuracy={correct / total:.4f} ({correct}/{total} MNIST test images, {model_path})\n")
     return 0
 
 
@@ -204,17 +204,14 @@ def predict(model_path: str, inputs: list[str], platform: str) -> int:
     network, on_device = models.get(config["model"]).network(), jax.device_put(params)
     images = np.concatenate([batch.reshape(len(batch), -1) for batch in batches])
     del batches
-    try:
-        for start in range(0, len(names), CHUNK):  # in chunks: the float32 input of every image at once is not needed
-            x = images[start:start + CHUNK].astype(np.float32) / np.float32(255.0)
-            probabilities = np.asarray(jax.nn.softmax(network.apply(on_device, x, config["precision"]), axis=-1))
-            chunk_names = names[start:start + CHUNK]
-            unusable = next((name for name, p in zip(chunk_names, probabilities) if not np.isfinite(p).all()), None)
-            if unusable is not None:
-                raise ConfigError(f"--model {model_path}: its outputs for {unusable} are not finite numbers "
-                                  "(weights too large)")
-            for name, p in zip(chunk_names, probabilities):
-                print(f"{name}: {int(p.argmax())} (p={p.max():.3f})", flush=True)
-    except BrokenPipeError:  # `| head`: the reader has what it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    for start in range(0, len(names), CHUNK):  # in chunks: the float32 input of every image at once is not needed
+        x = images[start:start + CHUNK].astype(np.float32) / np.float32(255.0)
+        probabilities = np.asarray(jax.nn.softmax(network.apply(on_device, x, config["precision"]), axis=-1))
+        chunk_names = names[start:start + CHUNK]
+        unusable = next((name for name, p in zip(chunk_names, probabilities) if not np.isfinite(p).all()), None)
+        if unusable is not None:
+            raise ConfigError(f"--model {model_path}: its outputs for {unusable} are not finite numbers "
+                              "(weights too large)")
+        for name, p in zip(chunk_names, probabilities):
+            write_stdout(f"{name}: {int(p.argmax())} (p={p.max():.3f})\n")
     return 0

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from trainer.errors import CheckpointError
+from trainer.errors import CheckpointError, write_stdout
 
 
 class Logger:
@@ -19,7 +19,7 @@ class Logger:
         self.rank = rank
 
     def __call__(self, message: str) -> None:
-        print(f"Rank {self.rank}: {message}", flush=True)
+        write_stdout(f"Rank {self.rank}: {message}\n")
 
     def progress(self, message: str) -> None:
         if self.rank == 0:

@@ -223,7 +223,7 @@ def test_a_full_standard_output_is_one_line_and_exit_1(tmp_path, argv):
                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert proc.returncode == 1, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if not line.startswith("warning: ")]
-    assert errors == ["error: cannot write the output: No space left on device"], proc.stderr[-2000:]
+    assert errors == ["error: cannot write to standard output: No space left on device"], proc.stderr[-2000:]
 
 
 LONG = "/tmp/" + "a" * 300  # a name over 255 bytes: looking it up raises, where a missing file is only False

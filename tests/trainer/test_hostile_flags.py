@@ -193,3 +193,44 @@ def test_a_compilation_cache_that_is_a_file_is_refused_wherever_it_comes_from(tm
         output = proc.stdout + proc.stderr
         assert proc.returncode == exit_codes.CONFIG and "Traceback" not in output, output[-2000:]
         assert f"is not a directory (from {source})" in output.strip().splitlines()[-1], output[-2000:]
+
+
+
+# Each way the trainer writes to standard output: its log, evaluate's and predict's results, its help.
+OUTPUTS = {
+    "log": ["query"],
+    "help": ["--help"],
+    "command help": ["query", "--help"],
+    "evaluate": ["evaluate", "--model", "{model}", "--data-dir", "{mnist}", "--no-download"],
+    "predict": ["predict", "--model", "{model}", "{image}"],
+}
+
+
+@pytest.mark.parametrize("output", OUTPUTS)
+def test_standard_output_that_cannot_take_the_text_is_one_line_and_a_closed_pipe_is_no_error(tmp_path, output):
+    """A full disk was a traceback (the log) or nothing at all and exit 0 (argparse's help); a closed pipe
+    (`| head`) was a BrokenPipeError traceback: now the output goes nowhere and the command goes on."""
+    import os
+
+    from tests.support.paths import MNIST_DIR
+    from tests.trainer.test_inference_inputs import export_model, png
+
+    model, image = export_model(tmp_path / "model"), png(tmp_path / "d.png", 28, 28)
+    args = [a.format(model=model, mnist=MNIST_DIR, image=image) for a in OUTPUTS[output]]
+
+    def run(stdout):
+        return subprocess.run([sys.executable, "-m", "trainer", *args], cwd=REPO_ROOT, stdout=stdout,
+                              stderr=subprocess.PIPE, text=True, timeout=120,
+                              env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+
+    with open("/dev/full", "w") as full:
+        unwritable = run(full)
+    assert (unwritable.returncode, unwritable.stderr) == (1, "error: cannot write to standard output: No space left on "
+                                                             "device\n")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written
+    try:
+        closed = run(write_end)
+    finally:
+        os.close(write_end)
+    assert (closed.returncode, closed.stderr) == (0, "")
