@@ -17,7 +17,7 @@ import click
 
 from .engines.kubernetes.policy import DNS_LABEL_MAX
 from .errors import Unreachable, UserError
-from .options import NonEmptyPath
+from .options import Integer, NonEmptyPath
 from .runs import DEFAULT_OUTPUTS, LATEST
 
 EXIT_INVALID, EXIT_UNREACHABLE = 2, 3
@@ -183,7 +183,7 @@ def list_command(context, namespace, slurm, local, outputs_dir, fmt, watch):
 
 @click.command("logs")
 @click.argument("name")
-@click.option("--rank", type=click.IntRange(min=0), default=0, show_default=True, help="The process whose log to show.")
+@click.option("--rank", type=Integer(min=0), default=0, show_default=True, help="The process whose log to show.")
 @click.option("-f/--no-follow", "--follow", "follow", default=True, show_default=True,
               help="Follow the log until the job ends, through restarts (a replaced pod's successor).")
 @_where

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from trainer.integers import parse_int, shown
+
 from .targets import NAMES
 from .names import DEFAULT_NAMESPACE
 
@@ -15,6 +17,17 @@ class NonEmptyPath(click.Path):
     def convert(self, value, param, ctx):
         if value == "":
             self.fail("empty path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class Integer(click.IntRange):
+    """click's integer (in a range, when given), of ASCII digits only (trainer/integers.py): click.INT
+    also takes ' 2', '+2', '1_0' and any Unicode digit, and fails with a traceback past int()'s limit
+    on digits."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and parse_int(value) is None:
+            self.fail(f"{shown(value)} is not an integer", param, ctx)
         return super().convert(value, param, ctx)
 
 

@@ -14,7 +14,7 @@ from trainer.extras import missing
 
 from . import bucket, runs
 from .errors import UserError
-from .options import NonEmptyPath
+from .options import Integer, NonEmptyPath
 from .plot import number_text, curves, draw, read_records
 
 NOT_FINISHED = 1  # the directory holds no summary: the run did not finish (or is still running)
@@ -137,7 +137,7 @@ def fetch_run(uri: str, into: Path, endpoint: str | None) -> Path:
 @click.command("keep-run", hidden=True)
 @click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--exit-code", type=int, default=0)
+@click.option("--exit-code", type=Integer(), default=0)
 def keep_run_command(source, folder, exit_code):
     """Move SOURCE (a run's results, fetched by scripts/run.sh) into the job FOLDER as a run of its
     own, and print its result (or, when it failed, the job's history of runs)."""

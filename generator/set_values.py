@@ -149,7 +149,10 @@ class _Parser:
             raise _End()
         if not _INT.fullmatch(text):
             raise self.error(f"list index {excerpt(text)!r} is not a number")
-        return int(text)
+        digits = text.lstrip("+-").lstrip("0") or "0"  # int() refuses thousands of digits, zeros too
+        if len(digits) > len(str(MAX_INDEX)):
+            raise self.error(f"list index {excerpt(text)!r} is out of range")
+        return -int(digits) if text.startswith("-") else int(digits)
 
     def set_index(self, items: list, index: int, value: Any) -> list:
         if index > MAX_INDEX:

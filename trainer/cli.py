@@ -12,6 +12,7 @@ from trainer import config, faults, supervisor
 from trainer.cluster import resolve_cluster
 from trainer.errors import ConfigError, TrainerError, as_peer_lost, report, write_stdout
 from trainer.exit_codes import INTERRUPTED
+from trainer.integers import ascii_int
 from trainer.extras import missing
 
 DESCRIPTION = ("Train an MNIST classifier data-parallel on one or many processes and hosts (train), check that "
@@ -22,10 +23,10 @@ DESCRIPTION = ("Train an MNIST classifier data-parallel on one or many processes
 def _cluster_args(p: argparse.ArgumentParser, train: bool) -> None:
     g = p.add_argument_group("cluster (default: from the environment, see trainer/cluster.py)")
     g.add_argument("--coordinator-address", help="HOST:PORT of process 0's coordinator")
-    g.add_argument("--coordinator-port", type=int, help="port when the coordinator comes without one (SLURM)")
-    g.add_argument("--num-processes", type=int)
-    g.add_argument("--process-id", type=int)
-    g.add_argument("--local-device-count", type=int, help="devices per process (CPU: forced devices)")
+    g.add_argument("--coordinator-port", type=ascii_int, help="port when the coordinator comes without one (SLURM)")
+    g.add_argument("--num-processes", type=ascii_int)
+    g.add_argument("--process-id", type=ascii_int)
+    g.add_argument("--local-device-count", type=ascii_int, help="devices per process (CPU: forced devices)")
     if not train:  # train has them among its settings
         config.add_arguments(g, config.RUNTIME)
 

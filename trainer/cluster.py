@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple
 
 from trainer.errors import ConfigError
+from trainer.integers import parse_int
 
 DEFAULT_PORT = 1234
 # A SLURM step's coordinator port, unless one is given: SLURM_JOB_ID % len(SLURM_PORTS) + SLURM_PORTS.start.
@@ -112,13 +113,9 @@ MAX_LOCAL_DEVICES = 1024
 
 
 def _int(value: str, name: str, minimum: int, maximum: int = INT32_MAX) -> int:
-    try:
-        # int() alone also takes " 2", "+2", "1_0" and non-ASCII digits ("\u0662"), which no launcher writes.
-        if not re.fullmatch(r"-?[0-9]+", str(value)):
-            raise ValueError
-        number = int(value)  # a ValueError too past int()'s limit on digits
-    except ValueError:
-        raise ConfigError(f"{name}={value!r} is not an integer") from None
+    number = value if type(value) is int else parse_int(value)  # a flag's value is parsed already
+    if number is None:
+        raise ConfigError(f"{name}={value!r} is not an integer")
     if number < minimum:
         raise ConfigError(f"{name}={number} must be >= {minimum}")
     if number > maximum:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from trainer import models
 from trainer.errors import ConfigError
+from trainer.integers import ascii_int
 from trainer.runtime import DEFAULT_HEARTBEAT_TIMEOUT, DEFAULT_INIT_TIMEOUT
 
 DEFAULT_DATA_DIR = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
@@ -209,7 +210,7 @@ def add_field_argument(parser, f: dataclasses.Field) -> None:
         parser.add_argument(flag(f), dest=f.name, action=argparse.BooleanOptionalAction, default=default,
                             help=help_)
         return
-    kind = meta["parse"] or (type(default) if default is not None else str)
+    kind = meta["parse"] or (ascii_int if type(default) is int else type(default) if default is not None else str)
     parser.add_argument(flag(f), dest=f.name, type=kind, default=default, choices=meta["choices"],
                         metavar=meta["metavar"], help=help_)
 

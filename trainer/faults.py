@@ -12,6 +12,8 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+from trainer.integers import ascii_int
+
 
 def _flag(help: str):
     return field(default=0, metadata={"help": help})
@@ -62,7 +64,7 @@ NO_FAULTS = Faults()
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The hidden flags (--fault-after-step, ...): one per field of Faults."""
     for f in dataclasses.fields(Faults):
-        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=int, default=f.default,
+        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=ascii_int, default=f.default,
                             help=argparse.SUPPRESS)
 
 

@@ -276,3 +276,14 @@ def test_a_renamed_key_names_its_new_name():
     assert result.exit_code == 2
     assert "  $.training.hidden_sizes: unknown key; it was renamed: use training.mlp.hidden_sizes" in result.stderr
     assert jaxgen("render", "--set", "training.mlp.hidden_sizes={32}").exit_code == 0
+
+
+
+@pytest.mark.parametrize("index,said", [("9" * 5000, "is out of range"), ("-" + "9" * 5000, "is out of range"),
+                                        ("0" * 5000 + "1", '$.labels.a: [null, "x"] is not of type string')])
+def test_a_set_list_index_of_thousands_of_digits_is_one_problem(index, said):
+    """int() refuses a number past 4300 digits (leading zeros count): such a --set list index ended in a
+    ValueError traceback; a long index is now out of range, and a run of zeros still reads as its number."""
+    result = jaxgen("render", "--set", f"labels.a[{index}]=x")
+    assert result.exit_code == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert said in result.stderr.strip().splitlines()[-1], result.stderr[-2000:]

@@ -251,3 +251,37 @@ def test_a_folder_argument_that_is_a_file_or_device_is_said_as_not_a_directory(t
     (tmp_path / "file").write_text("x")
     result = CliRunner().invoke(cli, argv, catch_exceptions=False)
     assert result.exit_code == 2 and result.stderr.startswith(said), result.stderr
+
+
+def _integer_options() -> list[tuple[list[str], str]]:
+    """(the command's words, its option) for every integer option of every jaxgen command, hidden ones too."""
+    import click
+
+    found = []
+    for name, command in sorted(cli.commands.items()):
+        for param in command.params:
+            if isinstance(param, click.Option) and isinstance(param.type, click.types.IntParamType):
+                found.append(([name], param.opts[-1]))
+    return found
+
+
+INTEGER_OPTIONS = _integer_options()
+
+
+def test_every_integer_option_is_found():
+    assert {option for _, option in INTEGER_OPTIONS} == {"--rank", "--exit-code"}
+
+
+@pytest.mark.parametrize("command,option", INTEGER_OPTIONS, ids=lambda x: " ".join(x) if isinstance(x, list) else x)
+@pytest.mark.parametrize("value", [" 2", "+2", "2\n", "1_0", "\u0662", "\uff12", "9" * 5000],
+                         ids=["space", "plus", "newline", "underscore", "arabic-indic", "fullwidth", "5000-digits"])
+def test_an_integer_option_takes_only_ascii_digits(tmp_path, command, option, value):
+    """click's int took ' 2', '+2', '1_0' and any Unicode digit ('\u0662', '\uff12'), and a number past
+    int()'s limit on digits ended in a traceback; each is now a usage error naming the option (exit 2),
+    before the command does anything."""
+    [subcommand] = command
+    arguments = [str(tmp_path)] * sum(1 for p in cli.commands[subcommand].params if p.param_type_name == "argument")
+    result = CliRunner().invoke(cli, [*command, *arguments, option, value], catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}': " in result.stderr and "is not an integer" in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -3,6 +3,7 @@ usage line) and the exit code of trainer/exit_codes.py for its kind, never a tra
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -17,7 +18,7 @@ CASES = [
     (["--learning-rate", "inf"], exit_codes.CONFIG, "--learning-rate inf must be a finite number > 0"),
     (["--learning-rate", "nan"], exit_codes.CONFIG, "--learning-rate nan must be a finite number > 0"),
     (["--momentum", "nan"], exit_codes.CONFIG, "--momentum nan must be in [0, 1)"),
-    (["--hang-timeout", "inf"], exit_codes.CONFIG, "argument --hang-timeout: invalid"),
+    (["--hang-timeout", "inf"], exit_codes.CONFIG, "argument --hang-timeout: 'inf' is not an integer"),
     (["--mlp-hidden-sizes", ","], exit_codes.CONFIG, "argument --mlp-hidden-sizes"),
     (["--run-name", ".."], exit_codes.CONFIG, "--run-name '..' must name one directory"),
     (["--checkpoint-dir", "/dev/null"], exit_codes.CHECKPOINT, "--checkpoint-dir /dev/null: not a directory"),
@@ -234,3 +235,64 @@ def test_standard_output_that_cannot_take_the_text_is_one_line_and_a_closed_pipe
     finally:
         os.close(write_end)
     assert (closed.returncode, closed.stderr) == (0, "")
+
+
+def _integer_flags() -> list[tuple[str, str, str]]:
+    """(command, flag, a value it takes) for every integer flag of every command, hidden ones too: a
+    flag whose default is an integer (or a list of them), or whose parser turns '1' into one."""
+    from trainer.cli import build_parser
+
+    parser = build_parser()
+    [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    found = []
+    for command, sub in commands.choices.items():
+        for action in sub._actions:
+            default = action.default
+            if not action.option_strings or action.type is None or isinstance(default, bool):
+                continue
+            if isinstance(default, tuple) and all(type(x) is int for x in default):
+                found.append((command, action.option_strings[0], ",".join(map(str, default))))
+            elif type(default) is int:
+                found.append((command, action.option_strings[0], str(default)))
+            elif default is None and type(_parsed(action.type, "1")) is int:
+                found.append((command, action.option_strings[0], "1"))
+    return found
+
+
+def _parsed(kind, text):
+    try:
+        return kind(text)
+    except (ValueError, TypeError, argparse.ArgumentTypeError):
+        return None
+
+
+INTEGER_FLAGS = _integer_flags()
+# int() takes each of these but the first and last; the last is past its limit on digits
+NOT_INTEGERS = [lambda v: " " + v, lambda v: "+" + v, lambda v: v + "\n", lambda v: v[0] + "_" + v,
+                lambda v: v.translate(str.maketrans("0123456789", "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669")),
+                lambda v: v.translate(str.maketrans("0123456789", "\uff10\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff18\uff19")),
+                lambda v: "9" * 5000]
+
+
+def test_every_integer_flag_is_found():
+    flags = {flag for _, flag, _ in INTEGER_FLAGS}
+    assert {"--epochs", "--seed", "--metrics-port", "--heartbeat-timeout", "--mlp-hidden-sizes", "--fault-after-step",
+            "--coordinator-port", "--num-processes", "--process-id", "--local-device-count"} <= flags
+
+
+@pytest.mark.parametrize("command,flag,value", INTEGER_FLAGS, ids=lambda x: x if isinstance(x, str) else "")
+def test_an_integer_flag_takes_only_ascii_digits(capsys, command, flag, value):
+    """int() alone took ' 2', '+2', '1_0' and any Unicode digit ('\u0662', '\uff12'); each is now argparse's
+    usage error naming the flag (exit 2), as a number past int()'s limit on digits is."""
+    from trainer.cli import build_parser
+
+    parser = build_parser()
+    assert getattr(parser.parse_args([command, flag, value]), flag[2:].replace("-", "_")) is not None
+    for spell in NOT_INTEGERS:
+        hostile = spell(value)
+        with pytest.raises(SystemExit) as exited:
+            parser.parse_args([command, flag, hostile])
+        said = capsys.readouterr().err.strip().splitlines()
+        assert exited.value.code == exit_codes.CONFIG == 2, (hostile, said)
+        assert said[-1].startswith(f"{parser.prog} {command}: error: argument {flag}: "), said
+        assert said[-1].endswith("is not an integer") or said[-1].endswith("list of integers"), said

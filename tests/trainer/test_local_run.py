@@ -282,7 +282,7 @@ def test_permanent_error_fails_the_job_without_a_restart(tmp_path):
                             "--set", "program.command={python,-m,trainer,train,--coordinator-port,x}"),
                  tmp_path / "run.log")
     assert wait_all([proc], 90) == [exit_codes.CONFIG], proc.output[-3000:]
-    assert "argument --coordinator-port: invalid int value: 'x'" in proc.output
+    assert "argument --coordinator-port: 'x' is not an integer" in proc.output
     assert "exit code 2 is a permanent error: the job failed without a restart" in proc.output
     assert "restarting" not in proc.output
 

@@ -58,7 +58,8 @@ def test_checkpoints_inside_the_data_dir_persist_and_a_rerun_resumes(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--run-na", "x"], "$.program.args: the trainer refuses its arguments: unrecognized arguments: --run-na x"),
     (["--checkpoint-d=/x"], "$.program.args: the trainer refuses its arguments: unrecognized arguments: --checkpoint-d=/x"),
-    (["--epochs", "many"], "argument --epochs: invalid int value: 'many'"),
+    (["--epochs", "many"], "argument --epochs: 'many' is not an integer"),
+    (["--epochs", "\u0662"], "argument --epochs: '\u0662' is not an integer"),
     (["--checkpoint-dir=/elsewhere"], "$.program.args[0]: --checkpoint-dir is set from checkpoint.dir"),
     (["--seed", "1", "--run-name", "other"], "$.program.args[2]: --run-name is set from name"),
     (["--metrics-file=elsewhere/m.jsonl"], "$.program.args[0]: --metrics-file elsewhere/m.jsonl is on none of "

@@ -12,6 +12,8 @@ import argparse
 import importlib
 from dataclasses import dataclass
 
+from trainer.integers import parse_int, shown
+
 INPUTS, CLASSES = 784, 10  # 28 x 28 images; the digits 0-9
 SIDE = 28
 
@@ -35,11 +37,10 @@ class Setting:
 
     def parse(self, text: str):
         """The flag's value (argparse's type): an integer or comma-separated integers in bounds."""
-        try:
-            values = tuple(int(x) for x in text.split(","))
-        except ValueError:
+        values = tuple(parse_int(x) for x in text.split(","))
+        if None in values:
             kind = "a comma-separated list of integers" if self.is_list else "an integer"
-            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+            raise argparse.ArgumentTypeError(f"{shown(text)} is not {kind}")
         if not self.is_list and len(values) != 1:
             raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
         if not 1 <= len(values) <= self.max_items:

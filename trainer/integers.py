@@ -1,0 +1,35 @@
+"""Integers read from text a person or a launcher wrote (flags, variables, files): ASCII digits with
+an optional minus sign, nothing else. int() alone also takes ' 2', '+2', '1_0' and any Unicode digit
+('\u0662', '\uff12'), and raises ValueError past its limit on digits (4300). Standard library only:
+jaxgen reads this module."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+# Far beyond any count, port or size; int() refuses more than 4300 digits.
+MAX_DIGITS = 1000
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def parse_int(text) -> int | None:
+    """The integer `text` spells in ASCII decimal digits (an optional minus sign first), else None."""
+    if not isinstance(text, str) or not _INTEGER.fullmatch(text) or len(text) > MAX_DIGITS + 1:
+        return None
+    return int(text)
+
+
+def shown(text: str) -> str:
+    """`text` quoted for a one-line error: its start and length when it is long."""
+    return repr(text) if len(text) <= 40 else f"{text[:40]!r}… ({len(text)} characters)"
+
+
+def ascii_int(text: str) -> int:
+    """argparse's type for an integer flag: a value parse_int refuses is the usual usage error (exit 2),
+    argument --FLAG: 'VALUE' is not an integer."""
+    number = parse_int(text)
+    if number is None:
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not an integer")
+    return number
+
