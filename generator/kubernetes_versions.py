@@ -17,8 +17,11 @@ CONTAINER_RESTART_RULES = "1.35.0"
 
 def parse(version: str) -> tuple[int, int, int]:
     """(major, minor, patch) of a Kubernetes version as kube_version or an API server gives it
-    ("1.35", "v1.35.2-gke.100"); the schema's pattern has checked its form."""
-    match = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", version)
+    ("1.35", "v1.35.2-gke.100"); the schema's pattern has checked kube_version's form. ValueError for
+    another text (an API server's that does not start so, in ASCII digits: \\d would take any Unicode digit)."""
+    match = re.match(r"v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?", version)
+    if not match or len(version) > 64:  # kube_version's maxLength (int() refuses thousands of digits)
+        raise ValueError(f"{version[:64]!r} is not a Kubernetes version")
     return int(match[1]), int(match[2]), int(match[3] or 0)
 
 

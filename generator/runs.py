@@ -28,7 +28,7 @@ from .errors import UserError
 
 DEFAULT_OUTPUTS = "jax-training-outputs"  # where `jaxgen run` keeps results, and status --local reads them
 
-RUN_ID = re.compile(r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{4}")
+RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{3}Z-[0-9a-f]{4}")  # as new_run_id writes it: ASCII digits, not \d
 LATEST = "latest"
 LOCK = ".lock"
 RECORD = "jaxgen-run.json"

@@ -32,7 +32,8 @@ MODEL_CARD = "README.md"
 SUMMARY = "summary.json"
 CURVES = "curves.png"
 XLA_CACHE = "xla-cache"
-CHECKPOINT_FILE = re.compile(r"^ckpt-(\d{10})\.npz$")  # in CHECKPOINTS; the group: its step
+# in CHECKPOINTS; the group: its step (ASCII digits: \d would take any Unicode digit, and int() reads them)
+CHECKPOINT_FILE = re.compile(r"^ckpt-([0-9]{10})\.npz$")
 MAX_SUMMARY_BYTES = 1 << 20  # the most of a summary.json read
 
 

@@ -68,3 +68,17 @@ def test_a_render_for_a_newer_kubernetes_than_the_clusters_is_one_line(server, g
         assert f"--set kube_version={server[1:]}" in line and "kube_version is empty" in line
         fitted = load_values([str(EXAMPLES_DIR / "cpu-local.json")], [f"kube_version={server[1:]}"])
         assert version_gap(fitted, server, render_documents(fitted)) == []
+
+
+@pytest.mark.parametrize("server", ["v1.\u0663\u0665.0", "v\uff11.\uff13\uff15", "v1." + "9" * 5000, "garbage"])
+def test_a_cluster_version_that_is_not_ascii_digits_is_one_line(server):
+    """\\d took any Unicode digit, so v1.٣٥.0 read as 1.35; a text that is no version at all (or one of
+    thousands of digits) ended in a TypeError (a ValueError) traceback. Each is now the check's one line."""
+    from generator import kubernetes_versions
+
+    with pytest.raises(ValueError, match="is not a Kubernetes version"):
+        kubernetes_versions.parse(server)
+    values = load_values([str(EXAMPLES_DIR / "cpu-local.json")], [])
+    [line] = version_gap(values, server, render_documents(values))
+    assert line.startswith(f"this cluster's version cannot be compared with the render's ({kubernetes_versions.NEWEST}): "), line
+    assert len(line) < 300, line

@@ -415,3 +415,18 @@ def test_a_diverged_run_is_a_result_that_says_so_and_its_model_predicts_nothing(
     assert shown.exit_code == 0 and "; diverged: the loss is nan" in shown.stdout.splitlines()[0]
     refused = run("predict", "--model", outputs_of(tmp_path) / "model", png(tmp_path / "digit.png", 28, 28))
     assert refused.returncode == exit_codes.CONFIG and "holds NaN or infinite values" in refused.stderr, refused.stderr
+
+
+def test_a_checkpoint_file_named_with_other_digits_is_no_step(tmp_path):
+    """A checkpoint's step is ten ASCII digits: \\d also took '٣' (and int() read it as 3), so a file
+    ckpt-000000000٣.npz was the newest checkpoint, step 3, to the resume and to jaxgen status."""
+    from trainer import checkpoint, outputs
+
+    folder = tmp_path / outputs.CHECKPOINTS
+    folder.mkdir()
+    for name in ("ckpt-000000000\u0663.npz", "ckpt-000000000\uff13.npz", "ckpt-\u0660\u0660\u0660\u0660\u0660"
+                 "\u0660\u0660\u0660\u0660\u0669.npz"):
+        (folder / name).write_bytes(b"")
+    assert outputs.newest_checkpoint(tmp_path) is None and checkpoint.list_steps(folder) == []
+    (folder / "ckpt-0000000002.npz").write_bytes(b"")
+    assert outputs.newest_checkpoint(tmp_path)[0] == 2 and checkpoint.list_steps(folder) == [2]

@@ -256,3 +256,20 @@ def test_local_status_says_how_the_newest_kept_run_ended(tmp_path, record, expec
         (folder / newest / "metrics.jsonl").write_text('{"event": "preempted", "step": 5}\n')
     status = local_status(tmp_path / "outputs")
     assert (status["phase"], status["reason"]) == expected and status["results"] == str(folder / newest), status
+
+
+def test_a_folder_named_with_other_digits_is_no_run(tmp_path):
+    """A run id is ASCII digits, as new_run_id writes it: \\d also took '٢' (any Unicode digit),
+    so a folder named with Arabic-Indic or fullwidth digits counted as a run and `latest`
+    followed it; it is now a loose entry of the job folder, like any other."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    run_id = runs.new_run_id(0)[:-4] + "abcd"  # its hex part has no digits to swap
+    for digits in ("\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669",
+                   "\uff10\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff18\uff19"):
+        lookalike = run_id[:-6].translate(str.maketrans("0123456789", digits)) + run_id[-6:]
+        (folder / lookalike).mkdir()
+        runs.set_latest(folder, lookalike)
+        assert runs.runs(folder) == [] and runs.latest(folder) is None
+    (folder / run_id).mkdir()
+    assert runs.runs(folder) == [folder / run_id]

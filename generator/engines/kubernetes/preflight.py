@@ -56,7 +56,11 @@ def version_gap(values: dict, server: str, docs: list[dict]) -> list[str]:
     """A line when the render is for a newer Kubernetes than the cluster's and differs from a render
     for the cluster's (fields its API server would refuse or drop)."""
     rendered_for = values["kube_version"] or kubernetes_versions.NEWEST
-    if kubernetes_versions.parse(server) >= kubernetes_versions.parse(rendered_for):
+    try:
+        running = kubernetes_versions.parse(server)
+    except ValueError as error:
+        return [f"this cluster's version cannot be compared with the render's ({rendered_for}): {error}"]
+    if running >= kubernetes_versions.parse(rendered_for):
         return []
     if render_documents({**values, "kube_version": server}) == docs:
         return []
