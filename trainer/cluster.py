@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple
 
 from trainer.errors import ConfigError
-from trainer.integers import parse_int
+from trainer.integers import count_less, parse_int
 
 DEFAULT_PORT = 1234
 # A SLURM step's coordinator port, unless one is given: SLURM_JOB_ID % len(SLURM_PORTS) + SLURM_PORTS.start.
@@ -96,7 +96,7 @@ def _range_bounds(rng: str, item: str) -> tuple[str, str]:
     if not m:
         raise ConfigError(f"SLURM node list item {item!r}: bad range {rng!r}")
     lo, hi = m.group(1), m.group(2) or m.group(1)
-    if int(hi) < int(lo):
+    if count_less(hi, lo):  # not int(): a bound may have thousands of digits
         raise ConfigError(f"SLURM node list item {item!r}: range {rng!r} is descending")
     return lo, hi
 

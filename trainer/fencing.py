@@ -24,6 +24,7 @@ import socket
 import time
 
 from trainer.errors import CoordinatorError, PeerLostError
+from trainer.integers import count_less
 
 # Where a process finds its attempt, in order: the launcher's own variable (jaxgen run --local sets it),
 # SLURM's requeue count.
@@ -43,8 +44,8 @@ def attempt_of(env=os.environ) -> str:
 
 def _is_older(mine: str, theirs: str) -> bool:
     """Whether attempt `mine` is known to come before `theirs` (counts compare; other ids cannot).
-    A count is ASCII digits: str.isdigit() also takes '²', which int() refuses."""
-    return all(re.fullmatch("[0-9]+", s) for s in (mine, theirs)) and int(mine) < int(theirs)
+    A count is ASCII digits (str.isdigit() also takes '²'), of any length."""
+    return all(re.fullmatch("[0-9]+", s) for s in (mine, theirs)) and count_less(mine, theirs)
 
 
 def _read_line(sock: socket.socket, deadline: float, wait: float = READ_SECONDS) -> str:

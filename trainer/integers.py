@@ -33,3 +33,10 @@ def ascii_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{shown(text)} is not an integer")
     return number
 
+
+
+def count_less(a: str, b: str) -> bool:
+    """Whether the count `a` (ASCII digits, [0-9]+) is below `b`, at any length: int() refuses more
+    than 4300 digits."""
+    a, b = a.lstrip("0") or "0", b.lstrip("0") or "0"
+    return (len(a), a) < (len(b), b)

@@ -152,6 +152,17 @@ def test_launcher_integers_are_ascii_digits_only(name, value):
         resolve_cluster(env)
 
 
+@pytest.mark.parametrize("nodes,coordinator", [("n[1-" + "9" * 5000 + "]", "n1:"), ("n[" + "0" * 5000 + "7-8]", "n" + "0" * 5000 + "7:")])
+def test_a_slurm_node_range_of_thousands_of_digits_is_read(nodes, coordinator):
+    """int() refuses more than 4300 digits (leading zeros count): such a range's bounds ended in a
+    ValueError traceback; they compare at any length."""
+    env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_NODELIST": nodes, "SLURM_JOB_ID": "1"}
+    assert resolve_cluster(env).coordinator_address.startswith(coordinator)
+    descending = {**env, "SLURM_STEP_NODELIST": "n[" + "9" * 5000 + "-1]"}
+    with pytest.raises(ConfigError, match="is descending"):
+        resolve_cluster(descending)
+
+
 def test_slurm_coordinator_reads_only_the_first_host():
     import time
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.support.procs import free_port, kill, small_train_args, start, trainer_argv, wait_all, wait_for_text
-from trainer import exit_codes
+from trainer import exit_codes, fencing
 from trainer.errors import PeerLostError
 from trainer.fencing import READ_SECONDS, attempt_of, hello
 
@@ -109,3 +109,22 @@ def test_a_follower_refused_by_a_newer_attempt_ends():
         coordinator.sendall(b"refused attempt=10\n")
         with pytest.raises(PeerLostError, match="attempt 9 of the job, the coordinator runs the newer attempt 10"):
             hello(ours, 1, "9", time.monotonic() + 5)
+
+
+
+@pytest.mark.parametrize("mine,theirs,older", [("9" * 5000, "1" + "0" * 5000, True), ("1" + "0" * 5000, "9" * 5000, False),
+                                               ("0" * 5000 + "9", "10", True), ("7" * 5000, "7" * 5000, False),
+                                               ("0", "0" * 5000, False), ("99", "100", True)])
+def test_attempt_counts_of_thousands_of_digits_compare(mine, theirs, older):
+    """int() refuses more than 4300 digits (leading zeros count): comparing such an attempt raised
+    ValueError; counts now compare as numbers at any length."""
+    assert fencing._is_older(mine, theirs) is older
+
+
+def test_a_follower_of_an_attempt_of_thousands_of_digits_refused_keeps_waiting():
+    """The follower's own attempt (its launcher's variable) of 5000 digits ended in a ValueError
+    traceback when the coordinator refused it; it is newer than the coordinator's 1."""
+    ours, coordinator = socket.socketpair()
+    with ours, coordinator:
+        coordinator.sendall(b"refused attempt=1\n")
+        assert hello(ours, 1, "9" * 5000, time.monotonic() + 5) is False
