@@ -13,6 +13,12 @@ KUBE_LINTER_VERSION=v0.8.3
 ACTIONLINT_VERSION=v1.7.12
 ZIZMOR_VERSION=1.32.0
 
+# before anything is built: an unknown tool (or a second argument) is no request for everything
+case "$#:${1:-}" in
+  0: | 1:helm) ;;
+  *) bad_usage "unknown argument: $* (usage: scripts/tools.sh [helm])" ;;
+esac
+
 go_tool helm helm.sh/helm/v4/cmd/helm "$HELM_VERSION" \
   "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
 if [ "${1:-}" = helm ]; then

@@ -8,8 +8,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/node.env"
 source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
 
-[ $# -eq 1 ] && [ "$1" != "-h" ] && [ "$1" != "--help" ] || {
-  echo "Usage: scripts/cluster/certs.sh DIR"; [ $# -eq 1 ]; exit $?; }
+case "${1:-}" in -h|--help) echo "Usage: scripts/cluster/certs.sh DIR"; exit 0 ;; esac
+[ $# -eq 1 ] || bad_usage "usage: scripts/cluster/certs.sh DIR"
 dir="$1"
 mkdir -p "$dir"
 cd "$dir"

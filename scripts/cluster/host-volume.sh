@@ -10,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 source "$JAXT_ROOT/scripts/lib/contract.sh"  # RUN_AS_ID
 claim=true
 [ "${1:-}" = --no-claim ] && { claim=false; shift; }
-[ $# -ge 3 ] && [ $# -le 4 ] || die "usage: scripts/cluster/host-volume.sh [--no-claim] STATE_DIR NAMESPACE NAME [SOURCE_DIR]"
+[ $# -ge 3 ] && [ $# -le 4 ] || bad_usage "usage: scripts/cluster/host-volume.sh [--no-claim] STATE_DIR NAMESPACE NAME [SOURCE_DIR]"
 state="$1" namespace="$2" name="$3" source="${4:-}"
 [ -d "$state/node" ] || die "$state runs no real node (scripts/cluster/up.sh --real-node)"
 export KUBECONFIG="$state/kubeconfig"

@@ -9,7 +9,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../lib/common.sh"
 source "$here/node.env"
 
-[ $# -eq 1 ] || die "usage: scripts/cluster/node-down.sh STATE_DIR"
+[ $# -eq 1 ] || bad_usage "usage: scripts/cluster/node-down.sh STATE_DIR"
 state="$1" node="$1/node"
 [ -d "$node" ] || exit 0
 

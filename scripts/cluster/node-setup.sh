@@ -4,6 +4,7 @@
 # (scripts/image.sh, cached). The node's Go binaries (kubelet, CoreDNS, pause) come from build.sh.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+[ $# -eq 0 ] || bad_usage "unknown argument: $1 (usage: scripts/cluster/node-setup.sh)"
 
 declare -A package_of=([containerd]=containerd [runc]=runc [/usr/lib/cni/bridge]=containernetworking-plugins
   [iptables]=iptables [conntrack]=conntrack [buildah]=buildah [debootstrap]=debootstrap)

@@ -3,7 +3,7 @@
 # it as a docker-archive: the pod sandbox image of the real node, made without a registry.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-[ $# -eq 2 ] || die "usage: scripts/cluster/pause-image.sh IMAGE ARCHIVE"
+[ $# -eq 2 ] || bad_usage "usage: scripts/cluster/pause-image.sh IMAGE ARCHIVE"
 image="$1" archive="$2"
 [ -x "$JAXT_BIN/pause" ] || die "$JAXT_BIN/pause not found (scripts/cluster/build.sh builds it)"
 storage="$JAXT_CACHE/buildah"

@@ -4,6 +4,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../lib/common.sh"
 source "$here/env.sh"
+[ $# -eq 0 ] || bad_usage "unknown argument: $1 (usage: scripts/slurm/down.sh)"
 
 D="$JAXT_SLURM_DIR"
 [ -d "$D" ] || { log "not running (no $D)"; exit 0; }

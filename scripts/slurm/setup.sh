@@ -3,6 +3,7 @@
 # Idempotent: does nothing when every binary is already there.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+[ $# -eq 0 ] || bad_usage "unknown argument: $1 (usage: scripts/slurm/setup.sh)"
 
 needed=(slurmctld slurmd sbatch srun squeue sacct scontrol sinfo munged munge unmunge)
 missing=()

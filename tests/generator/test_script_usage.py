@@ -49,6 +49,19 @@ CASES = [
     ("cluster/build.sh", ["--bogus"], 2, "error: unknown argument: --bogus"),
     ("slurm/up.sh", ["--bogus"], 2, "error: unknown argument '--bogus'"),
     ("slurm/up.sh", ["--owner-pid"], 2, "error: --owner-pid needs a value"),
+    ("slurm/setup.sh", ["bogus"], 2, "error: unknown argument: bogus (usage: scripts/slurm/setup.sh)"),
+    ("tools.sh", ["bogus"], 2, "error: unknown argument: bogus (usage: scripts/tools.sh [helm])"),
+    ("tools.sh", ["helm", "bogus"], 2, "error: unknown argument: helm bogus (usage: scripts/tools.sh [helm])"),
+    ("tools.sh", [""], 2, "error: unknown argument:  (usage: scripts/tools.sh [helm])"),
+    ("cluster/node-setup.sh", ["bogus"], 2, "error: unknown argument: bogus (usage: scripts/cluster/node-setup.sh)"),
+    ("cluster/host-volume.sh", ["state", "ns"], 2,
+     "error: usage: scripts/cluster/host-volume.sh [--no-claim] STATE_DIR NAMESPACE NAME [SOURCE_DIR]"),
+    ("cluster/pause-image.sh", ["image"], 2, "error: usage: scripts/cluster/pause-image.sh IMAGE ARCHIVE"),
+    ("cluster/node-down.sh", [], 2, "error: usage: scripts/cluster/node-down.sh STATE_DIR"),
+    ("cluster/certs.sh", [], 2, "error: usage: scripts/cluster/certs.sh DIR"),
+    ("cluster/certs.sh", ["a", "b"], 2, "error: usage: scripts/cluster/certs.sh DIR"),
+    ("cluster/controllers/training-operator-certs.sh", [], 2,
+     "error: usage: scripts/cluster/controllers/training-operator-certs.sh DIR"),
 ]
 
 
@@ -136,3 +149,33 @@ def test_the_test_lanes_run_every_tier_and_fail_when_one_collects_nothing():
     assert proc.returncode == 5, out
     assert "===== lane engines (pytest exit 5) =====" in out and "===== lane rest (pytest exit 0) =====" in out, out
     assert "1 passed" in out and "engines exit 5, rest exit 0" in out, out
+
+
+@pytest.mark.parametrize("script,args", [("tools.sh", ["bogus"]), ("tools.sh", ["helm", "bogus"])], ids=" ".join)
+def test_tools_sh_builds_nothing_for_an_unknown_tool(tmp_path, script, args):
+    """tools.sh read only its first argument, as helm or not: anything else built every tool (minutes)."""
+    cache = tmp_path / "cache"
+    proc = subprocess.run(["bash", str(SCRIPTS / script), *args], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env={**os.environ, "JAXT_CACHE": str(cache)})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert [p.name for p in cache.rglob("*")] == ["bin"]  # the folder common.sh makes; nothing in it
+
+
+def test_slurm_down_sh_stops_nothing_when_given_an_argument(tmp_path):
+    """slurm/down.sh takes no argument: it ignored one and stopped the local SLURM, removing its state."""
+    state = tmp_path / "slurm"
+    state.mkdir()
+    (state / "kept").write_text("")
+    proc = subprocess.run(["bash", str(SCRIPTS / "slurm" / "down.sh"), str(state)], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, env={**os.environ, "JAXT_SLURM_DIR": str(state)})
+    assert proc.returncode == 2 and proc.stderr == (
+        f"[down.sh] error: unknown argument: {state} (usage: scripts/slurm/down.sh)\n"), proc.stderr
+    assert (state / "kept").exists()
+
+
+def test_certs_sh_help_is_on_standard_output_and_exit_0(tmp_path):
+    for script in ("cluster/certs.sh", "cluster/controllers/training-operator-certs.sh"):
+        proc = subprocess.run(["bash", str(SCRIPTS / script), "--help"], capture_output=True, text=True, timeout=60,
+                              cwd=tmp_path)
+        assert proc.returncode == 0 and proc.stdout.startswith(f"Usage: scripts/{script} DIR") and not proc.stderr
+        assert list(tmp_path.iterdir()) == []

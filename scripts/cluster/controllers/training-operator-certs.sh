@@ -7,8 +7,9 @@
 # every test cluster on a machine uses the same set: up.sh keeps it in the cache. Idempotent;
 # regenerated when less than 100 days remain.
 set -euo pipefail
-[ $# -eq 1 ] && [ "$1" != "-h" ] && [ "$1" != "--help" ] || {
-  echo "Usage: scripts/cluster/controllers/training-operator-certs.sh DIR"; [ $# -eq 1 ]; exit $?; }
+source "$(dirname "${BASH_SOURCE[0]}")/../../lib/common.sh"
+case "${1:-}" in -h|--help) echo "Usage: scripts/cluster/controllers/training-operator-certs.sh DIR"; exit 0 ;; esac
+[ $# -eq 1 ] || bad_usage "usage: scripts/cluster/controllers/training-operator-certs.sh DIR"
 dir="$1"
 if [ -f "$dir/tls.crt" ] && openssl x509 -in "$dir/tls.crt" -noout -checkend $((100 * 86400)) >/dev/null; then
   exit 0
