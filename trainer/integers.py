@@ -34,7 +34,6 @@ def ascii_int(text: str) -> int:
     return number
 
 
-
 def count_less(a: str, b: str) -> bool:
     """Whether the count `a` (ASCII digits, [0-9]+) is below `b`, at any length: int() refuses more
     than 4300 digits."""
