@@ -16,6 +16,8 @@ def choices(path: str) -> list:
     return node["enum"]
 
 
+# The metrics port's default: a coordinator on it is refused (both listen in the pod).
+METRICS_PORT = schema()["properties"]["metrics"]["properties"]["port"]["default"]
 DNS_LABEL_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789-"
 # Strings YAML readers disagree on when written bare (YAML 1.1, 1.2, go-yaml), or that need escapes.
 YAML_LOOKALIKES = ("3e-05", "1e3", "y", "n", "Y", "N", "yes", "No", "on", "OFF", "true", "False", "null", "~",
@@ -69,7 +71,7 @@ def variables(draw, targets=KUBERNETES) -> dict:
     }
     optional = {
         "namespace": dns_name(max_size=20),
-        "coordinator_port": st.integers(1024, 65535),
+        "coordinator_port": st.integers(1024, 65535).filter(lambda port: port != METRICS_PORT),
         "labels": st.dictionaries(label_key, label_value, max_size=3),
         "annotations": st.dictionaries(label_key, SAFE_TEXT, max_size=3),
         "env": st.lists(st.builds(lambda n, v: {"name": n, "value": v},
