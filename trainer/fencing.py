@@ -19,12 +19,11 @@ still holds. The protocol is one line each way, so the wait costs one round trip
 from __future__ import annotations
 
 import os
-import re
 import socket
 import time
 
 from trainer.errors import CoordinatorError, PeerLostError
-from trainer.integers import count_less
+from trainer.integers import count_less, is_count
 
 # Where a process finds its attempt, in order: the launcher's own variable (jaxgen run --local sets it),
 # SLURM's requeue count.
@@ -45,7 +44,7 @@ def attempt_of(env=os.environ) -> str:
 def _is_older(mine: str, theirs: str) -> bool:
     """Whether attempt `mine` is known to come before `theirs` (counts compare; other ids cannot).
     A count is ASCII digits (str.isdigit() also takes '²'), of any length."""
-    return all(re.fullmatch("[0-9]+", s) for s in (mine, theirs)) and count_less(mine, theirs)
+    return is_count(mine) and is_count(theirs) and count_less(mine, theirs)
 
 
 def _read_line(sock: socket.socket, deadline: float, wait: float = READ_SECONDS) -> str:

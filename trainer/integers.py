@@ -11,6 +11,7 @@ import re
 # Far beyond any count, port or size; int() refuses more than 4300 digits.
 MAX_DIGITS = 1000
 _INTEGER = re.compile(r"-?[0-9]+")
+_COUNT = re.compile(r"[0-9]+")
 
 
 def parse_int(text) -> int | None:
@@ -18,6 +19,16 @@ def parse_int(text) -> int | None:
     if not isinstance(text, str) or not _INTEGER.fullmatch(text) or len(text) > MAX_DIGITS + 1:
         return None
     return int(text)
+
+
+def is_count(text) -> bool:
+    """Whether `text` is a count: ASCII decimal digits, no sign (str.isdigit() also takes '²')."""
+    return isinstance(text, str) and _COUNT.fullmatch(text) is not None
+
+
+def parse_count(text) -> int | None:
+    """The count `text` spells (see is_count), else None."""
+    return parse_int(text) if is_count(text) else None
 
 
 def shown(text: str) -> str:

@@ -8,11 +8,11 @@ trainerStatus, and process 0's metrics endpoint, read through the API server's p
 
 from __future__ import annotations
 
-import re
 import time
 from datetime import datetime
 
 from trainer.contract import METRICS_PATH
+from trainer.integers import parse_count
 from trainer.outputs import result_of_message
 
 from ... import job_status, targets
@@ -83,7 +83,7 @@ class _Job:
 
     def rank(self, pod: dict) -> int | None:
         value = (pod["metadata"].get("labels") or {}).get(self.workload.index_label)
-        return int(value) if re.fullmatch("[0-9]+", value or "") else None  # not isdigit(): int('²') fails
+        return parse_count(value)
 
     def pod_of_rank(self, rank: int, started: bool = True) -> dict | None:
         """The newest pod of that rank (a replaced pod's successor), started ones only if `started`."""

@@ -5,7 +5,6 @@ its log from its output file, whose lines carry `Rank i:`."""
 
 from __future__ import annotations
 
-import re
 import shlex
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ import time
 from pathlib import Path
 
 from trainer import exit_codes, outputs
+from trainer.integers import parse_count
 from trainer.results import read_records
 
 from ... import job_status
@@ -80,10 +80,11 @@ def _flags(script: Path) -> dict[str, str]:
 
 def _exit(exit_code: str) -> str:
     """sacct's ExitCode, CODE:SIGNAL, in words: the signal that killed the job or what its code means."""
-    code, _, number = exit_code.partition(":")
-    if not (re.fullmatch("[0-9]+", code) and re.fullmatch("[0-9]+", number)):
+    code_text, _, signal_text = exit_code.partition(":")
+    code, signal = parse_count(code_text), parse_count(signal_text)
+    if code is None or signal is None:
         return f"exit code {exit_code}"
-    return exit_codes.describe_exit(-int(number) if int(number) else int(code))
+    return exit_codes.describe_exit(-signal if signal else code)
 
 
 def _status(job: dict, now: float) -> JobStatus:
@@ -111,8 +112,7 @@ def _status(job: dict, now: float) -> JobStatus:
 
 def _job_number(job: dict) -> int:
     """The job's number (an array task's id is NUMBER_TASK), 0 where it has none; not isdigit(): int('²') fails."""
-    number = job["id"].split("_")[0]
-    return int(number) if re.fullmatch("[0-9]+", number) else 0
+    return parse_count(job["id"].split("_")[0]) or 0
 
 
 def _find(name: str) -> dict:
