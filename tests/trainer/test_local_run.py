@@ -100,6 +100,45 @@ def test_process_0_alone_serves_metrics_on_a_free_port(tmp_path):
     assert job.metrics_port == 0 and all(plan.argv[-1] == "--metrics-port=0" for plan in job.plans)
 
 
+class HandedOut:
+    """A socket the kernel bound to `port`, as plan._bound_socket gives it."""
+
+    def __init__(self, port: int):
+        self.port = port
+
+    def getsockname(self):
+        return ("127.0.0.1", self.port)
+
+    def close(self):
+        pass
+
+
+def test_the_coordinator_never_gets_process_0s_metrics_port_even_when_the_kernel_hands_it_out_twice(
+        tmp_path, monkeypatch):
+    """Ports picked one by one, each let go at once, came out equal once ('Address already in use')."""
+    from generator.engines.kubernetes.local import plan as local_plan
+    from generator.engines.kubernetes.local.supervise import Runner
+
+    handed = iter([41000, 41000, 41001, 41001, 41002])  # the kernel gives each port twice
+    monkeypatch.setattr(local_plan, "_bound_socket", lambda: HandedOut(next(handed)))
+    assert local_plan.free_ports(2) == [41000, 41001]
+    assert local_plan.free_ports(1, taken={41001}) == [41002]
+
+    handed = iter([42000, 42000, 42001, 42001, 42002])
+    values = load_values([CPU_LOCAL], ["metrics.port=1025"])
+    job = plan_job(values, render_documents(local_values(values)), tmp_path)
+    coordinators = {resolve_cluster(p.env, fqdn=lambda: "-").coordinator_address for p in job.plans}
+    assert job.metrics_port == 42001 and coordinators == {"127.0.0.1:42000"}
+    # Each attempt picks its coordinator's port again, never the metrics port that process 0 serves on.
+    handed = iter([42001, 42001, 42002])
+    for plan in job.plans:
+        plan.argv = [sys.executable, "-c", "import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], 'w'))",
+                     str(tmp_path / f"env-{plan.rank}.json")]
+    assert Runner(job, 0, None, echo=lambda line: None).run() == 0
+    envs = [json.loads((tmp_path / f"env-{plan.rank}.json").read_text()) for plan in job.plans]
+    assert {resolve_cluster(env, fqdn=lambda: "-").coordinator_address for env in envs} == {"127.0.0.1:42002"}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_run_prints_where_process_0_serves_its_metrics_and_it_answers(tmp_path):

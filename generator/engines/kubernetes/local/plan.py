@@ -10,6 +10,7 @@ import os
 import posixpath
 import socket
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,10 +32,31 @@ DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSecond
 REPO_ROOT = Path(trainer.__file__).resolve().parents[1]  # on PYTHONPATH, so `-m trainer` runs without installing
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _bound_socket() -> socket.socket:
+    """A socket on a port of this machine's kernel's choosing (free_ports' source)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def free_ports(count: int, taken: Collection[int] = ()) -> list[int]:
+    """`count` distinct free ports of this machine, none of them in `taken` (ports already given to
+    the job): each is held until all are picked, as ports picked one by one, each let go at once,
+    can be the same port (the coordinator's and the metrics' were, and the second could not listen)."""
+    held: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < count:
+            if len(held) >= count + len(taken) + 64:  # the kernel handed out the same ports again and again
+                raise UserError(f"cannot find {count} free ports on this machine")
+            held.append(_bound_socket())
+            port = held[-1].getsockname()[1]
+            if port not in ports and port not in taken:
+                ports.append(port)
+    finally:
+        for sock in held:
+            sock.close()
+    return ports
 
 
 def pod_spec(docs: list[dict], target: str) -> dict:
@@ -123,7 +145,7 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
     if container is None:
         raise UserError(f"the pod spec has no container named {t.workload.container!r}")
     count = values["hosts_count"]
-    port = free_port()
+    port, metrics_port = free_ports(2)  # the coordinator's (new with each attempt: supervise.py) and process 0's metrics
     builtin = not values["program"]["command"]
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
     claims = claims_dir or run_dir / "pvc"
@@ -153,7 +175,7 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
         if builtin:
             if rank == 0:
                 _check_trainer_args(args)
-            args = _metrics_args(args, rank, job)
+            args = _metrics_args(args, rank, job, metrics_port)
         env = dict(base_env)
         for item in container.get("env", []):
             env[item["name"]] = _env_value(item, rank, hostname(values, rank), mounts)
@@ -192,13 +214,13 @@ def _check_trainer_args(args: list[str]) -> None:
         raise UserError(f"$.program.args: the trainer refuses its arguments: {reason}") from None
 
 
-def _metrics_args(args: list[str], rank: int, job: LocalJob) -> list[str]:
-    """The built-in trainer's --metrics-port on one machine: process 0 serves on a free port (the
+def _metrics_args(args: list[str], rank: int, job: LocalJob, port: int) -> list[str]:
+    """The built-in trainer's --metrics-port on one machine: process 0 serves on the free `port` (the
     rendered one may be taken here), the others, which share its host, serve nothing."""
     if last_flag_value(args, METRICS_FLAG) in (None, "0"):
         return args  # off (the last flag wins in the trainer)
     if rank == 0:
-        job.metrics_port = free_port()
+        job.metrics_port = port
     return args + [METRICS_FLAG, str(job.metrics_port if rank == 0 else 0)]
 
 

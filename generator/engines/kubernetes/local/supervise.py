@@ -20,7 +20,7 @@ from trainer.fencing import ATTEMPT_ENV
 
 from ....errors import UserError
 from ..policy import CHECKPOINTS_VOLUME
-from .plan import LocalJob, engine_env, free_port
+from .plan import LocalJob, engine_env, free_ports
 
 SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failure that caused it
 
@@ -45,7 +45,8 @@ class Runner:
         stream.close()
 
     def _start_all(self, attempt: int) -> list[threading.Thread]:
-        port = free_port()  # a fresh port per attempt: the previous one may linger in TIME_WAIT
+        # a fresh port per attempt (the previous one may linger in TIME_WAIT), never process 0's metrics port
+        [port] = free_ports(1, taken={self.job.metrics_port})
         self.children, threads = [], []
         for plan in self.job.plans:
             env = dict(plan.env)
