@@ -67,7 +67,8 @@ def cli() -> None:
 @cli.command()
 @variables_options(namespace=True)
 @click.option("-o", "--output-dir", type=click.Path(file_okay=False), metavar="DIR",
-              help="Write one file per document into DIR (all files or none) instead of stdout.")
+              help="Write one file per document into DIR (all files or none) instead of stdout; the previous "
+                   "render there is replaced, what it did not write (a build folder's results/) is kept.")
 @click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
               help="yaml: a multi-document stream; json: a v1 List.")
 @click.option("--release", is_flag=True,

@@ -15,6 +15,9 @@ from .errors import UserError
 from .targets import target as target_of
 
 MARKER = ".jaxgen-output"  # marks a directory as ours, so replacing it can never delete user files
+# The marker's first line; the lines after it name the entries the render wrote. Only those are replaced
+# by the next render: what else the directory holds (a build folder's results/, the user's notes) is kept.
+MARKER_HEAD = "written by jaxgen render; the entries below are replaced by the next render, anything else is kept"
 
 
 def dump_yaml(docs: list[dict]) -> str:
@@ -45,14 +48,68 @@ def _umask() -> int:
     return mask
 
 
+def _top_names(files: dict[str, str]) -> list[str]:
+    return sorted({name.split("/")[0] for name in files})
+
+
+def _write_render(into: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (into / name).parent.mkdir(exist_ok=True)
+        (into / name).write_text(text, encoding="utf-8")
+    (into / MARKER).write_text("".join(f"{line}\n" for line in (MARKER_HEAD, *_top_names(files))), encoding="utf-8")
+
+
+def _rendered(directory: Path) -> set[str]:
+    """The entries of `directory` that its previous render wrote, its marker included: those its marker
+    lists; a marker of an older jaxgen lists none, and its render was its YAML and JSON files and release/."""
+    try:
+        lines = (directory / MARKER).read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return set()
+    if lines[:1] == [MARKER_HEAD]:
+        listed = {name for name in lines[1:] if name not in ("", ".", "..") and "/" not in name}
+    else:
+        listed = {entry.name for entry in directory.iterdir()
+                  if entry.name == "release" or (entry.suffix in (".yaml", ".json") and entry.is_file()
+                                                 and not entry.is_symlink())}
+    return listed | {MARKER}
+
+
+def _kept(target: Path, files: dict[str, str]) -> list[str]:
+    """What a render into `target` keeps there: every entry its previous render did not write. One that
+    the new render would write is refused in one line, and nothing is written."""
+    if not target.is_dir():
+        return []
+    rendered = _rendered(target)
+    kept = sorted(entry.name for entry in target.iterdir()
+                  if entry.name not in rendered and not entry.name.startswith(".jaxgen-staging."))
+    clash = sorted(set(kept) & set(_top_names(files)))
+    if clash:
+        raise UserError(f"{target / clash[0]}: jaxgen did not write it and the render would replace it; "
+                        "move it away first")
+    return kept
+
+
+def _carry(names: list[str], source: Path, into: Path) -> list[str]:
+    """Rename each of `names` from `source` into `into`; the names that were carried."""
+    carried = []
+    for name in names:
+        if (source / name).exists() or (source / name).is_symlink():
+            os.rename(source / name, into / name)
+            carried.append(name)
+    return carried
+
+
 def write_directory(target: Path, files: dict[str, str]) -> None:
-    """Make `target` hold exactly `files`: staged beside it, then swapped in with renames."""
+    """Make `target` hold `files`, and keep there what the previous render did not write (a build
+    folder's results/): staged beside it, the kept entries carried over, then swapped in with renames."""
     target = target.resolve() if target.exists() else Path(os.path.abspath(target))
     if target.exists():
         if not target.is_dir():
             raise UserError(f"{target}: exists and is not a directory")
         if any(target.iterdir()) and not (target / MARKER).exists():
             raise UserError(f"{target}: refusing to replace a non-empty directory that jaxgen did not write")
+    kept = _kept(target, files)
     parent = target.parent
     if not parent.is_dir():  # name the file that stands where a directory of the path should be
         blocker = next((a for a in (*reversed(parent.parents), parent) if a.exists() and not a.is_dir()), None)
@@ -69,12 +126,9 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
             _write_inside(target, files)
             return
         raise UserError(f"{target}: cannot write: {exc.strerror}") from None
-    old = None
+    old, carried = None, []
     try:
-        for name, text in files.items():
-            (staging / name).parent.mkdir(exist_ok=True)
-            (staging / name).write_text(text, encoding="utf-8")
-        (staging / MARKER).write_text("written by jaxgen render; replaced as a whole on the next render\n")
+        _write_render(staging, files)
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=parent)) / "previous"
             try:
@@ -84,13 +138,17 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
                     raise
                 _write_inside(target, files)  # a mount point cannot be renamed: its contents can
                 return
+            carried = _carry(kept, old, staging)
         os.rename(staging, target)
+        carried = []
     except OSError as exc:
         if old is not None and old.exists() and not target.exists():
+            carried = [n for n in carried if n not in _carry(carried, staging, old)]
             os.rename(old, target)  # put the previous render back: all files or none
-        shutil.rmtree(staging, ignore_errors=True)
         raise UserError(f"{target}: cannot write: {exc.strerror}") from None
     finally:
+        if carried:  # kept entries that could not be put back are never deleted: say where they are
+            raise UserError(f"{target}: cannot write; {', '.join(carried)} left in {staging}")
         if old is not None:
             shutil.rmtree(old.parent, ignore_errors=True)
         shutil.rmtree(staging, ignore_errors=True)  # left only when the files went inside a mount point
@@ -98,19 +156,17 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
 
 def _write_inside(target: Path, files: dict[str, str]) -> None:
     """Make a directory that cannot be renamed (a mount point: a bind mount, a container's volume) hold
-    exactly `files`: staged inside it, then the previous render's entries (it is empty or jaxgen's)
-    removed and each new one renamed into place. A crash in between leaves a mix that the next
-    render replaces, never a user's file touched."""
+    `files`: staged inside it, then the previous render's entries (what its marker lists) removed and
+    each new one renamed into place; what else it holds is kept. A crash in between leaves a mix that
+    the next render replaces, never a user's file touched."""
     staging = None
     try:
+        rendered = _rendered(target)
         staging = Path(tempfile.mkdtemp(prefix=".jaxgen-staging.", dir=target))
         staging.chmod(0o777 & ~_umask())
-        for name, text in files.items():
-            (staging / name).parent.mkdir(exist_ok=True)
-            (staging / name).write_text(text, encoding="utf-8")
-        (staging / MARKER).write_text("written by jaxgen render; replaced as a whole on the next render\n")
+        _write_render(staging, files)
         for entry in target.iterdir():
-            if entry != staging:
+            if entry != staging and (entry.name in rendered or entry.name.startswith(".jaxgen-staging.")):
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         for entry in staging.iterdir():
             os.rename(entry, target / entry.name)

@@ -17,7 +17,8 @@ per object, plus BUILD_DIR/release/ (a subfolder, so `kubectl apply -f BUILD_DIR
   release.env   NAME, NAMESPACE, TARGET, HOSTS_COUNT of the release (read by run.sh, clean.sh)
 Invalid input: every problem is printed with its JSON path, nothing is written, exit code 2.
 
-  -o, --output-dir DIR    build folder (replaced as a whole; default: ./rendered)
+  -o, --output-dir DIR    build folder (default: ./rendered); the previous render in it is replaced
+                          as a whole, what it did not write (results/: every earlier run's) is kept
   -f, --values FILE       more variables files, merged after VARIABLES_FILE (later wins)
   --set KEY.PATH=VALUE    override variables as helm --set does, e.g. --set hosts_count=4,name=big
   --set-string, --set-json

@@ -57,3 +57,19 @@ def test_a_tmpfs_mount_point_under_a_read_only_parent_holds_the_render(tmp_path)
         pytest.skip("no permission to mount here")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert done.stdout.split()[-3:] == [".jaxgen-output", "jaxjob-jax-training.yaml", "networkpolicy-jax-training.yaml"]
+
+
+def test_a_mount_point_keeps_what_the_render_did_not_write(tmp_path):
+    """A build folder on a mount point that runs have used (an older jaxgen's marker): its results/
+    stays, the previous render's files go."""
+    (tmp_path / "source" / "results" / "jax-training").mkdir(parents=True)
+    (tmp_path / "source" / "results" / "jax-training" / "summary.json").write_text("{}")
+    (tmp_path / "source" / "deployment-old.yaml").write_text("{}")
+    (tmp_path / "source" / ".jaxgen-output").write_text("written by jaxgen render; replaced as a whole\n")
+    done = in_a_bind_mount(tmp_path, [SEED, "--target", "jaxjob"])
+    if "mount: " in done.stderr and "permission denied" in done.stderr.lower():
+        pytest.skip("no permission to mount here")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.split() == [".jaxgen-output", "jaxjob-jax-training.yaml", "networkpolicy-jax-training.yaml",
+                                   "results"]
+    assert (tmp_path / "source" / "results" / "jax-training" / "summary.json").read_text() == "{}"

@@ -54,3 +54,42 @@ def test_the_default_build_folder_is_not_setuptools_build(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / default / "release" / "release.env").exists()
     assert [p.name for p in (tmp_path / "build").iterdir()] == ["lib"]
+
+
+def test_a_used_build_folder_keeps_its_results(tmp_path):
+    """prepare.sh into a build folder that runs have used replaces only the render: BUILD/results (every
+    earlier run's results) and anything else the render did not write stay as they were, an older
+    jaxgen's build folder (its marker lists nothing) included, while the previous render's objects go."""
+    seed = str(EXAMPLES_DIR / "seed.json")
+    build = tmp_path / "build"
+    assert prepare(seed, "-o", str(build)).returncode == 0
+    summary = build / "results" / "jax-training" / "20260101-000000" / "summary.json"
+    summary.parent.mkdir(parents=True)
+    summary.write_text('{"steps": 1}')
+    (build / "results" / "jax-training" / "latest").symlink_to("20260101-000000")
+    (build / "notes.txt").write_text("mine")
+    first = sorted(p.name for p in build.glob("*.yaml"))
+    for marker in (None, "written by jaxgen render; replaced as a whole on the next render\n"):
+        if marker is not None:  # an older jaxgen's build folder
+            (build / ".jaxgen-output").write_text(marker)
+        proc = prepare(seed, "--target", "jaxjob", "-o", str(build))
+        assert proc.returncode == 0, proc.stderr
+        assert summary.read_text() == '{"steps": 1}'
+        assert (build / "results" / "jax-training" / "latest" / "summary.json").exists()
+        assert (build / "notes.txt").read_text() == "mine"
+        assert sorted(p.name for p in build.glob("*.yaml")) == ["jaxjob-jax-training.yaml",
+                                                                  "networkpolicy-jax-training.yaml"] != first
+        assert json.loads((build / "release" / "values.json").read_text())["target"] == "jaxjob"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["build"]  # nothing staged beside it is left
+
+
+def test_a_users_file_where_the_render_writes_is_refused(tmp_path):
+    seed = str(EXAMPLES_DIR / "seed.json")
+    build = tmp_path / "build"
+    assert prepare(seed, "-o", str(build)).returncode == 0
+    (build / "jaxjob-jax-training.yaml").write_text("mine")  # not the first render's: the user's
+    proc = prepare(seed, "--target", "jaxjob", "-o", str(build))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().endswith("jaxjob-jax-training.yaml: jaxgen did not write it and the render would "
+                                        "replace it; move it away first"), proc.stderr
+    assert (build / "jaxjob-jax-training.yaml").read_text() == "mine"
