@@ -166,8 +166,9 @@ def test_every_installed_command_is_tried_without_its_extra(bare, tmp_path):
 
 
 @pytest.mark.parametrize("case", BARE_COMMANDS)
-def test_a_command_without_its_extra_works_or_names_the_extra_in_one_line(bare, tmp_path, case):
+def test_a_command_without_its_extra_works_or_names_the_extra_in_one_line(built, bare, tmp_path, case):
     argv, extra, code = BARE_COMMANDS[case]
+    wheel, _ = built  # what the extra is installed from: jax-training is on no package index
     run_dir = tmp_path / "outputs" / "job" / RUN_ID  # a kept run, as jaxgen run leaves it
     run_dir.mkdir(parents=True)
     os.symlink(RUN_ID, tmp_path / "outputs" / "job" / "latest")
@@ -183,11 +184,11 @@ def test_a_command_without_its_extra_works_or_names_the_extra_in_one_line(bare, 
     if code:
         assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: "), proc.stderr
     if extra:
-        assert "needs" in proc.stderr and f"pip install 'jax-training[{extra}]'" in proc.stderr, proc.stderr
+        assert "needs" in proc.stderr and f"{bare / 'pip'} install '{wheel}[{extra}]'" in proc.stderr, proc.stderr
     else:
         assert "pip install" not in proc.stderr or "[plot]" in proc.stderr, proc.stderr  # results: the curves' note
     if case == "jaxgen results":
-        assert "result: test accuracy 0.9700" in proc.stdout and "pip install 'jax-training[plot]'" in proc.stderr
+        assert "result: test accuracy 0.9700" in proc.stdout and f"install '{wheel}[plot]'" in proc.stderr
 
 
 def test_the_commands_that_need_no_extra_work_without_them(bare, tmp_path):
