@@ -1,5 +1,7 @@
 """Errors jaxgen reports to the user: one line each, never a traceback."""
 
+from trainer.errors import printable  # noqa: F401  (what a name is printed through; jaxgen's modules import it here)
+
 
 class UserError(Exception):
     """Bad input (unreadable file, bad syntax, bad option); exit code 2."""
@@ -22,12 +24,6 @@ class ValidationFailed(UserError):
 
 
 EXCERPT = 60  # characters of a user's value or key an error message quotes
-
-
-def printable(text: str) -> str:
-    """`text` with what UTF-8 cannot carry (a lone surrogate; Python's stand-in for a byte of a file
-    name or argument that is not UTF-8) spelled as an escape."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def excerpt(text: str) -> str:

@@ -13,7 +13,7 @@ from trainer import outputs
 from trainer.extras import missing
 
 from . import bucket, runs
-from .errors import UserError
+from .errors import UserError, printable
 from .options import Integer, NonEmptyPath
 from .plot import number_text, curves, draw, read_records
 
@@ -119,14 +119,18 @@ def results_command(directory, endpoint, into):
 def fetch_run(uri: str, into: Path, endpoint: str | None) -> Path:
     """A job's outputs in its bucket, fetched into a new run of the job folder into/NAME; returns the folder."""
     found = bucket.find(uri, endpoint)  # before anything is written here
+    for warning in found.warnings():
+        click.echo(f"warning: {warning}", err=True)
     name = uri.rstrip("/").rsplit("/", 1)[-1]
     folder = into / name
     with runs.locked(folder, name):
         part = into / f".{name}.fetching"
+        if part.is_symlink():  # rmtree refuses a link, and the fetch would write where it points
+            part.unlink()
         shutil.rmtree(part, ignore_errors=True)
         try:
             count = bucket.fetch(found, part)
-            click.echo(f"fetched {count} files of {uri.rstrip('/')} (without its checkpoints)")
+            click.echo(f"fetched {count} files of {printable(uri.rstrip('/'))} (without its checkpoints)")
             finished = outputs.read_summary(part) is not None
             runs.keep(part, folder, "finished" if finished else "unfinished", 0)
         finally:

@@ -44,6 +44,14 @@ def split(uri: str) -> tuple[str, str]:
     return m.group(1), (m.group(2) or "").strip("/")
 
 
+def key_parts(key: str, prefix: str) -> tuple[str, ...] | None:
+    """The path below a job's outputs that the object `key`, listed under `prefix/`, stands for, as
+    names (outputs.file_parts), or None when it stands for none: not under the prefix, or no file name
+    there (`prefix//home/u/.bashrc`, `prefix/../x`). Every reader of a listed key goes through here."""
+    head = f"{prefix}/"
+    return outputs.file_parts(key[len(head):]) if key.startswith(head) else None
+
+
 def failure_reason(e: Exception) -> str:
     """An S3 or network failure in a few words: the service's error code and message, or the first line."""
     error = getattr(e, "response", {}).get("Error", {})
@@ -132,7 +140,8 @@ class Bucket:
         listed = self._call("list the checkpoints", self._client.list_objects_v2, Bucket=self.bucket,
                             Prefix=self.key(f"{outputs.CHECKPOINTS}/"))
         steps = sorted((int(m.group(1)), item["Key"]) for item in listed.get("Contents", [])
-                       if (m := outputs.CHECKPOINT_FILE.match(item["Key"].rsplit("/", 1)[-1])))
+                       if (parts := key_parts(item["Key"], self.prefix)) and len(parts) == 2
+                       and (m := outputs.CHECKPOINT_FILE.match(parts[1])))
         for old_step, key in steps[:-KEEP]:
             if old_step < step:
                 self._call(f"remove {key}", self._client.delete_object, Bucket=self.bucket, Key=key)

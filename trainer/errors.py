@@ -61,6 +61,16 @@ class OutputError(TrainerError):
 WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG)
 
 
+def printable(text: str) -> str:
+    """`text` as a terminal can show it: each character that is not printable (a control character such
+    as ESC or a newline, a bidirectional override, Python's stand-in for a byte of a name that is not
+    UTF-8) spelled as its escape (\\x1b, \\n, \\u202e, \\udcff); a name a job or its bucket chose is
+    printed through it, so it can neither move the cursor nor recolour the screen."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _discard_stdout() -> None:
     """The rest of standard output goes nowhere: what is still buffered would fail again, at exit too."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -37,6 +37,21 @@ CHECKPOINT_FILE = re.compile(r"^ckpt-([0-9]{10})\.npz$")
 MAX_SUMMARY_BYTES = 1 << 20  # the most of a summary.json read
 
 
+NAME_MAX = 255  # bytes of one file name, as Linux file systems take it
+
+
+def file_parts(relative: str) -> tuple[str, ...] | None:
+    """The names of a file's path below an outputs directory, from text that claims to be one (a bucket
+    object's key after its job's prefix, a member of a results archive), or None when it is no such
+    path: absolute, with an empty, `.` or `..` name (`a//b`, `a/../b`), a NUL, or a name longer than
+    a file system takes. What is refused never reaches a path outside the directory."""
+    parts = tuple(relative.split("/"))
+    if any(part in ("", ".", "..") or "\0" in part or len(part.encode("utf-8", "surrogateescape")) > NAME_MAX
+           for part in parts):
+        return None
+    return parts
+
+
 def run_dir(checkpoint_dir: str | os.PathLike, run_name: str) -> Path:
     return Path(checkpoint_dir) / run_name
 

@@ -125,6 +125,46 @@ def test_fetching_from_an_endpoint_that_is_no_url_is_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []  # not even the default --into folder
 
 
+HOSTILE_KEYS = {  # after the job's prefix: what each would reach, were it taken for a path
+    "/{home}/.bashrc": "an absolute path",
+    "../escaped": "the folder above --into/NAME's run",
+    "model//x": "an empty name",
+    "./model/y": "a . name",
+    "x" * 256: "a name no file system takes",
+    "model/a\x1b[2J": None,  # a file name with an escape sequence: kept, and printed escaped
+    "clash": "a file of a name that other objects use as a folder",
+    "clash/inner": None,
+}
+
+
+def test_a_bucket_key_is_confined_as_a_file_name_is(tmp_path, server):
+    prefix, home = f"{PREFIX}/hostile", tmp_path / "home"
+    home.mkdir()
+    client = server.client()
+    client.put_object(Bucket=BUCKET, Key=f"{prefix}/{RUN}/summary.json", Body=b'{"test_accuracy": 0.5}')
+    client.put_object(Bucket=BUCKET, Key=f"{prefix}/{RUN}/metrics.jsonl", Body=b"{}\n")
+    for relative in HOSTILE_KEYS:
+        client.put_object(Bucket=BUCKET, Key=f"{prefix}/{RUN}/" + relative.format(home=str(home).lstrip("/")),
+                          Body=b"planted")
+    listed = server.keys(BUCKET, f"{prefix}/{RUN}/")
+    assert len(listed) == len(HOSTILE_KEYS) + 2, listed  # the server keeps every key as written
+    fetched = jaxgen_command("results", f"s3://{BUCKET}/{prefix}/{RUN}", "--endpoint", server.url,
+                             "--into", str(tmp_path / "results"), cwd=tmp_path)
+    assert "Traceback" not in fetched.stderr and "\x1b" not in fetched.stdout + fetched.stderr, fetched.stderr
+    assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+    assert not (home / ".bashrc").exists() and not (tmp_path / "results" / "escaped").exists()
+    planted = [p for p in tmp_path.rglob("*") if p.is_file() and p.read_bytes() == b"planted"]
+    run = (tmp_path / "results" / RUN / "latest").resolve()
+    assert sorted(planted) == [run / "clash" / "inner", run / "model" / "a\x1b[2J"], planted
+    warnings = [line for line in fetched.stderr.splitlines() if line.startswith("warning: left out")]
+    assert len(warnings) == len([why for why in HOSTILE_KEYS.values() if why]), fetched.stderr
+    assert fetched.stderr.count("\n") == len(warnings), fetched.stderr  # one line each, nothing else
+    assert f"warning: left out s3://{BUCKET}/{prefix}/{RUN}//{str(home).lstrip('/')}/.bashrc: not a file name" \
+        in fetched.stderr
+    assert any(line.endswith("other objects use its name as a folder") and f"{RUN}/clash:" in line
+               for line in warnings), warnings
+
+
 @pytest.mark.slow
 def test_a_finished_run_in_the_bucket_is_not_trained_again(tmp_path, server):
     prefix = f"{PREFIX}/twice"
