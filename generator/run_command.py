@@ -39,7 +39,8 @@ def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, 
     Every run keeps its results in a folder of its own, OUTPUTS/<name>/<run id>, and
     OUTPUTS/<name>/latest points at the newest one that finished: a rerun, or a rerun that fails,
     never replaces earlier results (`jaxgen results OUTPUTS/<name>` lists them). A second run of a
-    job that is still running is refused at once with exit code 75. Otherwise the exit code is the
+    job that is still running is refused at once with exit code 75; the processes die with jaxgen
+    (a SIGKILL included) and hold the job's lock while they live. Otherwise the exit code is the
     job's.
     """
     del local  # accepted for scripts written for earlier versions; running here is the only mode

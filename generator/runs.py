@@ -4,7 +4,8 @@
                       its UTC start time + a random suffix (20261125T170102.345Z-3f9a): names sort by time
     latest            a relative symlink to the newest run that finished (`latest/model` is its model);
                       read only through latest(), which accepts nothing but a run id beside it
-    .lock             held (fcntl.flock) by the `jaxgen run` of the job while it runs
+    .lock             held (fcntl.flock) by the `jaxgen run` of the job while it runs, and by its
+                      processes (they inherit it): a killed jaxgen's leftovers still hold it
 
 A run's record, RECORD, says how it ended (finished, failed, stopped) and its exit code; a run that
 fails leaves only its own folder behind, and `latest` still names the last good one.
@@ -48,7 +49,9 @@ def new_run_id(now: float | None = None) -> str:
 
 @contextmanager
 def locked(folder: Path, name: str):
-    """Hold the job's lock for the block, or refuse at once when another run of the job holds it."""
+    """Hold the job's lock for the block, or refuse at once when another run of the job holds it.
+    Yields the lock's descriptor: a process that inherits it holds the lock until it ends too (the
+    lock is the open file's, released when its last descriptor closes)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -57,13 +60,54 @@ def locked(folder: Path, name: str):
     try:
         if not _take(fd):
             holder = os.pread(fd, 64, 0).decode(errors="replace").split("\n", 1)[0].strip() or "?"
+            if holder.isascii() and holder.isdigit() and not _alive(int(holder)):
+                left = _holders(folder / LOCK)
+                raise JobBusy(f"job {name!r} is still running: its jaxgen (pid {holder}) is gone, and processes it "
+                              f"started hold the job's lock (pid {', '.join(map(str, left)) or '?'}, results in "
+                              f"{folder}); wait for them to end or stop them") from None
             raise JobBusy(f"job {name!r} is already running (jaxgen pid {holder}, results in {folder}); wait for "
                           f"it to end, or run this one under another name (--set name=...)") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
+        yield fd
     finally:
-        os.close(fd)  # releases the lock
+        os.close(fd)  # releases the lock, unless a process started in the block holds it still
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return pid > 0
+    return True
+
+
+def _holders(lock: Path, most: int = 8) -> list[int]:
+    """Up to `most` pids of this user's processes that have `lock` open (Linux /proc; none elsewhere)."""
+    found = []
+    try:
+        lock_id = (lock.stat().st_dev, lock.stat().st_ino)
+        pids = sorted(int(p) for p in os.listdir("/proc") if p.isascii() and p.isdigit() and int(p) != os.getpid())
+    except OSError:
+        return found
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # gone, or another user's
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == lock_id:
+                found.append(pid)
+                break
+        if len(found) >= most:
+            break
+    return found
 
 
 def _take(fd: int) -> bool:

@@ -14,6 +14,7 @@ shell does (128 + the signal)."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -32,11 +33,17 @@ def supervised() -> bool:
     return os.environ.get(SUPERVISED_ENV) == "1"
 
 
-def _die_with_parent() -> None:
+def die_with_parent(parent: int | None = None) -> None:
+    """In a child, between fork and exec (preexec_fn): the kernel SIGKILLs it when the thread that
+    started it ends (its parent's main thread: the parent's death). `parent`, the parent's pid taken
+    before the fork: a parent that died before this ran is seen as a new parent pid, and the child
+    ends at once."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # not Linux: the child outlives a SIGKILLed parent
-        pass
+        return
+    if parent is not None and os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run(argv: list[str], spec) -> int:
@@ -44,7 +51,7 @@ def run(argv: list[str], spec) -> int:
     JAX aborted it on a coordination failure."""
     child = subprocess.Popen([sys.executable, "-m", "trainer", *argv], stderr=subprocess.PIPE,
                              env={**os.environ, SUPERVISED_ENV: "1", LAUNCHED_ENV: str(launched())},
-                             preexec_fn=_die_with_parent)
+                             preexec_fn=functools.partial(die_with_parent, os.getpid()))
     for sig in FORWARDED:
         signal.signal(sig, lambda number, frame: child.send_signal(number))
     tail = b""

@@ -28,14 +28,15 @@ def run_local(values: dict, kept: Path | None, work_dir: str | None, keep: bool)
     (None: keep nothing); work_dir: the scratch directory (default: a new temporary one)."""
     docs = render_documents(local_values(values))
     folder = kept / values["name"] if kept else None
-    with runs.locked(folder, values["name"]) if folder else nullcontext():
+    with runs.locked(folder, values["name"]) if folder else nullcontext() as lock:
         if folder:
             runs.remove_stale_staging(folder)
             runs.adopt_unversioned(folder)
-        return _run(values, docs, kept, work_dir, keep)
+        return _run(values, docs, kept, work_dir, keep, lock)
 
 
-def _run(values: dict, docs: list[dict], kept: Path | None, work_dir: str | None, keep: bool) -> int:
+def _run(values: dict, docs: list[dict], kept: Path | None, work_dir: str | None, keep: bool,
+         lock: int | None) -> int:
     started = time.time()
     record = RunRecord(kept / values["name"], runs.new_run_id(started), started) if kept else None
     try:
@@ -50,7 +51,9 @@ def _run(values: dict, docs: list[dict], kept: Path | None, work_dir: str | None
         if record:
             runs.note_outputs(record.folder, outputs_of(job))  # `jaxgen status --local` follows it there
         deadline = values.get("active_deadline_seconds")
-        runner = Runner(job, restart_budget(values), time.monotonic() + deadline if deadline else None)
+        # the processes hold the job's lock too: a killed jaxgen's processes still refuse a second run
+        runner = Runner(job, restart_budget(values), time.monotonic() + deadline if deadline else None,
+                        inherited=(lock,) if lock is not None else ())
         previous = trap_stop_signals(runner)
         try:
             runner.say(f"{values['target']} {values['name']}: {len(job.plans)} processes x "

@@ -5,6 +5,7 @@ peer's 141 restart it without using the restart budget, other failures use it.""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -17,19 +18,45 @@ import click
 
 from trainer import exit_codes
 from trainer.fencing import ATTEMPT_ENV
+from trainer.supervisor import die_with_parent
 
 from ....errors import UserError
 from ..policy import CHECKPOINTS_VOLUME
 from .plan import LocalJob, engine_env, free_ports
 
 SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failure that caused it
+LINE_BYTES = 64 * 1024  # the most of one line of a process's output that is shown; the rest is cut
+READ_BYTES = 64 * 1024  # what one read of a process's output takes
+
+
+def bounded_lines(fd: int, limit: int = LINE_BYTES):
+    """The lines read from `fd` until its end, in chunks of READ_BYTES, each as (its first `limit` bytes
+    without the newline, how many bytes more it had): a line of any length costs at most `limit` bytes."""
+    line, cut = bytearray(), 0
+    while chunk := os.read(fd, READ_BYTES):
+        start = 0
+        while start < len(chunk):
+            end = chunk.find(b"\n", start)
+            stop = len(chunk) if end < 0 else end
+            room = max(limit - len(line), 0)
+            line += chunk[start:min(stop, start + room)]
+            cut += max(stop - start - room, 0)
+            if end < 0:
+                break
+            yield bytes(line), cut
+            line, cut, start = bytearray(), 0, end + 1
+    if line or cut:
+        yield bytes(line), cut
 
 
 class Runner:
-    """Runs the processes of a LocalJob, restarting all of them on any failure."""
+    """Runs the processes of a LocalJob, restarting all of them on any failure. `inherited`: descriptors
+    every process inherits (the job's lock, held until the last of them ends)."""
 
-    def __init__(self, job: LocalJob, restarts: int, deadline: float | None, echo=click.echo):
+    def __init__(self, job: LocalJob, restarts: int, deadline: float | None, echo=click.echo,
+                 inherited: tuple[int, ...] = ()):
         self.job, self.restarts, self.deadline, self.echo = job, restarts, deadline, echo
+        self.inherited = inherited
         self.children: list[subprocess.Popen] = []
         self.lock = threading.Lock()
 
@@ -38,9 +65,11 @@ class Runner:
             self.echo(f"[jaxgen] {message}")
 
     def _pump(self, name: str, stream) -> None:
-        for line in iter(stream.readline, b""):
+        """Show the process's output line by line, tagged with its pod's name, a line past LINE_BYTES cut."""
+        for line, cut in bounded_lines(stream.fileno()):
+            text = line.decode(errors="replace") + (f" [... {cut} more bytes of this line not shown]" if cut else "")
             with self.lock:
-                sys.stdout.write(f"[{name}] {line.decode(errors='replace')}")
+                sys.stdout.write(f"[{name}] {text}\n")
                 sys.stdout.flush()
         stream.close()
 
@@ -54,8 +83,11 @@ class Runner:
                 env.update(engine_env(self.job.target, plan.rank, len(self.job.plans), port))
             env[ATTEMPT_ENV] = str(attempt)  # trainer/fencing.py: an older attempt's process cannot join
             try:
+                # each process dies with jaxgen, a SIGKILL included (its own session: a terminal's
+                # signals reach jaxgen, which stops them), and holds the job's lock while it lives
                 child = subprocess.Popen(plan.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=self.inherited,
+                                         preexec_fn=functools.partial(die_with_parent, os.getpid()))
             except OSError as error:
                 raise UserError(f"$.program.command: cannot start {plan.argv[0]!r}: {error.strerror}") from None
             self.children.append(child)

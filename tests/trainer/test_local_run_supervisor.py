@@ -1,0 +1,119 @@
+"""`jaxgen run`'s supervisor and the processes it starts: they die with it, a SIGKILL included, and
+hold the job's lock while any of them lives, so a second run of the job is refused until the last is
+gone; their output is read in bounded chunks, a line past the bound cut with a marker."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from generator import runs
+from generator.engines.kubernetes.local.supervise import LINE_BYTES
+from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
+from tests.support.procs import kill, start, wait_all, wait_for_text
+
+CPU_LOCAL = str(EXAMPLES_DIR / "cpu-local.json")
+
+
+def own_run(tmp_path, script: str, *extra: str) -> list[str]:
+    """jaxgen run of the cpu-local example whose processes run the shell `script`."""
+    return [sys.executable, "-m", "generator", "run", CPU_LOCAL, "--outputs", str(tmp_path / "outputs"),
+            "--set-json", f"program.command={json.dumps(['sh', '-c', script])}", "--set-json", "program.args=[]",
+            *extra]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][0] != "Z"  # a zombie is dead: its files are closed
+    except FileNotFoundError:
+        return False
+
+
+def wait_until(done, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.05)
+
+
+def again(tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run(own_run(tmp_path, "echo again", "--set", "hosts_count=1"), cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_supervisors_processes_die_with_it_and_then_free_the_job(tmp_path):
+    proc = start(own_run(tmp_path, 'echo "up $$"; exec sleep 300'), tmp_path / "run.log")
+    pids: list[int] = []
+    try:
+        wait_for_text(proc, "[mnist-cpu-1] up ", 60)
+        wait_for_text(proc, "[mnist-cpu-0] up ", 10)
+        pids = [int(pid) for pid in re.findall(r"started \S+ \(pid (\d+)\)", proc.output)]
+        assert len(pids) == 2 and all(map(alive, pids))
+        os.kill(proc.popen.pid, signal.SIGKILL)
+        assert wait_all([proc], 10) == [-signal.SIGKILL]
+        wait_until(lambda: not any(map(alive, pids)), 10, f"the processes {pids} end with their jaxgen")
+    finally:
+        kill(proc)
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert runs.running(tmp_path / "outputs" / "mnist-cpu") is None
+    second = again(tmp_path)
+    assert second.returncode == 0 and "[mnist-cpu-0] again" in second.stdout, second.stdout + second.stderr
+
+
+@pytest.mark.timeout(120)
+def test_what_a_killed_supervisors_processes_leave_holds_the_job_until_it_ends(tmp_path):
+    """A process the job's own left behind (its child in the background) inherited the job's lock:
+    a second run is refused (exit 75) while it lives, naming it, and admitted once it is gone."""
+    proc = start(own_run(tmp_path, 'sleep 300 & echo "left $!"; wait', "--set", "hosts_count=1"),
+                 tmp_path / "run.log")
+    left = None
+    try:
+        wait_for_text(proc, "[mnist-cpu-0] left ", 60)
+        left = int(re.search(r"\[mnist-cpu-0\] left (\d+)", proc.output).group(1))
+        [shell] = [int(pid) for pid in re.findall(r"started \S+ \(pid (\d+)\)", proc.output)]
+        os.kill(proc.popen.pid, signal.SIGKILL)
+        assert wait_all([proc], 10) == [-signal.SIGKILL]
+        wait_until(lambda: not alive(shell), 10, "the job's process ends with its jaxgen")
+        assert alive(left)
+        second = again(tmp_path)
+        assert second.returncode == runs.BUSY and "Traceback" not in second.stderr, second.stdout + second.stderr
+        assert second.stderr.strip() == (
+            f"error: job 'mnist-cpu' is still running: its jaxgen (pid {proc.popen.pid}) is gone, and processes it "
+            f"started hold the job's lock (pid {left}, results in {tmp_path / 'outputs' / 'mnist-cpu'}); wait for "
+            "them to end or stop them"), second.stderr
+        assert "again" not in second.stdout
+        os.kill(left, signal.SIGKILL)
+        wait_until(lambda: not alive(left), 10, "the leftover process ends")
+    finally:
+        kill(proc)
+        if left is not None and alive(left):
+            os.kill(left, signal.SIGKILL)
+    third = again(tmp_path)
+    assert third.returncode == 0 and "[mnist-cpu-0] again" in third.stdout, third.stdout + third.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_huge_output_line_is_cut_and_read_in_bounded_memory(tmp_path):
+    """A process's 300 MB line, under a 1 GiB address space limit: jaxgen held the whole line (and
+    twice more to decode and tag it) and ended in a MemoryError traceback."""
+    size = 300_000_000
+    script = f"echo first; head -c {size} /dev/zero | tr '\\0' x; echo; echo last"
+    command = ["prlimit", f"--as={1 << 30}", *own_run(tmp_path, script, "--set", "hosts_count=1")]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, timeout=100,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    out = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
+    assert done.returncode == 0 and "Traceback" not in out and "MemoryError" not in out, out[-2000:]
+    lines = done.stdout.decode().splitlines()
+    cut = [line for line in lines if line.startswith("[mnist-cpu-0] xxx")]
+    assert cut == [f"[mnist-cpu-0] {'x' * LINE_BYTES} [... {size - LINE_BYTES} more bytes of this line not shown]"]
+    assert lines.index("[mnist-cpu-0] first") < lines.index(cut[0]) < lines.index("[mnist-cpu-0] last")
