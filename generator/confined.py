@@ -20,8 +20,12 @@ import shutil
 import stat
 import sys
 import tarfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import BinaryIO, Collection
+
+from trainer import outputs
+
+from .errors import printable
 
 NOFOLLOW = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW
@@ -68,7 +72,7 @@ def dropped_line(dropped: list[str]) -> str | None:
     if not dropped:
         return None
     shown = ", ".join(dropped[:10]) + (f" and {len(dropped) - 10} more" if len(dropped) > 10 else "")
-    return f"not copied (only regular files and folders are): {shown}"
+    return f"not copied (only regular files and folders are): {printable(shown)}"  # the job chose the names
 
 
 def _copy_file(source_fd: int, name: str, target_fd: int, mode: int) -> None:
@@ -120,12 +124,12 @@ def copy_tree(source: Path, destination: Path, skip: Collection[str] = ()) -> li
 
 
 def _member_parts(name: str) -> tuple[str, ...] | None:
-    """A member's path as folder names below the destination, or None when it would leave it."""
-    path = PurePosixPath(name)
-    parts = tuple(part for part in path.parts if part not in ("", "."))
-    if path.is_absolute() or ".." in parts or any("\0" in part for part in parts):
+    """A member's path as folder names below the destination, or None when it would leave it: a file
+    name as outputs.file_parts takes it, after the `.` and empty names tar writes (`./a`, `a/`)."""
+    if name.startswith("/"):
         return None
-    return parts
+    kept = "/".join(part for part in name.split("/") if part not in ("", "."))
+    return outputs.file_parts(kept) if kept else ()
 
 
 def _open_folder(root_fd: int, parts: tuple[str, ...]) -> int:
@@ -215,7 +219,7 @@ def main(argv: list[str]) -> int:
             lines = Path(argv[3]).read_text(errors="replace").splitlines()
             dropped = [line[len(DROPPED):] for line in lines if line.startswith(DROPPED)] + dropped
     except (OSError, tarfile.TarError) as e:
-        print(f"error: {argv[1]}: cannot unpack the results: {e}", file=sys.stderr)
+        print(f"error: {printable(argv[1])}: cannot unpack the results: {e}", file=sys.stderr)
         return 1
     line = dropped_line(dropped)
     if line:

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from trainer import outputs
 from trainer.metrics import format_duration
 
+from .errors import printable
+
 # Phases, as Kubernetes and SLURM users know them.
 QUEUED, PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED, UNKNOWN = (
     "Queued", "Pending", "Running", "Succeeded", "Failed", "Stopped", "Unknown")
@@ -79,13 +81,13 @@ class JobStatus:
             rows.append(("checkpoint", f"step {self.checkpoint_step}{age}"))
         rows += [("restarts", "" if self.restarts is None else str(self.restarts)), ("result", self.result),
                  ("results", self.results)]
-        return [f"{label + ':':12}{value}" for label, value in rows if value]
+        return [printable(f"{label + ':':12}{value}") for label, value in rows if value]
 
 
 def table(jobs: list[JobStatus]) -> list[str]:
     """The text of `jaxgen list`: one row per job."""
     rows = [("NAME", "KIND", "PHASE", "PROGRESS", "ETA", "AGE")]
-    rows += [(j.name, j.kind, j.phase, j.progress(), j.eta(),
+    rows += [(printable(j.name), j.kind, j.phase, j.progress(), j.eta(),
               format_duration(j.age_seconds) if j.age_seconds is not None else "-") for j in jobs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]

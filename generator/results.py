@@ -56,28 +56,34 @@ def draw_curves(directory: Path) -> Path | None:
     return target
 
 
+def say(line: str, err: bool = False) -> None:
+    """A line of a result: the folder's name and what the run wrote (a summary's fields) are the job's
+    choice, so what is not printable is shown escaped (printable())."""
+    click.echo(printable(line), err=err)
+
+
 def report(directory: Path, resume_hint: str | None = None) -> int:
     """Print the run's result and where everything is; the exit code is 0 for a finished run. For a
     job's folder of runs: one line per run, then the result of the newest finished one."""
     directory = find_run(directory)
     if not _is_run(directory) and runs.is_job_folder(directory):
         for line in runs.history(directory):
-            click.echo(line)
+            say(line)
         newest = runs.latest(directory)
         if newest is None:
-            click.echo(f"{directory}: no run of this job has finished")
+            say(f"{directory}: no run of this job has finished")
             return NOT_FINISHED
-        click.echo(f"latest ({newest.name}):")
+        say(f"latest ({newest.name}):")
         directory = newest
     try:
         draw_curves(directory)
     except UserError as e:  # the result is still the result: the curves are an extra
-        click.echo(f"note: no {outputs.CURVES}: {e}", err=True)
+        say(f"note: no {outputs.CURVES}: {e}", err=True)
     summary = outputs.read_summary(directory)
     if summary is None:
         record = runs.read_record(directory)
         if record.get("exit_code"):
-            click.echo(f"{directory}: the run {record.get('status', 'failed')} with exit code {record['exit_code']}")
+            say(f"{directory}: the run {record.get('status', 'failed')} with exit code {record['exit_code']}")
             return NOT_FINISHED
         try:
             records = read_records(directory / outputs.METRICS) if (directory / outputs.METRICS).exists() else []
@@ -87,12 +93,12 @@ def report(directory: Path, resume_hint: str | None = None) -> int:
                  and isinstance(r.get("step"), int) and not isinstance(r["step"], bool)]
         where = f"its last record is step {number_text(steps[-1])}" if steps else "it recorded no step"
         state = "is not a summary" if (directory / outputs.SUMMARY).exists() else "is missing"
-        click.echo(f"{directory}: the run did not finish ({outputs.SUMMARY} {state}; {where})")
+        say(f"{directory}: the run did not finish ({outputs.SUMMARY} {state}; {where})")
         return NOT_FINISHED
     for line in outputs.describe(summary, directory):
-        click.echo(line)
+        say(line)
     if resume_hint:
-        click.echo(f"  resume:   {resume_hint}")
+        say(f"  resume:   {resume_hint}")
     return 0
 
 

@@ -285,3 +285,57 @@ def test_an_integer_option_takes_only_ascii_digits(tmp_path, command, option, va
     assert result.exit_code == 2, result.output
     assert f"Invalid value for '{option}': " in result.stderr and "is not an integer" in result.stderr, result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+# Names a job or its bucket chose, printed by jaxgen: an escape sequence in one (here: clear the screen,
+# set the window title, recolour) reaches the terminal escaped, never raw.
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x1b[31m\u202e"
+
+
+def _assert_escaped(output: str) -> None:
+    assert not any(c in output for c in "\x1b\x07\u202e"), repr(output[-2000:])
+    assert "\\x1b[2J\\x1b]0;owned\\x07\\x1b[31m\\u202e" in output, output[-2000:]
+
+
+def test_results_print_a_run_s_names_and_fields_escaped(tmp_path):
+    run = tmp_path / f"run{ESCAPES}"
+    run.mkdir()
+    (run / "run.json").write_text("{}")
+    (run / "summary.json").write_text(json.dumps({"test_accuracy": 0.5, "restarts": ESCAPES,
+                                                  "resumed_from": [ESCAPES]}))
+    result = CliRunner().invoke(cli, ["results", str(run)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    _assert_escaped(result.output)
+
+
+def test_status_and_list_local_print_a_run_folder_s_name_escaped(tmp_path):
+    (tmp_path / f"job{ESCAPES}").mkdir()
+    (tmp_path / f"job{ESCAPES}" / "metrics.jsonl").write_text('{"event": "start", "step": 0, "total_steps": 4, '
+                                                              '"time": 1}\n')
+    listed = CliRunner().invoke(cli, ["list", "--local", "--outputs", str(tmp_path)], catch_exceptions=False)
+    assert listed.exit_code == 0, listed.output
+    _assert_escaped(listed.output)
+
+
+def test_what_a_results_copy_left_out_is_named_escaped(tmp_path):
+    import io
+    import subprocess
+    import sys
+    import tarfile
+
+    from tests.support.paths import REPO_ROOT
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        member = tarfile.TarInfo(f"curves{ESCAPES}.png")
+        member.type, member.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(member)
+    log = tmp_path / "pod.err"
+    log.write_text(f"dropped: model{ESCAPES} (symlink)\n")
+    extract = subprocess.run([sys.executable, "-m", "generator.confined", "extract", str(tmp_path / "dest"),
+                              "--pod-log", str(log)], input=buffer.getvalue(), capture_output=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert extract.returncode == 0, extract.stderr
+    said = extract.stderr.decode()
+    _assert_escaped(said)
+    assert said.count("\n") == 1 and said.startswith("not copied") and f"curves{ESCAPES}.png" not in said, said
