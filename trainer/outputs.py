@@ -20,6 +20,7 @@ import os
 import re
 from pathlib import Path
 
+from trainer.extras import runnable
 from trainer.goodput import line as goodput_line
 
 RUN_FILE = "run.json"
@@ -56,9 +57,10 @@ def run_dir(checkpoint_dir: str | os.PathLike, run_name: str) -> Path:
     return Path(checkpoint_dir) / run_name
 
 
-def evaluate_command(model: str | os.PathLike) -> str:
-    """The one command that re-scores a model, as printed everywhere (the end of a run, its card)."""
-    return f"jax-trainer evaluate --model {model}"
+def evaluate_command(model: str | os.PathLike, trainer: str = "jax-trainer") -> str:
+    """The one command that re-scores a model, as printed everywhere (the end of a run, its card);
+    trainer: how the trainer's command is run there."""
+    return f"{trainer} evaluate --model {model}"
 
 
 def predict_command(model: str | os.PathLike) -> str:
@@ -148,7 +150,7 @@ def describe(summary: dict, directory: str | os.PathLike) -> list[str]:
     rows = [("model", d / MODEL / MODEL_FILE), ("card", d / MODEL / MODEL_CARD), ("metrics", d / METRICS),
             ("curves", d / CURVES), ("summary", d / SUMMARY)]
     lines += [f"  {label + ':':10}{path}" for label, path in rows if path.exists()]
-    lines.append(f"  {'evaluate:':10}{evaluate_command(d / MODEL)}")
+    lines.append(f"  {'evaluate:':10}{evaluate_command(d / MODEL, runnable('jax-trainer'))}")  # in this shell
     return lines
 
 

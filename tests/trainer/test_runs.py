@@ -69,13 +69,12 @@ def test_a_rerun_keeps_the_earlier_results_and_latest_names_the_newest(tmp_path)
     assert f"results of mnist-cpu kept in {two} (run {two.name}" in second.stdout
     assert f"  model:    {two / 'model' / 'model.safetensors'}" in second.stdout
 
-    # The evaluate command it prints works as printed, in a shell with the installed commands on PATH,
-    # and reads the data the run read (no download into an empty cache).
+    # The evaluate command it prints works as printed, in a shell in the folder jaxgen ran in, and
+    # reads the data the run read (no download into an empty cache).
     [evaluate] = [line.split("evaluate: ", 1)[1] for line in second.stdout.splitlines() if "  evaluate: " in line]
     shell = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}/usr/bin:/bin",
              "JAXT_CACHE": str(tmp_path / "empty-cache")}
-    scored = subprocess.run(["bash", "-c", evaluate], capture_output=True, text=True, timeout=120, env=shell,
-                            cwd=tmp_path)
+    scored = subprocess.run(["bash", "-c", evaluate], capture_output=True, text=True, timeout=120, env=shell)
     assert scored.returncode == 0, scored.stderr
     assert scored.stdout.startswith(f"test accuracy={summary_of(two)['test_accuracy']:.4f} (")
     assert not (tmp_path / "empty-cache").exists()

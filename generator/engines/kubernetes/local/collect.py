@@ -13,6 +13,7 @@ from pathlib import Path
 
 from trainer import outputs
 from trainer.exit_codes import describe_exit
+from trainer.extras import runnable
 
 from .... import confined, runs
 from ....errors import UserError
@@ -102,7 +103,7 @@ def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -
     if finished:
         runs.set_latest(record.folder, record.run_id)
         say(f"results of {name} kept in {record.path} (run {record.run_id}; {record.folder / runs.LATEST} "
-            f"is the newest; `jaxgen results {record.folder}` lists every run)")
+            f"is the newest; `{runnable('jaxgen')} results {record.folder}` lists every run)")
         if line := confined.dropped_line(dropped):
             say(line)
         hint = (f"rerun the same command: it resumes from {source / outputs.CHECKPOINTS}" if persistent else
