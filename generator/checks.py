@@ -17,7 +17,7 @@ import jsonschema
 import re2
 
 from trainer import models  # the model registry's facts (no jax import)
-from trainer.contract import IMAGE_DIRS, MAX_GPUS_PER_HOST, OUTPUT_FLAGS, PROCESS_ENV, SYSTEM_DIRS
+from trainer.contract import IMAGE_DIRS, INTERNAL_ENV, MAX_GPUS_PER_HOST, OUTPUT_FLAGS, PROCESS_ENV, SYSTEM_DIRS
 
 from . import engines, images, set_values
 from .engines.kubernetes.policy import (ANNOTATIONS_MAX_BYTES, DNS_SUBDOMAIN_MAX, GPU_RESOURCE, HUGE_PAGES_PREFIX,
@@ -220,6 +220,9 @@ def semantic_errors(values: dict) -> list[str]:
         if name in PROCESS_ENV:
             errors.append(f"$.env[{i}].name: {name} is set for each process by the job; "
                           "one value for every process would break the ranks")
+        elif name in INTERNAL_ENV:
+            errors.append(f"$.env[{i}].name: {name} is one of the trainer's internal variables, set by the job "
+                          "or the trainer itself; choose another name")
         elif name in first:
             errors.append(f"$.env[{i}].name: {name} is already set by $.env[{first[name]}]; "
                           "a container takes each name once")

@@ -10,6 +10,9 @@ the Kubernetes engine (generator/engines/kubernetes/policy.py); exit codes in tr
 from __future__ import annotations
 
 from trainer import cluster, config
+from trainer.fencing import ATTEMPT_ENV
+from trainer.goodput import LAUNCHED_ENV
+from trainer.supervisor import SUPERVISED_ENV
 
 # GPUs one host (pod or SLURM node) may hold: the most any machine offers.
 MAX_GPUS_PER_HOST = 16
@@ -40,3 +43,9 @@ METRICS_PATH = "/metrics"
 # on every target (one value for every process would break the ranks). SLURM's own are the SLURM
 # engine's (engines/slurm/checks.py).
 PROCESS_ENV = cluster.launcher_env_names(*(la for la in cluster.LAUNCHERS if la != cluster.SLURM))
+
+# The trainer's internal variables: what the job's launchers and the trainer itself set for its own
+# processes (the attempt that fences off an older one, a supervised child's start and role, what
+# `jaxgen run` tells its processes). A user env entry with one of these names is refused on every
+# target: it would end every process, or switch attempt fencing off.
+INTERNAL_ENV = (ATTEMPT_ENV, LAUNCHED_ENV, SUPERVISED_ENV, config.FROM_VARIABLES_ENV, config.EPHEMERAL_OUTPUTS_ENV)

@@ -48,6 +48,10 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
                     {"name": "EMPTY", "value": ""},
                     {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                     {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]},
+    # names beside the trainer's internal ones (trainer/contract.py INTERNAL_ENV), which only they reserve
+    "env-beside-internal": {"env": [{"name": "JAX_TRAINING_ATTEMPTS", "value": "1"},
+                                    {"name": "jax_training_attempt", "value": "1"},
+                                    {"name": "JAX_TRAINING", "value": "1"}, {"name": "JAXT_CACHE", "value": "/c"}]},
     "image": {"image": {"repository": "registry.example.com:5000/ml/trainer", "tag": "1.2.3-cuda12_x",
                         "pull_policy": "Always", "pull_secrets": ["regcred", "other.creds"]}},
     "image-digest": {"image": {"repository": "localhost:5000/ml/trainer", "tag": "latest", "digest": "sha256:" + "0f" * 32}},

@@ -11,7 +11,7 @@ from generator.targets import KUBERNETES, NAMES
 from tests.support.jaxgen import jaxgen
 from tests.support.paths import BAD_INPUTS_DIR, SCHEMA_FILE
 from trainer import models
-from trainer.contract import MAX_GPUS_PER_HOST
+from trainer.contract import INTERNAL_ENV, MAX_GPUS_PER_HOST
 
 from .helm import CHART_DIR, assert_refuses_target, comparable, helm, helm_template, jaxgen_documents, write_values
 
@@ -75,6 +75,9 @@ SEMANTIC_CASES = {
                   "$.env[1].name: A is already set by $.env[0]; a container takes each name once"),
     "env-shadows-rendered": ({"env": [{"name": "PYTHONUNBUFFERED", "value": "0"}]},
                              "$.env[0].name: PYTHONUNBUFFERED is set by the job itself"),
+    **{f"env-internal-{name}": ({"env": [{"name": "A", "value": "1"}, {"name": name, "value": "1"}]},
+                                f"$.env[1].name: {name} is one of the trainer's internal variables, set by the job "
+                                "or the trainer itself; choose another name") for name in INTERNAL_ENV},
     "program-args-outputs": ({"program": {"args": ["--seed", "1", "--checkpoint-dir=/x", "--run-name", "y"]}},
                              "$.program.args[2]: --checkpoint-dir is set from checkpoint.dir (where jaxgen run and "
                              "run.sh find the results); set checkpoint.dir instead"),

@@ -158,6 +158,8 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- range $i, $entry := $v.env | default list -}}
 {{- if has $entry.name $contract.processEnv -}}
 {{- $errors = append $errors (printf "$.env[%d].name: %s is set for each process by the job; one value for every pod would break the ranks" $i $entry.name) -}}
+{{- else if has $entry.name $contract.internalEnv -}}
+{{- $errors = append $errors (printf "$.env[%d].name: %s is one of the trainer's internal variables, set by the job or the trainer itself; choose another name" $i $entry.name) -}}
 {{- else if has $entry.name $contract.renderedEnv -}}
 {{- $errors = append $errors (printf "$.env[%d].name: %s is set by the job itself; a container takes each name once" $i $entry.name) -}}
 {{- else if and $v.outputs.secret (has $entry.name $contract.bucketCredentialsEnv) -}}

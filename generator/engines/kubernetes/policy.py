@@ -150,6 +150,7 @@ def chart_json() -> str:
         "nativeResourceDomain": NATIVE_RESOURCE_DOMAIN,
         "runAsId": RUN_AS_ID,
         "processEnv": list(contract.PROCESS_ENV),
+        "internalEnv": list(contract.INTERNAL_ENV),
         "renderedEnv": list(RENDERED_ENV),
         "unbufferedEnv": UNBUFFERED_ENV,
         "bucketCredentialsEnv": list(BUCKET_CREDENTIALS_ENV),
