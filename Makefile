@@ -12,12 +12,12 @@ DEMO_SET := $(if $(wildcard $(MNIST_DIR)/train-images-idx3-ubyte.gz),--set data.
 
 # Where `make install` links the commands (on PATH in a default Debian/Ubuntu login shell).
 BINDIR ?= $(HOME)/.local/bin
-PATH_HINT = case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "$(BINDIR) is not on PATH: export PATH=\"$(BINDIR):\$$PATH\"";; esac
 
 .PHONY: demo install test test-fast setup generate check-generated golden bench help
 help:
 	@echo "make demo        set up, then train MNIST locally as 2 processes ($(DEMO_FILE))"
-	@echo "make install     set up, then link jaxgen, jax-trainer and helm (built with Go) into $(BINDIR)"
+	@echo "make install     set up, then link jaxgen and jax-trainer into $(BINDIR), and helm: the one on PATH"
+	@echo "                 if it is Helm 4 or newer, else the tested one (built with Go once, about 10 minutes)"
 	@echo "make test        set up every tool and run every test tier (unit, chart, trainer, e2e) in two lanes"
 	@echo "                 at once, the cluster binaries building meanwhile (scripts/test.sh --setup;"
 	@echo "                 JAXT_TEST_LANES=1: set up, then one lane)"
@@ -36,14 +36,7 @@ demo:
 	$(VENV)/bin/jaxgen run --local $(DEMO_FILE) $(DEMO_SET)
 
 install:
-	scripts/setup.sh python
-	mkdir -p "$(BINDIR)"
-	ln -sfn "$(VENV)/bin/jaxgen" "$(BINDIR)/jaxgen"
-	ln -sfn "$(VENV)/bin/jax-trainer" "$(BINDIR)/jax-trainer"
-	@scripts/setup.sh helm || { echo "jaxgen and jax-trainer are in $(BINDIR); helm is not: fix the error above, then rerun make install" >&2; $(PATH_HINT); exit 1; }
-	ln -sfn "$(JAXT_CACHE)/bin/helm" "$(BINDIR)/helm"
-	@echo "jaxgen, jax-trainer and helm are in $(BINDIR)"
-	@$(PATH_HINT)
+	BINDIR="$(BINDIR)" scripts/setup.sh install
 
 test:
 	scripts/test.sh --setup

@@ -7,7 +7,6 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-HELM_VERSION=v4.2.4
 KUBECONFORM_VERSION=v0.7.0
 KUBE_LINTER_VERSION=v0.8.3
 ACTIONLINT_VERSION=v1.7.12

@@ -9,6 +9,8 @@ JAXT_VENV="${JAXT_VENV:-$JAXT_ROOT/.venv}"
 # The build folder prepare.sh writes and run.sh and clean.sh read when none is given: not build/,
 # which setuptools writes (and jaxgen would refuse to replace a folder it did not make).
 DEFAULT_BUILD_DIR=rendered
+# The Helm the chart is tested with: tools.sh builds it; make install takes a Helm of its major or newer from PATH.
+HELM_VERSION=v4.2.4
 mkdir -p "$JAXT_BIN"
 
 # project_python ARGS...: the checkout's Python environment, this checkout's packages first.

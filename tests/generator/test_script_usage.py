@@ -101,8 +101,9 @@ def test_setup_sh_sets_up_nothing_when_a_part_is_unknown(tmp_path):
     for parts in (["dev", "bogus"], ["demo", "all", "Dev"], ["all", "--bogus"]):
         proc = subprocess.run(["bash", str(SCRIPTS / "setup.sh"), *parts], capture_output=True, text=True, timeout=60,
                               env=env)
-        assert proc.returncode == 2 and proc.stderr == (f"[setup.sh] error: unknown part '{parts[-1]}' (demo, python, "
-                                                        "dev, helm, tools, cluster, node, slurm, all)\n"), proc.stderr
+        assert proc.returncode == 2 and proc.stderr == (
+            f"[setup.sh] error: unknown part '{parts[-1]}' (demo, python, dev, helm, install, tools, cluster, node, "
+            "slurm, all)\n"), proc.stderr
     assert not called.exists() and not (tmp_path / "venv").exists()
 
 
