@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Iterable
 
 from trainer import outputs
 from trainer.metrics import format_duration
@@ -39,6 +40,7 @@ class JobStatus:
     restarts: int | None = None
     queue: str = ""  # Kueue: "admitted by ClusterQueue X", "pending: <reason>"; SLURM: the job's state
     pods: str = ""  # "2/2 running"
+    nodes: list[str] = field(default_factory=list)  # a lost node of the job's pods, its ranks and what the job waits for
     result: str = ""  # the result line of a finished run
     results: str = ""  # where the results are
     age_seconds: float | None = None
@@ -58,13 +60,13 @@ class JobStatus:
         return format_duration(self.eta_seconds)
 
     def as_json(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v not in (None, "", {})}
+        return {k: v for k, v in asdict(self).items() if v not in (None, "", {}, [])}
 
     def lines(self) -> list[str]:
         """The text of `jaxgen status`."""
         rows = [("name", f"{self.name} ({self.kind})"),
                 ("phase", self.phase + (f": {self.reason}" if self.reason else "")),
-                ("queue", self.queue), ("pods", self.pods)]
+                ("queue", self.queue), ("pods", self.pods), *(("node", line) for line in self.nodes)]
         if self.step is not None or self.percent is not None:
             progress = f"step {self.progress()}" if self.total_steps else self.progress()
             if self.epoch:
@@ -132,15 +134,18 @@ def apply_trainer_status(status: JobStatus, trainer_status: dict) -> None:
     status.source = status.source or "TrainJob status"
 
 
-def apply_records(status: JobStatus, records: list[dict], now: float | None = None) -> None:
-    """A run's metrics.jsonl records (start, step, epoch, end, preempted)."""
+def apply_records(status: JobStatus, records: Iterable[dict], now: float | None = None) -> tuple[dict | None, dict | None]:
+    """A run's metrics.jsonl records (start, step, epoch, end, preempted), read in one pass as they
+    come (trainer/results.py iter_records), keeping none but the last of a kind. Returns the first
+    start record with a time and the last record (None and None without any)."""
     now = time.time() if now is None else now
-    starts = [r for r in records if r.get("event") == "start"]
-    if starts:
-        status.total_steps = starts[-1].get("total_steps")
-        status.restarts = len(starts) - 1
+    starts, first, last, last_step = 0, None, None, None
     for record in records:
         event = record.get("event")
+        if event == "start":
+            starts += 1
+            status.total_steps = record.get("total_steps")
+            first = first or (record if record.get("time") else None)
         if event in ("start", "step", "epoch", "end", "preempted") and "step" in record:
             status.step = record["step"]
         if event in ("step", "epoch"):
@@ -148,10 +153,15 @@ def apply_records(status: JobStatus, records: list[dict], now: float | None = No
             status.loss = record.get("loss", status.loss)
         if event == "epoch":
             status.test_accuracy = record.get("test_accuracy")
-    last_step = next((r for r in reversed(records) if r.get("event") == "step"), None)
-    if last_step and "eta_seconds" in last_step and records[-1].get("event") not in ("end", "preempted"):
-        status.eta_seconds = max(last_step["eta_seconds"] - (now - last_step.get("time", now)), 0.0)
+        if event == "step":
+            last_step = record
+        last = record
+    if starts:
+        status.restarts = starts - 1
+    if last_step and "eta_seconds" in last_step and last.get("event") not in ("end", "preempted"):
+        status.eta_seconds = max(last_step["eta_seconds"] - max(now - last_step.get("time", now), 0.0), 0.0)
     status.source = status.source or outputs.METRICS
+    return first, last
 
 
 def parse_series(text: str, prefix: str = "jax_training_") -> dict[str, float]:

@@ -64,6 +64,15 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
                                      "tolerationSeconds": 300}]},
     "gpu-tolerations-merge": {"accelerator": "gpu", "local_device_count": 2,
                               "tolerations": [{"key": "dedicated", "operator": "Exists"}]},
+    "node-lost-seconds": {"target": "trainjob", "failure": {"node_lost_seconds": 5}},
+    "node-lost-zero": {"target": "jaxjob", "failure": {"node_lost_seconds": 0}},
+    # A toleration of the user's for a lost node's taint with NoExecute or no effect replaces ours;
+    # one with another effect does not.
+    "node-lost-user-tolerations-win": {"target": "indexed-job", "failure": {"node_lost_seconds": 10}, "tolerations": [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists"},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoSchedule"}]},
+    "node-lost-user-seconds-win": {"target": "jobset", "accelerator": "gpu", "local_device_count": 1, "tolerations": [
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 600}]},
     "gpu-explicit-limit": {"accelerator": "gpu", "local_device_count": 4,
                            "resources": {"limits": {"nvidia.com/gpu": 4, "cpu": "16"}}},
     "requests-at-their-limits": {"resources": {"requests": {"cpu": "1500m", "memory": "4096Mi"},

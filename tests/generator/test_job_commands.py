@@ -209,3 +209,59 @@ def test_a_pods_rank_is_its_index_label_in_ascii_digits(label, rank):
     job = jobs._Job({"kind": "Job", "metadata": {"name": "demo", "uid": "1"}}, [], [])
     labels = {} if label is None else {job.workload.index_label: label}
     assert job.rank({"metadata": {"labels": labels}}) == rank
+
+
+class _Nodes:
+    """A kubectl that answers `get nodes` with these nodes (or refuses it), for jobs._lost_nodes."""
+
+    def __init__(self, nodes, refuse=False):
+        self.nodes, self.refuse = nodes, refuse
+
+    def run(self, *args, **kwargs):
+        from generator.engines.kubernetes.kubectl import ClusterError
+
+        if self.refuse:
+            raise ClusterError('nodes is forbidden: User "dev" cannot list resource "nodes"')
+        found = [n for n in self.nodes if n["metadata"]["name"] in args]
+        return subprocess.CompletedProcess(args, 0, json.dumps({"kind": "List", "items": found}), "")
+
+
+def test_status_names_a_lost_node_its_ranks_and_what_the_job_waits_for():
+    """Not yet evicted: the seconds left of the pods' toleration; evicted: the person's ways out;
+    tainted out of service, a deleted Node, a Ready node, and a user who may not read nodes."""
+    job = jobs._Job({"kind": "Job", "metadata": {"name": "demo", "uid": "1"}}, [], [])
+    toleration = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                  "tolerationSeconds": 30}
+
+    def pod(rank, node, deleted=False):
+        meta = {"name": f"demo-{rank}", "labels": {job.workload.index_label: str(rank)}}
+        return {"metadata": {**meta, **({"deletionTimestamp": "2026-01-01T00:00:00Z"} if deleted else {})},
+                "spec": {"nodeName": node, "tolerations": [toleration]}, "status": {"phase": "Running"}}
+
+    def node(name, ready, *taints):
+        return {"metadata": {"name": name}, "spec": {"taints": [{"key": k, "effect": "NoExecute",
+                                                                 "timeAdded": "2026-01-01T00:00:00Z"} for k in taints]},
+                "status": {"conditions": [{"type": "Ready", "status": ready,
+                                           "message": "Kubelet stopped posting node status."}]}}
+
+    now = 1767225610.0  # 10 s after the taints were added
+    job.pods = [pod(0, "a"), pod(1, "b"), pod(2, "b")]
+    lost = node("b", "Unknown", "node.kubernetes.io/unreachable")
+    assert jobs._lost_nodes(job, _Nodes([node("a", "True"), lost]), now) == [
+        "b NotReady (Kubelet stopped posting node status): ranks 1, 2 on it; Kubernetes evicts them in 20 s "
+        "(tolerationSeconds 30: failure.node_lost_seconds); the pods of a node that does not come back then end "
+        "only once its Node is deleted or tainted out of service"]
+    job.pods = [pod(0, "a"), pod(1, "b", deleted=True)]
+    [line] = jobs._lost_nodes(job, _Nodes([node("a", "True"), lost]), now)
+    assert line.startswith("b NotReady (Kubelet stopped posting node status): rank 1 on it; they are evicted but only "
+                           "the node's kubelet can end them: the job waits (the ranks are not replaced) until the node "
+                           "is back, or, if it is down for good, until its Node is deleted (kubectl delete node b) or "
+                           "tainted out of service (kubectl taint node b node.kubernetes.io/out-of-service="
+                           "nodeshutdown:NoExecute)"), line
+    out = node("b", "Unknown", "node.kubernetes.io/unreachable", "node.kubernetes.io/out-of-service")
+    assert "Kubernetes deletes its pods, then the job replaces them" in jobs._lost_nodes(job, _Nodes([out]), now)[1]
+    assert jobs._lost_nodes(job, _Nodes([node("a", "True")]), now) == [
+        "b is gone (its Node was deleted): rank 1 on it waits for the pod garbage collector to delete its pod, "
+        "then is replaced"]
+    assert jobs._lost_nodes(job, _Nodes([node("a", "True"), node("b", "True")]), now) == []
+    assert jobs._lost_nodes(job, _Nodes([], refuse=True), now) == []

@@ -8,6 +8,7 @@ trainerStatus, and process 0's metrics endpoint, read through the API server's p
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime
 
@@ -20,7 +21,8 @@ from . import kueue
 from ...errors import UserError
 from ...job_status import FAILED, PENDING, QUEUED, RUNNING, STOPPED, SUCCEEDED, JobStatus
 from .kubectl import ClusterError, Kubectl, NotFound
-from .policy import INSTANCE_LABEL, METRICS_PORT_NAME, PROJECT_SELECTOR
+from .policy import (INSTANCE_LABEL, METRICS_PORT_NAME, NODE_LOST_EFFECT, NODE_LOST_TAINTS, OUT_OF_SERVICE_TAINT,
+                     PROJECT_SELECTOR)
 
 WORKLOADS = "workloads.kueue.x-k8s.io"
 METRICS_TIMEOUT = "1s"  # process 0's endpoint answers at once; one that does not is not worth a slow status
@@ -267,7 +269,75 @@ def _one(kube: Kubectl, name: str) -> _Job:
 
 
 def status(name: str, kube: Kubectl) -> JobStatus:
-    return _status(_one(kube, name), kube, time.time())
+    job, now = _one(kube, name), time.time()
+    found = _status(job, kube, now)
+    found.nodes = _lost_nodes(job, kube, now)
+    return found
+
+
+def _lost_nodes(job: _Job, kube: Kubectl, now: float) -> list[str]:
+    """A line per node of the job's live pods that is not Ready: its ranks and what the job waits for.
+    Nothing where the nodes cannot be read (a user without access to nodes)."""
+    on: dict[str, list[dict]] = {}
+    for pod in job.pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            on.setdefault(node, []).append(pod)
+    if not on:
+        return []
+    try:
+        proc = kube.run("get", "nodes", *sorted(on), "--ignore-not-found", "-o", "json", namespaced=False)
+    except UserError:
+        return []
+    found = json.loads(proc.stdout) if proc.stdout.strip() else {"items": []}
+    nodes = {n["metadata"]["name"]: n for n in found.get("items", [found] if found.get("kind") == "Node" else [])}
+    lines = []
+    for name, pods in sorted(on.items()):
+        ranks = sorted(r for r in map(job.rank, pods) if r is not None)
+        held = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks)) or '?'}"
+        node = nodes.get(name)
+        if node is None:
+            one = len(pods) == 1
+            lines.append(f"{name} is gone (its Node was deleted): {held} on it wait{'s' if one else ''} for the pod "
+                         f"garbage collector to delete {'its pod' if one else 'their pods'}, then "
+                         f"{'is' if one else 'are'} replaced")
+        elif lost := _node_lost(node):
+            lines.append(f"{name} {lost}: {held} on it; {_waits_for(name, node, pods, now)}")
+    return lines
+
+
+def _node_lost(node: dict) -> str:
+    """How a node is lost ("NotReady (why)", or the taint of its loss), "" when it is not."""
+    ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+    if ready.get("status") != "True":
+        return f"NotReady ({(ready.get('message') or ready.get('reason') or 'no Ready condition').rstrip('.')})"
+    lost = sorted({t.get("key") for t in (node.get("spec") or {}).get("taints") or []}
+                  & {*NODE_LOST_TAINTS, OUT_OF_SERVICE_TAINT})
+    return f"tainted {', '.join(lost)}" if lost else ""
+
+
+def _waits_for(name: str, node: dict, pods: list[dict], now: float) -> str:
+    """What the job waits for while these pods sit on a lost node."""
+    taints = {t.get("key"): t for t in (node.get("spec") or {}).get("taints") or []
+              if t.get("effect") == NODE_LOST_EFFECT}
+    if OUT_OF_SERVICE_TAINT in taints:
+        return "the node is tainted out of service: Kubernetes deletes its pods, then the job replaces them"
+    if all(p["metadata"].get("deletionTimestamp") for p in pods):
+        return (f"they are evicted but only the node's kubelet can end them: the job waits (the ranks are not "
+                f"replaced) until the node is back, or, if it is down for good, until its Node is deleted "
+                f"(kubectl delete node {name}) or tainted out of service (kubectl taint node {name} "
+                f"{OUT_OF_SERVICE_TAINT}=nodeshutdown:{NODE_LOST_EFFECT}): docs/kubernetes.md, A lost node")
+    taint = next((taints[key] for key in NODE_LOST_TAINTS if key in taints), None)
+    if taint is None:
+        return "Kubernetes taints the node, then evicts its pods (failure.node_lost_seconds later)"
+    seconds = [t.get("tolerationSeconds") for p in pods for t in (p.get("spec") or {}).get("tolerations") or []
+               if t.get("key") == taint["key"] and t.get("effect") in (None, "", NODE_LOST_EFFECT)]
+    if not seconds or any(s is None for s in seconds):
+        return "its pods tolerate the node's loss without limit: the job waits until the node is back"
+    left = max(min(seconds) - (_age(taint.get("timeAdded"), now) or 0.0), 0.0)
+    return (f"Kubernetes evicts them in {left:.0f} s (tolerationSeconds {min(seconds)}: failure.node_lost_seconds); "
+            "the pods of a node that does not come back then end only once its Node is deleted or tainted out "
+            "of service")
 
 
 def jobs(kube: Kubectl) -> list[JobStatus]:

@@ -64,6 +64,23 @@ RUN_AS_ID = 10000
 # The extended resource a GPU pod requests (and the taint GPU nodes carry).
 GPU_RESOURCE = "nvidia.com/gpu"
 
+# The taints the node lifecycle controller puts on a node whose kubelet stopped reporting (unreachable)
+# or reports not ready; every pod tolerates them for failure.node_lost_seconds (NoExecute), where the
+# API server's default is 300 s, unless a toleration of the user's names the same key and effect.
+# What then frees the rank of a node that never returns: deleting its Node, or OUT_OF_SERVICE_TAINT.
+NODE_LOST_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+NODE_LOST_EFFECT = "NoExecute"
+OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
+
+
+def node_lost_tolerations(user_tolerations: list[dict], seconds: int) -> list[dict]:
+    """The tolerations of NODE_LOST_TAINTS for `seconds`, less those whose key a user toleration
+    names with the NoExecute effect or none (which matches every effect)."""
+    named = {t.get("key") for t in user_tolerations if t.get("effect") in (None, "", NODE_LOST_EFFECT)}
+    return [{"key": key, "operator": "Exists", "effect": NODE_LOST_EFFECT, "tolerationSeconds": seconds}
+            for key in NODE_LOST_TAINTS if key not in named]
+
+
 # The pod volume mounted at checkpoint.dir: the job's outputs.
 CHECKPOINTS_VOLUME = "checkpoints"
 
@@ -165,6 +182,8 @@ def chart_json() -> str:
         "metricsPortName": METRICS_PORT_NAME,
         "metricsPath": contract.METRICS_PATH,
         "gpuResource": GPU_RESOURCE,
+        "nodeLostTaints": list(NODE_LOST_TAINTS),
+        "nodeLostEffect": NODE_LOST_EFFECT,
         "checkpointsVolume": CHECKPOINTS_VOLUME,
         "nameLabel": NAME_LABEL,
         "instanceLabel": INSTANCE_LABEL,

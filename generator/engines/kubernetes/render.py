@@ -153,10 +153,11 @@ class PodContext:
         return resources
 
     def tolerations(self) -> list[dict]:
+        """The user's tolerations, the GPU resource's on GPU pods, and those of a lost node (policy.py)."""
         tolerations = list(self.v["tolerations"])
         if self.v["accelerator"] == "gpu":
             tolerations.append({"key": policy.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
-        return tolerations
+        return tolerations + policy.node_lost_tolerations(self.v["tolerations"], self.v["failure"]["node_lost_seconds"])
 
     def volume(self, name: str, source: dict) -> dict:
         return {"name": name, **(source or {"emptyDir": {}})}
