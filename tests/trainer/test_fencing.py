@@ -1,19 +1,23 @@
 """Attempt fencing (trainer/fencing.py) with real processes on 127.0.0.1: a process of an older attempt
 is refused by a newer attempt's coordinator and says so in one line, and one that comes once the gang
 has formed never joins it; the newer gang trains on either way. Hard timeouts throughout. A follower's
-reading of the coordinator's answer is checked alone, on a socket pair."""
+reading of the coordinator's answer is checked alone, on a socket pair; process 0's door against
+clients that are slow, silent, reset or talk garbage, with real sockets (and real processes for the
+gang's forming)."""
 
 import re
 import signal
 import socket
+import struct
+import threading
 import time
 
 import pytest
 
 from tests.support.procs import free_port, kill, small_train_args, start, trainer_argv, wait_all, wait_for_text
-from trainer import exit_codes, fencing
-from trainer.errors import PeerLostError
-from trainer.fencing import READ_SECONDS, attempt_of, hello
+from trainer import exit_codes, fencing, runtime
+from trainer.errors import CoordinatorError, PeerLostError
+from trainer.fencing import HELLO_BYTES, LOGGED_DROPS, PENDING_LIMIT, READ_SECONDS, attempt_of, hello
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -128,3 +132,156 @@ def test_a_follower_of_an_attempt_of_thousands_of_digits_refused_keeps_waiting()
     with ours, coordinator:
         coordinator.sendall(b"refused attempt=1\n")
         assert hello(ours, 1, "9" * 5000, time.monotonic() + 5) is False
+
+
+def connect_when_listening(port: int, timeout: float) -> socket.socket:
+    """A client connection to 127.0.0.1:`port` as soon as something listens there."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=5)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def slow_loris(sock: socket.socket, stop: threading.Event) -> threading.Thread:
+    """Send `sock` the start of a hello, a byte every 4 s, until `stop` (or the coordinator drops it)."""
+    def drip():
+        for byte in fencing.HELLO.encode() * 100:
+            try:
+                sock.send(bytes([byte]))
+            except OSError:
+                return
+            if stop.wait(4):
+                return
+
+    thread = threading.Thread(target=drip, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_slow_and_silent_clients_do_not_hold_the_gangs_forming(tmp_path):
+    """A client that says a byte every 4 s, then 8 that say nothing, come before the real process 1: the
+    gang forms and trains all the same (process 0 read one hello at a time: the slow one held the
+    forming until the init timeout, exit 4, and each silent one cost 5 s)."""
+    port, stop = free_port(), threading.Event()
+    coordinator = launch(tmp_path, port, 0, "4", "rank0", "--init-timeout", "60")
+    procs, clients = [coordinator], []
+    try:
+        clients.append(connect_when_listening(port, 120))
+        slow_loris(clients[0], stop)
+        clients += [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(8)]
+        procs.append(launch(tmp_path, port, 1, "4", "rank1", "--init-timeout", "60"))
+        assert wait_all(procs, 240) == [0, 0], "\n".join(p.output[-3000:] for p in procs)
+    finally:
+        stop.set()
+        for client in clients:
+            client.close()
+        for proc in procs:
+            kill(proc)
+    assert "Traceback" not in coordinator.output
+
+
+def open_door(monkeypatch, processes: int, timeout: float):
+    """Process 0's door (fencing.gather, attempt 5) on a listener of its own, made here so that clients
+    can queue before the door reads anything: (port, start, outcome, log lines)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(PENDING_LIMIT * 2)
+    monkeypatch.setattr(fencing, "_listen", lambda port: listener)
+    port, outcome, lines = listener.getsockname()[1], {}, []
+
+    def door():
+        try:
+            outcome["left"] = fencing.gather(f"127.0.0.1:{port}", processes, "5", timeout, lines.append)
+        except Exception as e:  # noqa: BLE001  the test says which
+            outcome["error"] = e
+
+    thread = threading.Thread(target=door, daemon=True)
+    return port, thread, outcome, lines
+
+
+def follower(port: int, process: int, timeout: float = 30):
+    """A real follower's way in (as trainer/runtime.py does), in a thread: (thread, outcome)."""
+    outcome = {}
+
+    def join():
+        try:
+            outcome["left"] = runtime.wait_for_coordinator(
+                f"127.0.0.1:{port}", timeout, lambda line: None,
+                admitted=lambda sock, deadline: hello(sock, process, "5", deadline))[0]
+        except Exception as e:  # noqa: BLE001
+            outcome["error"] = e
+
+    thread = threading.Thread(target=join, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def open_and_join(door: threading.Thread, port: int, follower_timeout: float = 30) -> tuple[dict, float]:
+    """Start `door` and a real process 1 at it; wait (bounded) for both: (process 1's outcome, seconds)."""
+    started = time.monotonic()
+    door.start()
+    joining, joined = follower(port, 1, follower_timeout)
+    door.join(60)
+    joining.join(60)
+    assert not door.is_alive() and not joining.is_alive()
+    return joined, time.monotonic() - started
+
+
+def reset(sock: socket.socket) -> None:
+    """Close `sock` with a reset (RST), not an orderly end."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def test_a_hello_followed_by_a_reset_is_no_peer_and_no_traceback(monkeypatch):
+    """A hello of process 1 that resets, already queued when the door reads it: process 0 wrote its
+    answer to it and ended in a ConnectionResetError traceback; the client is now dropped with a line,
+    and the real process 1 is admitted."""
+    port, door, outcome, lines = open_door(monkeypatch, 2, 30)
+    fake = socket.create_connection(("127.0.0.1", port), timeout=5)
+    fake.sendall(f"{fencing.HELLO} attempt=5 process=1\n".encode())
+    reset(fake)
+    joined, seconds = open_and_join(door, port)
+    assert "error" not in outcome and joined.get("left", 0) > 0, (outcome, joined)
+    assert seconds < READ_SECONDS
+    assert "process 1 left the coordinator before the gang formed; waiting for it again" in lines, lines
+
+
+def test_the_timeout_names_the_process_really_missing(monkeypatch):
+    """A slow client first, then process 1 of 3: the timeout blamed process 1 (never read behind the
+    slow client); it names process 2 only now, and counts the connection that said no hello."""
+    port, door, outcome, lines = open_door(monkeypatch, 3, 8)
+    stop = threading.Event()
+    loris = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        slow_loris(loris, stop)
+        open_and_join(door, port, follower_timeout=20)
+    finally:
+        stop.set()
+        loris.close()
+    assert isinstance(outcome.get("error"), CoordinatorError), outcome
+    assert str(outcome["error"]).endswith("process 2 never came; 1 other connection said no hello"), outcome
+    assert f"the coordinator dropped a connection that said no hello within {READ_SECONDS:g} s" in lines, lines
+
+
+def test_many_silent_big_or_garbage_connections_cost_the_real_peer_nothing(monkeypatch):
+    """More silent connections than the door reads at a time, one that sends a hello's worth of bytes
+    and no line, one of garbage: process 1, last in the queue, is admitted at once (each silent one
+    cost 5 s), and the log gets a bounded number of lines."""
+    port, door, outcome, lines = open_door(monkeypatch, 2, 60)
+    clients = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(PENDING_LIMIT + 6)]
+    try:
+        clients[3].sendall(b"x" * (HELLO_BYTES + 100))
+        clients[4].sendall(b"\xff\x00 garbage=1 process=\n")
+        joined, seconds = open_and_join(door, port)
+        assert "error" not in outcome and joined.get("left", 0) > 0, (outcome, joined)
+        assert seconds < READ_SECONDS
+    finally:
+        for client in clients:
+            client.close()
+    assert len(lines) <= LOGGED_DROPS, lines
+    assert "the coordinator dropped a connection that said no hello" in lines
