@@ -11,6 +11,8 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
+import shlex
 from functools import lru_cache
 
 import jsonschema
@@ -122,6 +124,17 @@ def _dotted(parts) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
 
 
+def _set_key(parts) -> str:
+    """A path as a --set line takes it: a key's own . , = [ ] and backslash escaped with a backslash."""
+    return "".join(f"[{p}]" if isinstance(p, int) else "." + re.sub(r"([.,=\[\]\\])", r"\\\1", str(p))
+                   for p in parts).lstrip(".")
+
+
+def _json_number(number: float) -> int | float:
+    """A number as JSON writes it: an integral one without a fraction (010, 3.0 and 1e3 are 10, 3, 1000)."""
+    return int(number) if number.is_integer() and abs(number) < 2 ** 53 else number
+
+
 def _number_hint(error) -> str:
     """A number written where --set keeps it a string (Helm's --set types only integers: 0.05, 1e3
     and 010 stay strings): say how to give it as a number."""
@@ -136,9 +149,13 @@ def _number_hint(error) -> str:
         return ""  # out of range however it is written (thousands of digits): no number to ask for
     if not isinstance(set_values.typed(error.instance), str):
         return ""  # --set would have typed it: it came quoted from a file or --set-string
-    key = _dotted(error.absolute_path)
+    value = _json_number(number)
+    refused = next(_validator().evolve(schema=error.schema).iter_errors(value), None)
+    if refused is not None:  # the number itself is refused here too: a --set-json of it would fail
+        return f"; --set keeps {excerpt(error.instance)} a string, as Helm does, and as a number {_message(refused)}"
+    line = shlex.quote(f"{_set_key(error.absolute_path)}={json.dumps(value)}")
     return (f"; --set keeps {excerpt(error.instance)} a string, as Helm does: use "
-            f"--set-json {key}={excerpt(error.instance)}, or write it unquoted in a variables file")
+            f"--set-json {line}, or write it unquoted in a variables file")
 
 
 def _suggestion(parts: list, allowed: set[str]) -> str:

@@ -271,6 +271,39 @@ def test_a_number_that_set_keeps_a_string_names_set_json():
     assert fixed.exit_code == 0 and "- --learning-rate\n        - \"0.05\"" in fixed.stdout
 
 
+@pytest.mark.parametrize("key,text", [("training.learning_rate", t) for t in ("0.05", "010", ".5", "5.", "2.50", " 1")]
+                         + [("training.epochs", t) for t in ("3.0", "1e3", "010")])
+def test_the_set_json_that_a_refusal_of_set_suggests_works(key, text):
+    """The suggested --set-json is the number as JSON writes it: 010, .5 and 3.0 as given were no JSON
+    number (or no integer), so the command the hint named failed in turn."""
+    import shlex
+
+    result = jaxgen("render", "--set", f"{key}={text}")
+    assert result.exit_code == 2
+    [line] = [line for line in result.stderr.splitlines() if "use --set-json " in line]
+    [suggested] = shlex.split(line.split("use --set-json ", 1)[1].split(", or write it unquoted", 1)[0])
+    fixed = jaxgen("render", "--set-json", suggested)
+    assert fixed.exit_code == 0, fixed.stderr
+
+
+@pytest.mark.parametrize("key,text,said", [("training.learning_rate", "1e3", "as a number 1000 is greater than "
+                                                                               "the maximum of 10"),
+                                           ("training.epochs", "1.5", "as a number 1.5 is not of type integer")])
+def test_a_number_that_would_be_refused_as_a_number_too_gets_no_set_json(key, text, said):
+    result = jaxgen("render", "--set", f"{key}={text}")
+    assert result.exit_code == 2 and "--set-json" not in result.stderr
+    assert result.stderr.splitlines()[1].endswith(f"--set keeps {text} a string, as Helm does, and {said}")
+
+
+def test_a_set_key_escapes_what_a_set_line_reads_as_syntax():
+    from generator.checks import _set_key
+    from generator.set_values import parse_into
+
+    key = _set_key(["resources", "limits", "example.com/x,y=z[0]", 1])
+    assert key == r"resources.limits.example\.com/x\,y\=z\[0\][1]"
+    assert parse_into(f"{key}=2", {}, "json") == {"resources": {"limits": {"example.com/x,y=z[0]": [None, 2]}}}
+
+
 def test_a_renamed_key_names_its_new_name():
     result = jaxgen("render", "--set", "training.hidden_sizes={32}")
     assert result.exit_code == 2
