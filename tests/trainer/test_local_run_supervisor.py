@@ -117,3 +117,34 @@ def test_a_huge_output_line_is_cut_and_read_in_bounded_memory(tmp_path):
     cut = [line for line in lines if line.startswith("[mnist-cpu-0] xxx")]
     assert cut == [f"[mnist-cpu-0] {'x' * LINE_BYTES} [... {size - LINE_BYTES} more bytes of this line not shown]"]
     assert lines.index("[mnist-cpu-0] first") < lines.index(cut[0]) < lines.index("[mnist-cpu-0] last")
+
+
+def run_in(tmp_path, work_dir, *extra: str) -> subprocess.CompletedProcess:
+    """One process that says what its emptyDir volume (/checkpoints) holds, then writes a file there."""
+    script = 'echo "found: $(ls "$0")"; echo data > "$0/f"'
+    argv = own_run(tmp_path, script, "--set", "hosts_count=1", "--work-dir", str(work_dir), *extra)
+    argv[argv.index("program.args=[]")] = 'program.args=["/checkpoints"]'
+    return subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+
+
+@pytest.mark.timeout(120)
+def test_the_emptydir_volumes_in_a_work_dir_do_not_outlive_the_run(tmp_path):
+    """--work-dir keeps the folder, not the pods' emptyDir volumes in it: they go with the run (--keep keeps
+    them), and a kept one is new and empty for the next run's pods; the user's files there stay."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "mine.txt").write_text("mine")
+    first = run_in(tmp_path, work)
+    assert first.returncode == 0 and "[mnist-cpu-0] found: \n" in first.stdout, first.stdout + first.stderr
+    assert f"removed the pods' emptyDir volumes from {work} (--keep keeps them)" in first.stdout
+    assert sorted(p.name for p in work.iterdir()) == ["mine.txt"]
+
+    kept = run_in(tmp_path, work, "--keep")
+    assert kept.returncode == 0 and f"kept the scratch directory {work}" in kept.stdout, kept.stdout + kept.stderr
+    assert (work / "rank-0" / "checkpoints" / "f").read_text() == "data\n"
+
+    again = run_in(tmp_path, work, "--discard")
+    assert again.returncode == 0 and "[mnist-cpu-0] found: \n" in again.stdout, again.stdout + again.stderr
+    assert f"removed the pods' emptyDir volumes and claims from {work}" in again.stdout
+    assert sorted(p.name for p in work.iterdir()) == ["mine.txt"]

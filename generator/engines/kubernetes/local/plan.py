@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import shutil
 import socket
 import sys
 from collections.abc import Collection
@@ -91,6 +92,7 @@ class LocalJob:
     # SIGTERM, then SIGKILL after this long (the pod's terminationGracePeriodSeconds)
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     metrics_port: int = 0  # where process 0 serves its metrics on this machine (0: nowhere)
+    claims_dir: Path | None = None  # where the PersistentVolumeClaims live
 
 
 def _volume_dir(volume: dict, rank: int, run_dir: Path, claims: Path) -> Path:
@@ -150,7 +152,7 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
     claims = claims_dir or run_dir / "pvc"
     grace = float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
-    job = LocalJob([], run_dir, t, grace_seconds=grace)
+    job = LocalJob([], run_dir, t, grace_seconds=grace, claims_dir=claims)
     base_env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARIABLES}
     base_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), base_env.get("PYTHONPATH")) if p)
     base_env[FROM_VARIABLES_ENV] = "1"  # the trainer's messages name variables, not its flags
@@ -162,6 +164,8 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
             volume = volumes[mount["name"]]
             local = _volume_dir(volume, rank, run_dir, claims)
             try:
+                if "emptyDir" in volume and local.is_dir():  # a new pod's emptyDir is empty (a kept --work-dir)
+                    shutil.rmtree(local)
                 local.mkdir(parents=True, exist_ok=True)
             except OSError as error:
                 raise UserError(f"volume {mount['name']!r} at {mount['mountPath']}: {local} cannot be its directory: "

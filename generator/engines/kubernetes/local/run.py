@@ -74,9 +74,30 @@ def _run(values: dict, docs: list[dict], kept: Path | None, work_dir: str | None
                 signal.signal(sig, signal.SIG_IGN)
         finish(job, values["name"], record, code, runner.say)
     finally:
-        if work_dir or keep:
+        if keep:
             if runner:
                 runner.say(f"kept the scratch directory {run_dir}")
+        elif work_dir:  # the user's folder stays: what the run made in it goes, as the pods' volumes would
+            removed = _remove_scratch(job, discard=kept is None)
+            if runner and removed:
+                runner.say(f"removed the pods' emptyDir volumes{' and claims' if kept is None else ''} from {run_dir} "
+                           "(--keep keeps them)")
         else:
             shutil.rmtree(run_dir, ignore_errors=True)
     return code
+
+
+def _remove_scratch(job, discard: bool) -> bool:
+    """Remove from a --work-dir what the run made there: the emptyDir volumes (and the folder of each
+    pod, once empty), with --discard the claims too; whether there was anything."""
+    if job is None:
+        return False
+    made = list(job.pod_dirs) + ([job.claims_dir] if discard and job.claims_dir.parent == job.run_dir else [])
+    for directory in made:
+        shutil.rmtree(directory, ignore_errors=True)
+    for pod in {directory.parent for directory in job.pod_dirs if directory.parent.parent == job.run_dir}:
+        try:
+            pod.rmdir()
+        except OSError:  # not empty: something of the user's is there too
+            pass
+    return bool(made)
