@@ -152,6 +152,21 @@ class PodContext:
             resources.setdefault("limits", {})[policy.GPU_RESOURCE] = self.v["local_device_count"]
         return resources
 
+    def runtime_labels(self) -> dict:
+        """An own TrainingRuntime's labels: ours, and the framework's, without which the Kubeflow SDK's
+        TrainerClient refuses the runtime, and with it every call that reads a TrainJob of it."""
+        return {**self.labels("runtime"), "trainer.kubeflow.org/framework": "jax"}
+
+    def node_resources(self) -> dict:
+        """A TrainJob's resourcesPerNode: the container's, whose limits on a CPU job take requests.cpu as
+        their cpu when they name none: the Kubeflow SDK's TrainerClient reads a node's device from its
+        limits, and limits that name no device (memory alone) fail its list of the whole namespace."""
+        resources = self.container_resources()
+        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+        if self.v["accelerator"] != "gpu" and limits and "cpu" not in limits and "cpu" in requests:
+            limits["cpu"] = requests["cpu"]
+        return resources
+
     def tolerations(self) -> list[dict]:
         """The user's tolerations, the GPU resource's on GPU pods, and those of a lost node (policy.py)."""
         tolerations = list(self.v["tolerations"])
@@ -243,7 +258,8 @@ class PodContext:
     def globals(self) -> dict:
         return {name: getattr(self, name) for name in (
             "image", "pull_policy", "suspended",
-            "selector_labels", "labels", "container_env", "container_resources",
+            "selector_labels", "labels", "container_env", "container_resources", "node_resources",
+            "runtime_labels",
             "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "container_restart_rules", "jobset_failure_rules", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
             "volumes", "target", "outputs_claim", "metrics_port", "pod_annotations",
