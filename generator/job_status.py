@@ -134,7 +134,8 @@ def apply_trainer_status(status: JobStatus, trainer_status: dict) -> None:
     status.source = status.source or "TrainJob status"
 
 
-def apply_records(status: JobStatus, records: Iterable[dict], now: float | None = None) -> tuple[dict | None, dict | None]:
+def apply_records(status: JobStatus, records: Iterable[dict],
+                  now: float | None = None) -> tuple[dict | None, dict | None]:
     """A run's metrics.jsonl records (start, step, epoch, end, preempted), read in one pass as they
     come (trainer/results.py iter_records), keeping none but the last of a kind. Returns the first
     start record with a time and the last record (None and None without any)."""

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from trainer import exit_codes, outputs
-from trainer.results import read_records
+from trainer.results import iter_records
 
 from . import job_status, runs
 from .errors import UserError
@@ -61,11 +61,10 @@ def _mtime(directory: Path) -> float:
 
 def _status(name: str, directory: Path, now: float, live: bool = False) -> JobStatus:
     status = JobStatus(name=name, kind="local")
-    records = read_records(directory / outputs.METRICS)
-    job_status.apply_records(status, records, now)
+    first, final = job_status.apply_records(status, iter_records(directory / outputs.METRICS), now)
     summary = None if live else outputs.read_summary(directory)
     record = {} if live else runs.read_record(directory)  # how a kept run of `jaxgen run` ended
-    last = records[-1].get("event") if records else None
+    last = final.get("event") if final else None
     ended = record.get("status")  # None: not a kept run, or running
     if ended == "finished" or (summary is not None and ended is None):
         status.phase, status.result = SUCCEEDED, outputs.result_line(summary) if summary else ""
@@ -76,7 +75,7 @@ def _status(name: str, directory: Path, now: float, live: bool = False) -> JobSt
         resumable = outputs.newest_checkpoint(directory) or record.get("checkpoints")
         status.phase, status.reason = STOPPED, ("a rerun resumes from its last checkpoint" if resumable else
                                                 "no checkpoint outlived it (an emptyDir): a rerun starts over")
-    elif not records:
+    elif final is None:
         status.phase, status.reason = RUNNING, "starting"
     else:
         status.phase = RUNNING
@@ -85,8 +84,7 @@ def _status(name: str, directory: Path, now: float, live: bool = False) -> JobSt
     if newest:
         status.checkpoint_step, status.checkpoint_age_seconds = newest[0], max(now - newest[1], 0.0)
     status.results = str(directory)
-    starts = [r.get("time") for r in records if r.get("event") == "start" and r.get("time")]
-    started = starts[0] if starts else record.get("started")
+    started = first["time"] if first else record.get("started")
     status.age_seconds = now - started if isinstance(started, (int, float)) else None
     return status
 

@@ -49,46 +49,74 @@ def _check(field: str, value) -> str | None:
     return None
 
 
-def _lines(path: Path) -> list[str]:
-    """The file's lines, each read with a bound (a record is a few hundred bytes; /dev/zero has no end)."""
-    lines = []
+def _lines(path: Path):
+    """The file's lines, one at a time, each read with a bound (a record is a few hundred bytes;
+    /dev/zero has no end)."""
     with open(path, encoding="utf-8") as f:
+        number = 0
         while line := f.readline(MAX_LINE + 1):
+            number += 1
             if len(line) > MAX_LINE:
-                raise UserError(f"{path}:{len(lines) + 1}: a line of more than {MAX_LINE} characters: not a metrics "
-                                "record")
-            lines.append(line)
-    return lines
+                raise UserError(f"{path}:{number}: a line of more than {MAX_LINE} characters: not a metrics record")
+            yield line
 
 
-def read_records(path: Path) -> list[dict]:
-    """The metrics records, each checked for what draw() reads; any other line is one clear error."""
-    records = []
+def _record(path: Path, number: int, line: str) -> dict | None:
+    """The metrics record of one line, checked for what draw() reads; None for a blank line or one
+    without an event; any other line is one clear error."""
+    if line in ("{}\n", "{}") or not line.strip():  # no record (a file of them is read without parsing each)
+        return None
     try:
-        lines = _lines(path)
+        record = json.loads(line, parse_int=yaml_text.json_int)
+    except (ValueError, RecursionError) as e:  # ValueError: JSONDecodeError, or an integer of too many digits
+        reason = getattr(e, "msg", None) or ("nested too deeply" if isinstance(e, RecursionError) else
+                                             str(e).split(":")[0])
+        raise UserError(f"{path}:{number}: not a JSON line ({reason})") from None
+    if not isinstance(record, dict):
+        raise UserError(f"{path}:{number}: not a metrics record (a JSON object)")
+    event = record.get("event")
+    if "event" in record and not isinstance(event, str):
+        raise UserError(f"{path}:{number}: not a metrics record ('event' must be a string)")
+    for field in NUMBER_FIELDS.get(event, ()):
+        problem = _check(field, record.get(field))
+        if problem:
+            raise UserError(f"{path}:{number}: {excerpt(event)} record {problem} in {field!r}")
+    return record if "event" in record else None
+
+
+# What is kept of a record that is drawn: the fields draw() and diverged_at() read.
+DRAWN = {"step": ("event", "step", "loss"),
+         "epoch": ("event", "epoch", "step", "loss", "train_accuracy", "test_accuracy")}
+
+
+def read_metrics(path: Path) -> tuple[list[dict], int | None]:
+    """The records draw() reads and the step of the last record that has one (a step, end or
+    preempted record), from the file read a line at a time. What is kept is bounded by the steps and
+    epochs drawn, not by the file: a step or epoch given again (a resumed run's) replaces the earlier
+    one, and of every other record nothing is kept."""
+    kept: dict[tuple[str, int], dict] = {}
+    last = None
+    try:
+        for number, line in enumerate(_lines(path), 1):
+            record = _record(path, number, line)
+            if record is None:
+                continue
+            event = record["event"]
+            if event in DRAWN:
+                kept[event, record[event]] = {k: record[k] for k in DRAWN[event] if k in record}
+            step = record.get("step")
+            if event in ("step", "end", "preempted") and isinstance(step, int) and not isinstance(step, bool):
+                last = step
     except OSError as e:
         raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
     except UnicodeDecodeError:
         raise UserError(f"{path}: cannot read: not UTF-8 text (a metrics.jsonl is)") from None
-    for number, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                record = json.loads(line, parse_int=yaml_text.json_int)
-            except (ValueError, RecursionError) as e:  # ValueError: JSONDecodeError, or an integer of too many digits
-                reason = getattr(e, "msg", None) or ("nested too deeply" if isinstance(e, RecursionError) else
-                                                     str(e).split(":")[0])
-                raise UserError(f"{path}:{number}: not a JSON line ({reason})") from None
-            if not isinstance(record, dict):
-                raise UserError(f"{path}:{number}: not a metrics record (a JSON object)")
-            event = record.get("event")
-            if "event" in record and not isinstance(event, str):
-                raise UserError(f"{path}:{number}: not a metrics record ('event' must be a string)")
-            for field in NUMBER_FIELDS.get(event, ()):
-                problem = _check(field, record.get(field))
-                if problem:
-                    raise UserError(f"{path}:{number}: {excerpt(event)} record {problem} in {field!r}")
-            records.append(record)
-    return records
+    return list(kept.values()), last
+
+
+def read_records(path: Path) -> list[dict]:
+    """The metrics records draw() reads (read_metrics), each checked; any other line is one clear error."""
+    return read_metrics(path)[0]
 
 
 def curves(records: list[dict]) -> tuple[dict[int, float], dict[int, dict]]:

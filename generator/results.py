@@ -15,7 +15,7 @@ from trainer.extras import missing
 from . import bucket, runs
 from .errors import UserError, printable
 from .options import Integer, NonEmptyPath
-from .plot import number_text, curves, draw, read_records
+from .plot import number_text, curves, draw, read_metrics, read_records
 
 NOT_FINISHED = 1  # the directory holds no summary: the run did not finish (or is still running)
 
@@ -86,12 +86,10 @@ def report(directory: Path, resume_hint: str | None = None) -> int:
             say(f"{directory}: the run {record.get('status', 'failed')} with exit code {record['exit_code']}")
             return NOT_FINISHED
         try:
-            records = read_records(directory / outputs.METRICS) if (directory / outputs.METRICS).exists() else []
+            last = read_metrics(directory / outputs.METRICS)[1] if (directory / outputs.METRICS).exists() else None
         except UserError:  # said above
-            records = []
-        steps = [r["step"] for r in records if r.get("event") in ("step", "end", "preempted")
-                 and isinstance(r.get("step"), int) and not isinstance(r["step"], bool)]
-        where = f"its last record is step {number_text(steps[-1])}" if steps else "it recorded no step"
+            last = None
+        where = f"its last record is step {number_text(last)}" if last is not None else "it recorded no step"
         state = "is not a summary" if (directory / outputs.SUMMARY).exists() else "is missing"
         say(f"{directory}: the run did not finish ({outputs.SUMMARY} {state}; {where})")
         return NOT_FINISHED

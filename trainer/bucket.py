@@ -107,18 +107,39 @@ class Bucket:
         self._call(f"upload {relative}", self._client.put_object, Bucket=self.bucket, Key=self.key(relative),
                    Body=data)
 
-    def _get(self, relative: str) -> bytes | None:
-        """An object's bytes, or None when there is no such object."""
+    def _get(self, relative: str, read=lambda body: body.read()):
+        """read(body) of an object's body (its bytes by default), or None when there is no such object."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            return self._client.get_object(Bucket=self.bucket, Key=self.key(relative))["Body"].read()
+            return read(self._client.get_object(Bucket=self.bucket, Key=self.key(relative))["Body"])
         except ClientError as e:
             if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None
             raise self._failure(f"read {relative}", e) from None
         except (BotoCoreError, OSError) as e:
             raise self._failure(f"read {relative}", e) from None
+
+    def _get_lines(self, relative: str, destination: Path) -> bool:
+        """An object of lines into `destination`, a piece at a time (never held whole), up to its last
+        complete line: an upload may have caught a line half-written. False when there is no such object."""
+        def read(body) -> bool:
+            fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=".download-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    complete = 0  # bytes up to the last newline written
+                    for chunk in body.iter_chunks(1 << 20):
+                        if (at := chunk.rfind(b"\n")) >= 0:
+                            complete = out.tell() + at + 1
+                        out.write(chunk)
+                    out.truncate(complete)
+                os.replace(tmp, destination)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+            return True
+
+        return bool(self._get(relative, read))
 
     def _download(self, relative: str, destination: Path) -> None:
         """One object into `destination`, through a temporary file renamed into place."""
@@ -171,9 +192,8 @@ class Bucket:
             self._download(f"{outputs.CHECKPOINTS}/{name}", local / name)
             log(f"downloaded the checkpoint of step {step} from {self.uri}")
         metrics = run_dir / outputs.METRICS
-        if not metrics.exists() and (text := self._get(outputs.METRICS)) is not None:
-            # up to its last complete line: an upload may have caught a record half-written
-            metrics.write_bytes(text[:text.rfind(b"\n") + 1])
+        if not metrics.exists():
+            self._get_lines(outputs.METRICS, metrics)
         return step
 
     def upload_results(self, run_dir: Path) -> None:

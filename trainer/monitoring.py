@@ -127,7 +127,7 @@ class Exporter:
             set_("resumed_from_step", "step")
             self._pace = Pace(record["total_steps"], 0, self.clock)
             self._pace.step = record["step"]
-            starts = sum(r.get("event") == "start" for r in results.read_records(self.metrics_path))
+            starts = sum(r.get("event") == "start" for r in results.iter_records(self.metrics_path))
             self.gauges["restarts"].set(max(starts - 1, 0))
         elif event == "step":
             set_("epoch", "epoch")

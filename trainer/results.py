@@ -9,6 +9,7 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import Iterator
 
 from trainer import __version__, goodput
 from trainer.errors import CheckpointError
@@ -58,24 +59,30 @@ def _lines(path: str | os.PathLike):
                 line = f.readline(MAX_RECORD + 1)
 
 
-def read_records(path: str | os.PathLike | None) -> list[dict]:
-    """The well-formed records of a metrics.jsonl, every attempt's (a restart appends); [] without
-    one, or when it is no file (--metrics-file /dev/null, or /dev/zero, which has no end)."""
+def iter_records(path: str | os.PathLike | None) -> Iterator[dict]:
+    """The well-formed records of a metrics.jsonl, every attempt's (a restart appends), one at a
+    time as the file is read: a line at a time, each with a bound, never the whole file. None without
+    one, or when it is no file (--metrics-file /dev/null, or /dev/zero, which has no end). A line
+    without an event (`{}`) is no record any reader uses: it is passed over unparsed."""
     try:
         if not path or not Path(path).is_file():
-            return []
-        lines = list(_lines(path))
+            return
+        for line in _lines(path):
+            if '"event"' not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if _well_formed(record):
+                yield record
     except OSError:  # is_file() too: a name too long raises
-        return []
-    records = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if _well_formed(record):
-            records.append(record)
-    return records
+        return
+
+
+def read_records(path: str | os.PathLike | None) -> list[dict]:
+    """iter_records(path), as a list: for the trainer's account of its own run at its end."""
+    return list(iter_records(path))
 
 
 def summarize(cfg, spec, local_devices: int, records: list[dict], final: dict, steps: int) -> dict:

@@ -339,3 +339,41 @@ def test_what_a_results_copy_left_out_is_named_escaped(tmp_path):
     said = extract.stderr.decode()
     _assert_escaped(said)
     assert said.count("\n") == 1 and said.startswith("not copied") and f"curves{ESCAPES}.png" not in said, said
+
+
+# Every reader of a run's metrics.jsonl streams it: a 60 MB file of `{}` lines (20 million records that
+# say nothing), read as a child under a 2 GB address space limit, is read a line at a time.
+HUGE_METRICS = [
+    (["results", "job/run"], 1, "the run did not finish"),
+    (["status", "run", "--local", "--outputs", "job"], 0, "phase:"),
+    (["list", "--local", "--outputs", "job"], 0, "run"),
+    (["plot", "job/run/metrics.jsonl", "-o", "x.png"], 2, "no step or epoch records to plot"),
+]
+
+
+@pytest.fixture(scope="module")
+def huge_metrics(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("huge")
+    (folder / "job" / "run").mkdir(parents=True)
+    (folder / "job" / "run" / "run.json").write_text('{"name": "run"}')
+    with open(folder / "job" / "run" / "metrics.jsonl", "w") as f:
+        line = "{}\n" * (1 << 16)
+        for _ in range((60 << 20) // len(line)):
+            f.write(line)
+    return folder
+
+
+@pytest.mark.parametrize("argv,code,said", HUGE_METRICS, ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_every_reader_of_a_run_s_metrics_streams_them_in_bounded_memory(huge_metrics, argv, code, said):
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO_ROOT
+
+    if argv[0] == "plot":
+        pytest.importorskip("matplotlib")
+    proc = subprocess.run(["prlimit", f"--as={2 << 30}", sys.executable, "-m", "generator", *argv], cwd=huge_metrics,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == code and said in output and "Traceback" not in output, output[-2000:]
+    assert "MemoryError" not in output, output[-2000:]

@@ -210,3 +210,17 @@ def test_a_foreign_marker_is_one_line_with_the_checkpoint_code(tmp_path, server)
     proc = start(trainer_argv(*small_train_args(tmp_path, *bucket_args(server, prefix))), tmp_path / "t.log",
                  CREDENTIALS)
     one_line_error(proc, exit_codes.CHECKPOINT, "checkpoints/latest.json: not a checkpoint marker of this trainer")
+
+
+def test_the_bucket_s_metrics_come_a_piece_at_a_time_up_to_their_last_complete_line(tmp_path, server, monkeypatch):
+    from trainer import bucket
+
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    outputs = bucket.Bucket(f"s3://{BUCKET}/{PREFIX}/pieces", RUN, server.url)
+    body = b'{"event": "start"}\n' * 200_000 + b'{"event": "st'  # 3.8 MB, read in pieces of 1 MiB
+    server.client().put_object(Bucket=BUCKET, Key=outputs.key("metrics.jsonl"), Body=body)
+    assert outputs._get_lines("metrics.jsonl", tmp_path / "metrics.jsonl")
+    assert (tmp_path / "metrics.jsonl").read_bytes() == body[:body.rfind(b"\n") + 1]
+    assert not outputs._get_lines("none.jsonl", tmp_path / "none.jsonl") and not (tmp_path / "none.jsonl").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.jsonl"]  # no temporary file left

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from trainer import exit_codes, outputs
 from trainer.integers import parse_count
-from trainer.results import read_records
+from trainer.results import iter_records
 
 from ... import job_status
 from ...errors import Unreachable, UserError
@@ -99,7 +99,7 @@ def _status(job: dict, now: float) -> JobStatus:
     if "--checkpoint-dir" in flags:
         directory = Path(job.get("workdir") or ".") / flags["--checkpoint-dir"]
         directory = directory / flags["--run-name"] if "--run-name" in flags else directory
-        job_status.apply_records(status, read_records(directory / outputs.METRICS), now)
+        job_status.apply_records(status, iter_records(directory / outputs.METRICS), now)
         newest = outputs.newest_checkpoint(directory)
         if newest:
             status.checkpoint_step, status.checkpoint_age_seconds = newest[0], max(now - newest[1], 0.0)
