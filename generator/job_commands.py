@@ -7,7 +7,6 @@ The commands know no engine: they pick one by option (a Kubernetes cluster by de
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -145,13 +144,15 @@ def status_command(name, context, namespace, slurm, local, outputs_dir, fmt, wat
     trainerStatus and process 0's metrics endpoint through the API server's pod proxy; squeue and
     sacct with --slurm; the outputs folder with --local. Exit 2 for an invalid name or namespace or no
     such job, 3 when the cluster or scheduler cannot be asked."""
+    from .job_status import strict_json
+
     def body():
         _check_name(name)
         engine = jobs_where(context, namespace, slurm, local, outputs_dir)
 
         def render():
             found = engine.status(name)
-            return json.dumps(found.as_json(), sort_keys=True) if fmt == "json" else "\n".join(found.lines())
+            return strict_json(found.as_json()) if fmt == "json" else "\n".join(found.lines())
 
         _show(render, watch)
 
@@ -165,7 +166,7 @@ def status_command(name, context, namespace, slurm, local, outputs_dir, fmt, wat
 def list_command(context, namespace, slurm, local, outputs_dir, fmt, watch):
     """List every job of this project in the namespace (of each kind of the target table), the SLURM
     queue (--slurm) or the outputs folder (--local), with phase and progress. Exit codes as status."""
-    from .job_status import table
+    from .job_status import strict_json, table
 
     def body():
         engine = jobs_where(context, namespace, slurm, local, outputs_dir)
@@ -173,7 +174,7 @@ def list_command(context, namespace, slurm, local, outputs_dir, fmt, watch):
         def render():
             found = engine.jobs()
             if fmt == "json":
-                return json.dumps([j.as_json() for j in found], sort_keys=True)
+                return strict_json([j.as_json() for j in found])
             return "\n".join(table(found)) if found else "no jobs of this project"
 
         _show(render, watch)

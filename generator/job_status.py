@@ -6,6 +6,7 @@ or a TrainJob's status.trainerStatus (trainer/trainjob_status.py)."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -84,6 +85,19 @@ class JobStatus:
         rows += [("restarts", "" if self.restarts is None else str(self.restarts)), ("result", self.result),
                  ("results", self.results)]
         return [printable(f"{label + ':':12}{value}") for label, value in rows if value]
+
+
+def strict_json(value) -> str:
+    """`jaxgen status|list -o json`: JSON that every parser takes. A number that JSON has no word
+    for (a diverged run's NaN loss, an infinite one) is null."""
+    def finite(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        return [finite(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+    return json.dumps(finite(value), sort_keys=True, allow_nan=False)
 
 
 def table(jobs: list[JobStatus]) -> list[str]:

@@ -85,7 +85,7 @@ def _status(name: str, directory: Path, now: float, live: bool = False) -> JobSt
         status.checkpoint_step, status.checkpoint_age_seconds = newest[0], max(now - newest[1], 0.0)
     status.results = str(directory)
     started = first["time"] if first else record.get("started")
-    status.age_seconds = now - started if isinstance(started, (int, float)) else None
+    status.age_seconds = max(now - started, 0.0) if isinstance(started, (int, float)) else None  # a clock stepped back
     return status
 
 

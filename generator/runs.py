@@ -8,7 +8,9 @@
                       processes (they inherit it): a killed jaxgen's leftovers still hold it
 
 A run's record, RECORD, says how it ended (finished, failed, stopped) and its exit code; a run that
-fails leaves only its own folder behind, and `latest` still names the last good one.
+fails leaves only its own folder behind, and `latest` still names the last good one. Its "sequence",
+one more than the job's runs before it (written under the job's lock), orders the runs: a run id
+comes from the wall clock, which may step back between two runs.
 """
 
 from __future__ import annotations
@@ -176,17 +178,29 @@ def set_latest(folder: Path, run_id: str) -> None:
 
 
 def runs(folder: Path) -> list[Path]:
-    """The job's runs, oldest first."""
+    """The job's runs, oldest first: by their records' sequence (runs kept before there was one first),
+    then by id."""
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if RUN_ID.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
+    found = [p for p in folder.iterdir() if RUN_ID.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
+    return sorted(found, key=lambda run: (_sequence(read_record(run)), run.name))
+
+
+def _sequence(record: dict) -> int:
+    number = record.get("sequence")
+    return number if isinstance(number, int) and not isinstance(number, bool) and number >= 0 else 0
 
 
 def is_job_folder(path: Path) -> bool:
     return bool(runs(path)) or (path / LOCK).exists()
 
 
-def write_record(run: Path, record: dict) -> None:
+def write_record(run: Path, record: dict, folder: Path | None = None) -> None:
+    """The run's record; one without a sequence gets the next of the job folder (`folder`, by default
+    the one `run` is in: its staging name is a hidden one there)."""
+    if "sequence" not in record:
+        earlier = [_sequence(read_record(other)) for other in runs(folder or run.parent)]
+        record = {**record, "sequence": max(earlier, default=0) + 1}
     tmp = run / f".{RECORD}.tmp"
     tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, run / RECORD)
@@ -204,6 +218,7 @@ def history_line(run: Path, current: Path | None) -> str:
         status += f" (exit {str(record['exit_code'])[:10]})"
     accuracy = outputs.shown(summary or {}, "test_accuracy", ".4f") or "-"
     wall = outputs.shown(record, "wall_seconds", ".1f") or outputs.shown(summary or {}, "wall_seconds", ".1f")
+    wall = wall and f"{max(float(wall), 0.0):.1f}"  # a wall clock stepped back during the run: 0, never less
     mark = "*" if current is not None and run.name == current.name else " "
     return f"{mark} {run.name}  {status:<20} {accuracy:>8}  {f'{wall} s' if wall else '-':>9}"
 
@@ -228,7 +243,7 @@ def adopt_unversioned(folder: Path) -> None:
         os.rename(path, staging / path.name)
     os.rename(staging, folder / run_id)
     if outputs.read_summary(folder / run_id):
-        write_record(folder / run_id, {"run_id": run_id, "status": "finished", "exit_code": 0})
+        write_record(folder / run_id, {"run_id": run_id, "status": "finished", "exit_code": 0, "sequence": 0})
         set_latest(folder, run_id)
 
 
@@ -244,7 +259,7 @@ def keep(source: Path, folder: Path, status: str, exit_code: int) -> Path:
     run_id = new_run_id()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        write_record(source, {"run_id": run_id, "name": folder.name, "status": status, "exit_code": exit_code})
+        write_record(source, {"run_id": run_id, "name": folder.name, "status": status, "exit_code": exit_code}, folder)
         os.rename(source, folder / run_id)
     except OSError as error:
         raise UserError(f"{folder}: cannot keep the run's results there: {error.strerror or error}") from None

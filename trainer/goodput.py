@@ -74,11 +74,11 @@ def step_seconds(attempts: list[list[dict]]) -> float | None:
     for attempt in attempts:
         steps = [r for r in attempt if r.get("event") == "step"]
         for a, b in zip(steps[1:], steps[2:]):
-            if a.get("epoch") == b.get("epoch") and b["step"] > a["step"]:
+            if a.get("epoch") == b.get("epoch") and b["step"] > a["step"] and b["time"] >= a["time"]:
                 rates.append((b["time"] - a["time"]) / (b["step"] - a["step"]))
     if rates:
         return statistics.median(rates)
-    epochs = [r["seconds"] / r["batches"] for attempt in attempts for r in attempt
+    epochs = [max(r["seconds"], 0.0) / r["batches"] for attempt in attempts for r in attempt
               if r.get("event") == "epoch" and r.get("batches") and isinstance(r.get("seconds"), (int, float))]
     return min(epochs) if epochs else None
 
@@ -108,16 +108,16 @@ def account(records: list[dict]) -> dict | None:
         start = attempt[0]
         for phase, seconds in (start.get("phases") or {}).items():
             if phase in lost:
-                lost[phase] += seconds
+                lost[phase] += max(seconds, 0.0)
         following = attempts[i + 1][0] if i + 1 < len(attempts) else None
         kept_until = following["step"] if following else math.inf  # steps after it are trained again
-        saves = [(r.get("started", r["time"]), r.get("blocked_seconds", 0.0)) for r in attempt
+        saves = [(r.get("started", r["time"]), max(r.get("blocked_seconds", 0.0), 0.0)) for r in attempt
                  if r.get("event") == "checkpoint"]
         lost["unproductive_checkpoint_save_time"] += sum(blocked for _, blocked in saves)
         mark, first = start, True  # the last record with a step count, and whether no step came yet
         for record in attempt[1:]:
             event = record.get("event")
-            closing = record.get("save_seconds", 0.0) if event in ("end", "preempted") else 0.0
+            closing = max(record.get("save_seconds", 0.0), 0.0) if event in ("end", "preempted") else 0.0
             lost["unproductive_checkpoint_save_time"] += closing
             if event not in ("step", "epoch", "end", "preempted") or not isinstance(record.get("step"), int):
                 continue
@@ -142,8 +142,12 @@ def account(records: list[dict]) -> dict | None:
             lost["infrastructure_recovery_from_disruption"] += max(
                 following.get("launched", following["time"]) - attempt[-1]["time"], 0.0)
     final = attempts[-1]
-    wall = final[-1]["time"] - attempts[0][0].get("launched", attempts[0][0]["time"])
-    lost["other"] = max(wall - productive - sum(v for k, v in lost.items() if k != "other"), 0.0)
+    # Each part is measured between records and never below 0; a wall clock stepped back between the
+    # records shortens the wall time from their times alone (below 0 too): it is at least the parts'
+    # sum, so the goodput is at most 1.
+    measured = productive + sum(v for k, v in lost.items() if k != "other")
+    wall = max(final[-1]["time"] - attempts[0][0].get("launched", attempts[0][0]["time"]), measured)
+    lost["other"] = wall - measured
     ratio = (lambda seconds: round(seconds / wall, 4) if wall > 0 else None)
     return {
         "goodput": ratio(productive),

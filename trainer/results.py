@@ -115,17 +115,18 @@ def summarize(cfg, spec, local_devices: int, records: list[dict], final: dict, s
 
 def _running_seconds(records: list[dict]) -> float:
     """Seconds the job ran, summed over its attempts (each from its start record to its last record,
-    the current one to now): the time between a stop and a restart is not the run's."""
+    the current one to now): the time between a stop and a restart is not the run's. An attempt over
+    which the wall clock stepped back counts 0, never less."""
     total, begun, last = 0.0, None, None
     for record in records:
         at = record.get("time")
         if not isinstance(at, (int, float)):
             continue
         if record.get("event") == "start":
-            total += (last - begun) if begun is not None else 0.0
+            total += max(last - begun, 0.0) if begun is not None else 0.0
             begun = at
         last = at
-    return total + (time.time() - begun if begun is not None else 0.0)
+    return total + (max(time.time() - begun, 0.0) if begun is not None else 0.0)
 
 
 def write(run_dir: Path, params: dict, cfg, summary: dict) -> None:

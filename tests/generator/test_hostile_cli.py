@@ -377,3 +377,47 @@ def test_every_reader_of_a_run_s_metrics_streams_them_in_bounded_memory(huge_met
     output = proc.stdout + proc.stderr
     assert proc.returncode == code and said in output and "Traceback" not in output, output[-2000:]
     assert "MemoryError" not in output, output[-2000:]
+
+
+def test_a_clock_stepped_back_between_two_runs_never_shows_the_older_as_the_job_s_state(tmp_path, monkeypatch):
+    from generator import runs
+
+    kept = []
+    for now, status, code in ((2_000_000_000.0, "finished", 0), (1_900_000_000.0, "failed", 3)):  # then 27 h back
+        source = tmp_path / status
+        source.mkdir()
+        (source / "run.json").write_text('{"name": "job"}')
+        if code == 0:
+            (source / "summary.json").write_text('{"test_accuracy": 0.5}')
+        monkeypatch.setattr(runs.time, "time", lambda: now)
+        kept.append(runs.keep(source, tmp_path / "job", status, code))
+    monkeypatch.undo()
+    assert kept[1].name < kept[0].name  # the newer run's id reads older
+    runs.write_record(kept[1], {**runs.read_record(kept[1]), "wall_seconds": -3600.0})  # measured across the step
+    shown = CliRunner().invoke(cli, ["status", "job", "--local", "--outputs", str(tmp_path)], catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    assert "phase:      Failed" in shown.output and f"results:    {kept[1]}" in shown.output, shown.output
+    history = CliRunner().invoke(cli, ["results", str(tmp_path / "job")], catch_exceptions=False)
+    rows = [line for line in history.output.splitlines() if kept[0].name in line or kept[1].name in line]
+    assert [kept[0].name in rows[0], kept[1].name in rows[1]] == [True, True], history.output
+    assert rows[1].endswith(" 0.0 s") and "-3600" not in history.output, history.output
+
+
+@pytest.mark.parametrize("command", [["status", "job"], ["list"]])
+def test_status_and_list_json_is_strict_json_when_the_loss_diverged(tmp_path, command):
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "run.json").write_text('{"name": "job"}')
+    (tmp_path / "job" / "metrics.jsonl").write_text(
+        '{"event": "start", "step": 0, "total_steps": 8, "time": 1}\n'
+        '{"event": "step", "step": 4, "epoch": 1, "loss": NaN, "time": 2}\n'
+        '{"event": "epoch", "step": 8, "epoch": 1, "loss": Infinity, "test_accuracy": 0.1, "time": 3}\n')
+    shown = CliRunner().invoke(cli, [*command, "--local", "--outputs", str(tmp_path), "-o", "json"],
+                               catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+
+    def no_constant(name):
+        raise AssertionError(f"{name} is not JSON: {shown.output}")
+
+    found = json.loads(shown.output, parse_constant=no_constant)
+    job = found if isinstance(found, dict) else found[0]
+    assert job["name"] == "job" and job.get("loss") is None and job["test_accuracy"] == 0.1, job

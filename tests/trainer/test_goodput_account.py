@@ -83,3 +83,24 @@ def test_the_steps_before_a_stop_are_productive_and_none_is_redone():
     # Steps 6-7 took the 0.8 s to the stop's record less its 0.3 s of saves.
     assert account["productive_seconds"] + lost["training_prep"] == pytest.approx(1.0 + 1.0 + 0.5 + 1.0)
     assert account["productive_seconds"] + sum(lost.values()) == pytest.approx(7.0, abs=2e-3)
+
+
+@pytest.mark.parametrize("back", [1.0, 12.0, 100.0])
+def test_a_wall_clock_stepped_back_never_makes_the_goodput_above_1_or_the_wall_negative(back):
+    # 10 s of steps measured, then the clock steps back `back` seconds before the end record.
+    records = [start(2.0, 0, 0.0, program_startup=2.0), step(5.0, 4), step(10.0, 8), step(15.0, 12),
+               {"event": "end", "time": 15.5 - back, "step": 12, "save_seconds": 0.0}]
+    account = goodput.account(records)
+    parts = account["productive_seconds"] + sum(account["badput_seconds"].values())
+    assert 0.0 < account["goodput"] <= 1.0, account
+    assert account["wall_seconds"] >= 0.0 and parts == pytest.approx(account["wall_seconds"], abs=2e-3), account
+    assert all(seconds >= 0.0 for seconds in account["badput_seconds"].values()), account
+
+
+def test_a_wall_clock_stepped_back_never_makes_the_run_s_wall_time_negative(monkeypatch):
+    from trainer import results
+
+    records = [start(1000.0, 0, 999.0), step(1005.0, 4), {"event": "end", "time": 900.0, "step": 4},
+               start(950.0, 4, 949.0), step(960.0, 8)]
+    monkeypatch.setattr(results.time, "time", lambda: 940.0)  # now: before the current attempt's start
+    assert results._running_seconds(records) == 0.0
