@@ -44,6 +44,12 @@ def split(uri: str) -> tuple[str, str]:
     return m.group(1), (m.group(2) or "").strip("/")
 
 
+def job_uri(uri: str, run_name: str) -> str:
+    """Where a job's outputs are kept in the bucket of --outputs-uri `uri`: s3://BUCKET/PREFIX/<run_name>."""
+    bucket, prefix = split(uri)
+    return f"{SCHEME}{bucket}/{prefix}/{run_name}" if prefix else f"{SCHEME}{bucket}/{run_name}"
+
+
 def key_parts(key: str, prefix: str) -> tuple[str, ...] | None:
     """The path below a job's outputs that the object `key`, listed under `prefix/`, stands for, as
     names (outputs.file_parts), or None when it stands for none: not under the prefix, or no file name
@@ -68,7 +74,7 @@ class Bucket:
     def __init__(self, uri: str, run_name: str, endpoint: str | None = None):
         self.bucket, prefix = split(uri)
         self.prefix = f"{prefix}/{run_name}" if prefix else run_name
-        self.uri = f"{SCHEME}{self.bucket}/{self.prefix}"
+        self.uri = job_uri(uri, run_name)
         if problem := missing("boto3", "s3", named("outputs_uri")):
             raise ConfigError(problem)
         import boto3

@@ -93,8 +93,10 @@ def _save(directory: Path, step: int, leaves: list[np.ndarray], fingerprint: dic
     return final
 
 
-def load_latest(directory: str | os.PathLike, fingerprint: dict, template: list[tuple[str, np.ndarray]] | None = None):
-    """(step, leaves) of the newest checkpoint in `directory`, or None if there is none.
+def load_latest(directory: str | os.PathLike, fingerprint: dict, template: list[tuple[str, np.ndarray]] | None = None,
+                advice: str | None = None):
+    """(step, leaves) of the newest checkpoint in `directory`, or None if there is none. `advice`: what a
+    job of another configuration can do (default: an empty checkpoint directory, or the original settings).
 
     A checkpoint of another configuration is an error (resuming from it would silently train
     something else), and so is one that cannot be read: writes are atomic, so such a file is
@@ -114,7 +116,7 @@ def load_latest(directory: str | os.PathLike, fingerprint: dict, template: list[
             ]
             raise CheckpointError(
                 f"{path} was written by another configuration ({'; '.join(diffs)}); "
-                f"use an empty {named('checkpoint_dir')} or the original settings"
+                + (advice or f"use an empty {named('checkpoint_dir')} or the original settings")
             )
         return meta["step"], leaves if template is None else _fit(path, meta, leaves, template)
     return None

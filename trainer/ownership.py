@@ -49,8 +49,9 @@ def _started(created) -> str:
     return "at an unknown time"
 
 
-def claim(directory: str | os.PathLike, name: str, fingerprint: dict) -> None:
-    """Take `directory` for the job `name`, or check that it is already this job's."""
+def claim(directory: str | os.PathLike, name: str, fingerprint: dict, bucket_uri: str | None = None) -> None:
+    """Take `directory` for the job `name`, or check that it is already this job's. `bucket_uri`: where
+    the job keeps a copy of its outputs in a bucket (restored into the directory at start), if it does."""
     directory = Path(directory)
     path = directory / RUN_FILE
     try:
@@ -82,14 +83,20 @@ def claim(directory: str | os.PathLike, name: str, fingerprint: dict) -> None:
         raise CheckpointError(f"{directory} holds the outputs of job {_quoted(str(owner.get('name')))} "
                               f"(started {_started(owner.get('created'))}) with "
                               f"other settings ({what}), so job {name!r} of this configuration may not use it: "
-                              + _advice(directory))
+                              + start_over(directory, bucket_uri))
 
 
-def _advice(directory: Path) -> str:
+def start_over(directory: Path, bucket_uri: str | None = None) -> str:
+    """What a job of other settings than the outputs' owner can do. With a bucket, its copy there
+    (`bucket_uri`) is restored into any empty directory of the job: it goes too, or the job takes
+    another place in the bucket."""
     if from_variables():  # the job's folder in its claim, whatever checkpoint.dir the pods mount it at
-        return (f"run it under another name (--set name=...), or with the original settings, or delete {directory} "
-                "to start this job over")
+        gone = f"{directory} and every object under {bucket_uri}/" if bucket_uri else str(directory)
+        return f"run it under another name (--set name=...), or with the original settings, or delete {gone} " \
+               "to start this job over"
     # A rendered job's pods take these flags from the variables: name both spellings
-    keys = ", ".join(fields_named(n)[0].metadata["variable"] for n in ("run_name", "checkpoint_dir"))
-    return (f"choose another {named('run_name')} or {named('checkpoint_dir')} (variables: {keys}), "
-            "or the original settings")
+    fields = ("run_name", "outputs_uri") if bucket_uri else ("run_name", "checkpoint_dir")
+    keys = ", ".join(fields_named(n)[0].metadata["variable"] for n in fields)
+    advice = f"choose another {named(fields[0])} or {named(fields[1])} (variables: {keys}), or the original settings"
+    return f"{advice}; the job's copy in {bucket_uri} is restored into any {named('checkpoint_dir')}" if bucket_uri \
+        else advice

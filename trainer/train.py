@@ -119,6 +119,11 @@ def compilation_cache_dir(cfg: TrainConfig) -> str | None:
     return str(run_dir(cfg) / XLA_CACHE) if cfg.checkpoint_dir else None
 
 
+def _bucket_uri(cfg: TrainConfig) -> str | None:
+    """Where the job keeps a copy of its outputs in a bucket (--outputs-uri), or None."""
+    return bucket.job_uri(cfg.outputs_uri, cfg.run_name) if cfg.outputs_uri else None
+
+
 def _restore(cfg, spec, host_state, jax, log):
     """(start_step, host_state): process 0 reads its newest checkpoint and broadcasts it to all."""
     paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(host_state)
@@ -126,7 +131,8 @@ def _restore(cfg, spec, host_state, jax, log):
     found = None
     if spec.process_id == 0 and cfg.checkpoint_dir:
         template = [(jax.tree_util.keystr(path), leaf) for (path, _), leaf in zip(paths_leaves, leaves)]
-        found = checkpoint.load_latest(run_dir(cfg) / CHECKPOINTS, cfg.fingerprint(), template)
+        found = checkpoint.load_latest(run_dir(cfg) / CHECKPOINTS, cfg.fingerprint(), template,
+                                       ownership.start_over(run_dir(cfg), _bucket_uri(cfg)) if cfg.outputs_uri else None)
     step = found[0] if found else 0
     if found:
         leaves = found[1]
@@ -279,7 +285,7 @@ def _setup(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     rank0 = spec.process_id == 0
     if rank0 and outputs:  # process 0 writes the job's outputs
         checkpoint.check_writable(cfg.checkpoint_dir)
-        ownership.claim(outputs, cfg.run_name, cfg.fingerprint())
+        ownership.claim(outputs, cfg.run_name, cfg.fingerprint(), _bucket_uri(cfg))
     store = bucket.of(cfg.outputs_uri, cfg.run_name, cfg.outputs_endpoint) if rank0 and outputs else None
     if store:  # before anything reads the outputs: the bucket's newest checkpoint and metrics come first
         store.check()

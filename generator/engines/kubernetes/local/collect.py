@@ -11,13 +11,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer import outputs
+from trainer import bucket, outputs
+from trainer.errors import ConfigError
 from trainer.exit_codes import describe_exit
 from trainer.extras import runnable
 
 from .... import confined, runs
 from ....errors import UserError
-from .plan import CHECKPOINT_DIR_FLAG, RUN_NAME_FLAG, LocalJob, last_flag_value
+from .plan import CHECKPOINT_DIR_FLAG, OUTPUTS_URI_FLAG, RUN_NAME_FLAG, LocalJob, last_flag_value
 
 
 def outputs_of(job: LocalJob) -> Path | None:
@@ -28,6 +29,21 @@ def outputs_of(job: LocalJob) -> Path | None:
     if not directory or not name:
         return None
     return Path(directory) / name
+
+
+def resumes_from(job: LocalJob, source: Path | None) -> str | None:
+    """Where a rerun resumes from: the bucket's copy of process 0's outputs (--outputs-uri), restored into
+    any new pod's, else its checkpoints on a volume that outlives the pods; None when nothing outlived it."""
+    argv = job.plans[0].argv if job.plans else []
+    uri, name = last_flag_value(argv, OUTPUTS_URI_FLAG), last_flag_value(argv, RUN_NAME_FLAG)
+    if uri and name:
+        try:
+            return f"{bucket.job_uri(uri, name)}/{outputs.CHECKPOINTS}"
+        except ConfigError:  # the trainer refused it at start: nothing is there
+            return None
+    if source is None or any(source == d or d in source.parents for d in job.pod_dirs):
+        return None
+    return str(source / outputs.CHECKPOINTS)
 
 
 def _written_since(source: Path, since: float) -> bool:
@@ -83,7 +99,7 @@ def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -
     if record is None:
         return
     source = outputs_of(job)
-    persistent = source is not None and not any(source == d or d in source.parents for d in job.pod_dirs)
+    resumable = resumes_from(job, source)
     staging = record.folder / f".{record.run_id}.collecting"
     try:
         summarised, dropped = collect(source, staging, record.started)
@@ -92,8 +108,9 @@ def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -
         runs.write_record(staging, {"run_id": record.run_id, "name": name, "status": status_of(code),
                                     "exit_code": code, "started": round(record.started, 3),
                                     "ended": round(ended, 3), "wall_seconds": round(ended - record.started, 1),
-                                    # where a rerun resumes from: a claim's checkpoints (an emptyDir's are gone)
-                                    "checkpoints": str(source / outputs.CHECKPOINTS) if persistent else None})
+                                    # where a rerun resumes from: the bucket's or a claim's checkpoints (an
+                                    # emptyDir's are gone)
+                                    "checkpoints": resumable})
         os.rename(staging, record.path)
     except OSError as error:
         shutil.rmtree(staging, ignore_errors=True)
@@ -106,14 +123,14 @@ def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -
             f"is the newest; `{runnable('jaxgen')} results {record.folder}` lists every run)")
         if line := confined.dropped_line(dropped):
             say(line)
-        hint = (f"rerun the same command: it resumes from {source / outputs.CHECKPOINTS}" if persistent else
+        hint = (f"rerun the same command: it resumes from {resumable}" if resumable else
                 "none: the checkpoints were on an emptyDir, gone with the run; persistence.enabled=true keeps them")
         report(record.path, resume_hint=hint)
         return
     say(f"run {record.run_id} of {name} {status_of(code)} ({describe_exit(code)})"
         + (": no result" if code else ", leaving no summary") + f"; its record is in {record.path}")
     if status_of(code) == "stopped" and source is not None:
-        say(f"a rerun of the same command resumes from {source / outputs.CHECKPOINTS}" if persistent else
+        say(f"a rerun of the same command resumes from {resumable}" if resumable else
             "the checkpoints were on an emptyDir, gone with the run: a rerun starts over "
             "(persistence.enabled=true keeps them)")
     if earlier is not None:

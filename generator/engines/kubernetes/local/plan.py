@@ -28,7 +28,8 @@ from ..policy import BUCKET_CREDENTIALS_ENV, CHECKPOINTS_VOLUME, COMPLETION_INDE
 # Variables of the surrounding shell that would change how the trainer resolves its ClusterSpec.
 CLUSTER_VARIABLES = (*PROCESS_ENV, "JAX_PLATFORMS", "XLA_FLAGS")
 METRICS_FLAG = flag(*fields_named("metrics_port"))  # the built-in trainer's
-CHECKPOINT_DIR_FLAG, RUN_NAME_FLAG = map(flag, fields_named("checkpoint_dir", "run_name"))
+CHECKPOINT_DIR_FLAG, RUN_NAME_FLAG, OUTPUTS_URI_FLAG = map(flag, fields_named("checkpoint_dir", "run_name",
+                                                                            "outputs_uri"))
 DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
 REPO_ROOT = Path(trainer.__file__).resolve().parents[1]  # on PYTHONPATH, so `-m trainer` runs without installing
 
