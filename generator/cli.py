@@ -89,7 +89,10 @@ def render(file, extra_files, sets, set_strings, set_jsons, target, release_name
         raise UserError("-o/--output-dir: empty path (leave the option out to write to stdout)")
     if release and output_dir is None:
         raise UserError("--release: needs -o/--output-dir")
-    values = load_values(variables_files(file, extra_files), sets, target, release_namespace, set_jsons, set_strings)
+    from .names import context_namespace
+
+    values = load_values(variables_files(file, extra_files), sets, target, release_namespace or context_namespace(),
+                         set_jsons, set_strings)
     extra = {}
     engine = engine_of(values)
     if release:

@@ -4,7 +4,35 @@ are the Kubernetes engine's: generator/engines/kubernetes/hosts.py).
 
 from __future__ import annotations
 
-DEFAULT_NAMESPACE = "default"  # the release's namespace when none is given, as in Helm
+import os
+from pathlib import Path
+
+DEFAULT_NAMESPACE = "default"  # the release's namespace when none is given and the kube context has none
+
+
+def context_namespace(environ=os.environ) -> str:
+    """The release's namespace when none is given: the kube context's, else default, as `helm template`
+    and kubectl read it (client-go's rules: the files of $KUBECONFIG, else ~/.kube/config, the first
+    one that sets current-context or names a context winning). A file that cannot be read is no file."""
+    from . import yaml_text
+
+    paths = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p] or \
+        [str(Path(environ.get("HOME") or Path.home()) / ".kube" / "config")]
+    current, contexts = None, {}
+    for path in paths:
+        try:
+            config = yaml_text.load(Path(path).read_text())
+        except (OSError, UnicodeDecodeError, ValueError, yaml_text.yaml.YAMLError):
+            continue
+        if not isinstance(config, dict):
+            continue
+        current = current or config.get("current-context")
+        for item in config.get("contexts") or []:
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                contexts.setdefault(item["name"], item.get("context"))
+    context = contexts.get(current) if isinstance(current, str) else None
+    namespace = context.get("namespace") if isinstance(context, dict) else None
+    return namespace if isinstance(namespace, str) and namespace else DEFAULT_NAMESPACE
 
 
 def outputs_claim(values: dict) -> str:

@@ -7,7 +7,6 @@ import click
 from trainer.integers import parse_int, shown
 
 from .targets import NAMES
-from .names import DEFAULT_NAMESPACE
 
 
 class NonEmptyPath(click.Path):
@@ -38,8 +37,9 @@ def variables_options(targets: tuple[str, ...] = NAMES, namespace: bool = False)
     def decorate(command):
         if namespace:
             command = click.option(
-                "-n", "--namespace", "release_namespace", default=DEFAULT_NAMESPACE, show_default=True,
-                metavar="NS", help="The release's namespace: the objects' namespace where `namespace` is empty.",
+                "-n", "--namespace", "release_namespace", metavar="NS",
+                help="The release's namespace: the objects' namespace where `namespace` is empty. Default: the "
+                     "kube context's namespace, else default, as helm template takes it.",
             )(command)
         command = click.option("--target", type=click.Choice(targets), help="Override the file's target.")(command)
         command = click.option(

@@ -209,7 +209,7 @@ def load_values(files: list[str], sets: list[str] = (), target: str | None = Non
         for argument in arguments:
             user = as_values(set_values.parse_into(argument, user, kind), set_values.FLAGS[kind], argument=argument)
     values = merge(defaults(), user)
-    namespace = namespace or DEFAULT_NAMESPACE  # helm template -n '' renders the default namespace too
+    namespace = namespace or DEFAULT_NAMESPACE  # jaxgen render gives the kube context's (names.context_namespace)
     _check_text(namespace, "--namespace", [], namespace)
     if target is not None:
         values["target"] = target

@@ -26,7 +26,8 @@ Invalid input: every problem is printed with its JSON path, nothing is written, 
   --target T              a target of the table in charts/jax-training/README.md#targets
                           (overrides the file's target)
   -n, --namespace NS      the release's namespace, used where the variables leave namespace empty
-                          (default: kubectl's current namespace, else default; as helm does)
+                          (default: the kube context's namespace, else default; as helm template and
+                          jaxgen render take it)
 EOF
 }
 
@@ -51,10 +52,7 @@ done
 
 [ -x "$JAXT_VENV/bin/python" ] || die "no Python environment at $JAXT_VENV (run scripts/setup.sh python)"
 
-if [ -z "$namespace" ] && command -v kubectl >/dev/null; then
-  namespace="$(kubectl config view --minify -o jsonpath='{..namespace}' 2>/dev/null || true)"
-fi
-jaxgen_args+=(--namespace "${namespace:-default}")
+[ -z "$namespace" ] || jaxgen_args+=(--namespace "$namespace")  # else jaxgen takes the kube context's
 
 # One reading of the variables (a pipe or /dev/stdin can be read once) renders the manifests and
 # the release's files (release/: not applied with the job), all written or none.

@@ -13,7 +13,7 @@ PREPARE = REPO_ROOT / "scripts" / "prepare.sh"
 
 
 def prepare(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    # -n: no kubectl is asked for the current namespace
+    # -n: the namespace, whatever the kube context's
     return subprocess.run(["bash", str(PREPARE), "-n", "default", *args], input=stdin, capture_output=True,
                           text=True, timeout=120)
 
