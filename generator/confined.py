@@ -67,11 +67,16 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def dropped_line(dropped: list[str]) -> str | None:
-    """One line naming what a copy left out, or None when it kept everything."""
-    if not dropped:
+SHOWN = 10  # names of what a copy left out that its line gives, before a count of the rest
+
+
+def dropped_line(dropped: list[str], more: int = 0) -> str | None:
+    """One line naming what a copy left out (`dropped`, and `more` not named), or None when it kept
+    everything."""
+    if not dropped and not more:
         return None
-    shown = ", ".join(dropped[:10]) + (f" and {len(dropped) - 10} more" if len(dropped) > 10 else "")
+    rest = len(dropped) + more - SHOWN
+    shown = ", ".join(dropped[:SHOWN]) + (f" and {rest} more" if rest > 0 else "")
     return f"not copied (only regular files and folders are): {printable(shown)}"  # the job chose the names
 
 
@@ -205,6 +210,26 @@ def write_file(path: Path, data: bytes) -> None:
         raise
 
 
+MAX_LOG_LINE = 1 << 16  # characters of a line of the pod's log read (a path is at most 4096 bytes)
+
+
+def _pod_dropped(log: Path) -> tuple[list[str], int]:
+    """What PACK named on the pod's stderr: the first SHOWN names and how many more. The log is the
+    job's to fill: it is read a line at a time, each with a bound, and no more names are kept."""
+    named, more = [], 0
+    with open(log, encoding="utf-8", errors="replace") as f:
+        while line := f.readline(MAX_LOG_LINE):
+            whole = line.endswith("\n") or len(line) < MAX_LOG_LINE  # to its end, or the file's
+            if whole and line.startswith(DROPPED):
+                if len(named) < SHOWN:
+                    named.append(line[len(DROPPED):].rstrip("\n"))
+                else:
+                    more += 1
+            while not line.endswith("\n") and len(line) == MAX_LOG_LINE and (line := f.readline(MAX_LOG_LINE)):
+                pass  # the rest of a longer line, left unread
+    return named, more
+
+
 def main(argv: list[str]) -> int:
     if argv == ["pack-script"]:
         print(PACK)
@@ -214,14 +239,14 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     try:
-        dropped = extract_tar(sys.stdin.buffer, Path(argv[1]))
+        dropped, more = extract_tar(sys.stdin.buffer, Path(argv[1])), 0
         if len(argv) == 4:
-            lines = Path(argv[3]).read_text(errors="replace").splitlines()
-            dropped = [line[len(DROPPED):] for line in lines if line.startswith(DROPPED)] + dropped
+            named, more = _pod_dropped(Path(argv[3]))
+            dropped = named + dropped
     except (OSError, tarfile.TarError) as e:
         print(f"error: {printable(argv[1])}: cannot unpack the results: {e}", file=sys.stderr)
         return 1
-    line = dropped_line(dropped)
+    line = dropped_line(dropped, more)
     if line:
         print(line, file=sys.stderr)
     return 0

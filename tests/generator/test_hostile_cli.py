@@ -421,3 +421,24 @@ def test_status_and_list_json_is_strict_json_when_the_loss_diverged(tmp_path, co
     found = json.loads(shown.output, parse_constant=no_constant)
     job = found if isinstance(found, dict) else found[0]
     assert job["name"] == "job" and job.get("loss") is None and job["test_accuracy"] == 0.1, job
+
+
+def test_the_pod_s_list_of_what_it_left_out_is_read_in_bounded_memory(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO_ROOT
+
+    log = tmp_path / "pod.err"
+    with open(log, "w") as f:
+        f.write("dropped: " + "x" * (100 << 20) + " (symlink)\n")  # one line of 100 MB: no name, skipped
+        for n in range(200_000):
+            f.write(f"dropped: link-{n} (symlink)\n")
+        f.write("dropped: last (symlink)")  # the log's end, without its newline
+    extract = subprocess.run(["prlimit", f"--as={1 << 30}", sys.executable, "-m", "generator.confined", "extract",
+                              str(tmp_path / "dest"), "--pod-log", str(log)], input=b"\0" * 10240, capture_output=True,
+                             timeout=120, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    said = extract.stderr.decode()
+    assert extract.returncode == 0 and "Traceback" not in said and said.count("\n") == 1, said[-2000:]
+    assert said.startswith("not copied (only regular files and folders are): link-0 (symlink), link-1 (symlink)")
+    assert said.endswith(", link-9 (symlink) and 199991 more\n"), said[-200:]  # 200,001 named, the last too
