@@ -78,3 +78,19 @@ def test_a_stopped_local_bucket_run_says_it_resumes_from_the_bucket(tmp_path, pe
     where = f"s3://{BUCKET}/{PREFIX}/mnist/checkpoints"
     assert said[-1] == f"a rerun of the same command resumes from {where}", said
     assert runs.read_record(record.path)["checkpoints"] == where
+
+
+def test_restarted_local_processes_of_a_bucket_job_resume_from_the_bucket(tmp_path):
+    from generator.engines.kubernetes.local.plan import LocalJob, ProcessPlan
+    from generator.engines.kubernetes.local.supervise import Runner
+    from generator.engines.kubernetes.policy import CHECKPOINTS_VOLUME
+
+    volume = tmp_path / "scratch" / "rank-0" / "checkpoints"
+    argv = ["python", "-m", "trainer", "train", "--checkpoint-dir", str(volume), "--run-name", "mnist",
+            "--outputs-uri", f"s3://{BUCKET}/{PREFIX}"]
+    job = LocalJob([ProcessPlan(0, "mnist-0", argv, {})], tmp_path / "scratch", pod_dirs=[volume],
+                   volume_dirs={CHECKPOINTS_VOLUME: {0: volume}})
+    said: list[str] = []
+    Runner(job, 0, None, echo=said.append)._new_pods()
+    assert said == [f"[jaxgen] the {CHECKPOINTS_VOLUME} volume is an emptyDir, new with each pod: the restarted "
+                    f"processes resume from s3://{BUCKET}/{PREFIX}/mnist/checkpoints"]

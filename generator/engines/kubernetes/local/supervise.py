@@ -22,6 +22,7 @@ from trainer.supervisor import die_with_parent
 
 from ....errors import UserError
 from ..policy import CHECKPOINTS_VOLUME
+from .collect import outputs_of, resumes_from
 from .plan import LocalJob, engine_env, free_ports
 
 SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failure that caused it
@@ -143,8 +144,10 @@ class Runner:
         """Restarted pods get new, empty emptyDirs, as on a cluster."""
         checkpoints = self.job.volume_dirs.get(CHECKPOINTS_VOLUME, {}).get(0)
         if checkpoints in self.job.pod_dirs:
+            where = resumes_from(self.job, outputs_of(self.job))  # the bucket's copy, restored into the new one
             self.say(f"the {CHECKPOINTS_VOLUME} volume is an emptyDir, new with each pod: the restarted processes "
-                     "start over at step 0, as on a cluster (persistence.enabled=true keeps it)")
+                     + (f"resume from {where}" if where else
+                        "start over at step 0, as on a cluster (persistence.enabled=true keeps it)"))
         for directory in self.job.pod_dirs:
             shutil.rmtree(directory, ignore_errors=True)
             directory.mkdir(parents=True, exist_ok=True)
