@@ -23,13 +23,13 @@ def report(error: UserError, source: str | None = None) -> None:
     """Print a user error on stderr, every problem on its own line (never a traceback)."""
     if isinstance(error, ValidationFailed):
         head = f"{source}: invalid" if source else "error"
-        click.echo(f"{head}: {len(error.errors)} problem(s) in the variables:", err=True)
+        click.echo(printable(f"{head}: {len(error.errors)} problem(s) in the variables:"), err=True)
         for line in error.errors[:MAX_PROBLEMS_SHOWN]:
-            click.echo(f"  {line}", err=True)
+            click.echo(printable(f"  {line}"), err=True)
         if len(error.errors) > MAX_PROBLEMS_SHOWN:
             click.echo(f"  … and {len(error.errors) - MAX_PROBLEMS_SHOWN} more", err=True)
-    else:
-        click.echo(f"error: {error}", err=True)
+    else:  # a path or name in it may be a job's choice: one line, escapes shown escaped
+        click.echo(printable(f"error: {error}"), err=True)
 
 
 def fail(error: UserError) -> None:

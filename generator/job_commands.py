@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from .engines.kubernetes.policy import DNS_LABEL_MAX
-from .errors import Unreachable, UserError
+from .errors import Unreachable, UserError, printable
 from .options import Integer, NonEmptyPath
 from .runs import DEFAULT_OUTPUTS, LATEST
 
@@ -94,10 +94,10 @@ def _run(body) -> None:
     try:
         body()
     except Unreachable as error:
-        click.echo(f"error: {error}", err=True)
+        click.echo(printable(f"error: {error}"), err=True)
         sys.exit(EXIT_UNREACHABLE)
     except UserError as error:
-        click.echo(f"error: {error}", err=True)
+        click.echo(printable(f"error: {error}"), err=True)
         sys.exit(EXIT_INVALID)
     except KeyboardInterrupt:
         sys.exit(130)

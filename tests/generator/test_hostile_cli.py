@@ -442,3 +442,12 @@ def test_the_pod_s_list_of_what_it_left_out_is_read_in_bounded_memory(tmp_path):
     assert extract.returncode == 0 and "Traceback" not in said and said.count("\n") == 1, said[-2000:]
     assert said.startswith("not copied (only regular files and folders are): link-0 (symlink), link-1 (symlink)")
     assert said.endswith(", link-9 (symlink) and 199991 more\n"), said[-200:]  # 200,001 named, the last too
+
+
+def test_an_error_naming_a_job_s_file_prints_it_escaped(tmp_path):
+    metrics = tmp_path / f"run{ESCAPES}" / "metrics.jsonl"
+    metrics.parent.mkdir()
+    metrics.write_text("not json\n")
+    result = CliRunner().invoke(cli, ["plot", str(metrics), "-o", str(tmp_path / "x.png")], catch_exceptions=False)
+    assert result.exit_code == 2 and "not a JSON line" in result.output, result.output
+    _assert_escaped(result.output)
