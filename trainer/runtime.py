@@ -3,11 +3,15 @@ device-count check. jax is imported here, after the CPU device count has been de
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
+import re
 import socket
 import threading
 import time
+from pathlib import Path
 
 from trainer import fencing
 from trainer.cluster import ClusterSpec
@@ -190,13 +194,74 @@ def size_cpu_threads(spec: ClusterSpec, requested: int, timeout: float, log) -> 
         os.environ["PJRT_NPROC"] = str(threads)
 
 
-def enable_compilation_cache(jax, directory: str, log) -> None:
-    """Keep compiled programs in `directory` (written by process 0, read by all): a restarted or
-    repeated run skips XLA compilation. Every program is kept, however fast it compiled."""
-    jax.config.update("jax_compilation_cache_dir", directory)
+def enable_compilation_cache(jax, directory: str, platform: str | None, log) -> str:
+    """Keep compiled programs in their folder of `directory` (compilation_cache_key; written by
+    process 0, read by all): a restarted or repeated run skips XLA compilation. Every program is
+    kept, however fast it compiled. Returns the folder."""
+    folder = os.path.join(directory, compilation_cache_key(platform))
+    jax.config.update("jax_compilation_cache_dir", folder)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    log(f"compilation cache: {directory}")
+    if not CACHE_USE:
+        CACHE_USE.update(read=0, written=0)
+        jax.monitoring.register_event_listener(_count_cache_use)
+    log(f"compilation cache: {folder}")
+    return folder
+
+
+# Programs this process read from the persistent compilation cache and wrote to it (once enabled).
+CACHE_USE: dict[str, int] = {}
+_CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": "read", "/jax/compilation_cache/cache_misses": "written"}
+
+
+def _count_cache_use(event: str, **_) -> None:
+    if event in _CACHE_EVENTS:
+        CACHE_USE[_CACHE_EVENTS[event]] += 1
+
+
+# The distributions whose version changes what XLA compiles, besides jax and jaxlib: the accelerators'
+# plugins (read only off the CPU: a look-up costs a tenth of a second).
+PLUGIN_DISTRIBUTIONS = ("jax-cuda12-plugin", "jax-cuda12-pjrt", "jax-cuda13-plugin", "jax-cuda13-pjrt", "libtpu")
+
+
+def compilation_cache_key(platform: str | None, versions: dict | None = None, source: str | None = None) -> str:
+    """The cache folder of this trainer's programs on this JAX: a digest of the jax, jaxlib (and, off
+    the CPU, plugin) versions, the platform asked for and the trainer's own source, so that an
+    upgraded JAX, another backend or a changed trainer never reads an entry compiled by another
+    (an old folder is left as it is). The jax version and the platform lead, for a reader."""
+    platform = platform or os.environ.get("JAX_PLATFORMS", "") or "auto"
+    versions = jax_versions(platform) if versions is None else versions
+    source = source_digest() if source is None else source
+    facts = json.dumps({"versions": versions, "platform": platform, "source": source}, sort_keys=True)
+    readable = re.sub(r"[^A-Za-z0-9.+_-]+", "_", f"jax{versions.get('jax', '')}-{platform}")[:64]
+    return f"{readable}-{hashlib.sha256(facts.encode()).hexdigest()[:16]}"
+
+
+def jax_versions(platform: str) -> dict:
+    import jax
+    import jaxlib
+
+    versions = {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
+    if platform != "cpu":
+        from importlib import metadata
+
+        for name in PLUGIN_DISTRIBUTIONS:
+            try:
+                versions[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                pass
+    return versions
+
+
+def source_digest(root: Path | None = None) -> str:
+    """SHA-256 of the trainer's Python source (`root`, by default the trainer package): every file's
+    path within it and its bytes."""
+    root = Path(__file__).parent if root is None else root
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 # JAX's own init timeout ends in a C++ abort; ours fires this much earlier with a readable line.
@@ -228,7 +293,7 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
     # SIGTERM/SIGUSR1 are the trainer's (see trainer/preemption.py for why not JAX's service).
     jax.config.update("jax_enable_preemption_service", False)
     if compilation_cache:
-        enable_compilation_cache(jax, compilation_cache, log)
+        enable_compilation_cache(jax, compilation_cache, platform, log)
     if spec.distributed:
         # JAX's client gets the coordinator's IP, not its name: gRPC resolves a name once and, when
         # that answer is stale (a replaced pod's old record), resolves again only 30 s later.

@@ -451,6 +451,10 @@ def _finish(run: _Run, stopped: bool) -> int:
     run.writer.close()  # a stop signal's save and the final one are on disk before the process ends
     run.metrics.write({"event": "preempted" if stopped else "end", "step": step,
                        "save_seconds": round(time.perf_counter() - closing, 6)})
+    from trainer.runtime import CACHE_USE  # (runtime is imported once the job is set up)
+
+    if CACHE_USE:
+        log(f"compilation cache: {CACHE_USE['read']} programs read, {CACHE_USE['written']} written")
     if run.reporter:
         run.reporter.close()
     code, word = exit_code_of(run.stop.signal_name) if stopped else (0, "completed")

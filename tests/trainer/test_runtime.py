@@ -1,5 +1,6 @@
-"""Device-count checks and the coordinator probe, without a cluster."""
+"""Device-count checks, the coordinator probe and the compilation cache's keying, without a cluster."""
 
+import shutil
 import socket
 import time
 from types import SimpleNamespace
@@ -8,7 +9,8 @@ import pytest
 
 from trainer.cluster import ClusterSpec
 from trainer.errors import CoordinatorError, DeviceCountError
-from trainer.runtime import check_devices, own_address, wait_for_coordinator
+from trainer.runtime import (check_devices, compilation_cache_key, jax_versions, own_address, source_digest,
+                             wait_for_coordinator)
 
 
 def fake_jax(local, total, processes, index=0):
@@ -93,3 +95,36 @@ def test_probe_keeps_to_its_deadline_and_paces_its_attempts(monkeypatch):
     assert time.monotonic() - started < 3  # the deadline, not the hung lookup's 30 s (margin for a loaded host)
     assert 2 <= len(lookups) <= 4  # a spin in the last moments would make hundreds
     assert all(b - a >= 0.39 for a, b in zip(lookups, lookups[1:]))
+
+
+VERSIONS = {"jax": "0.10.2", "jaxlib": "0.10.2"}
+
+
+@pytest.mark.parametrize("changed", [
+    {"versions": {**VERSIONS, "jax": "0.10.3"}}, {"versions": {**VERSIONS, "jaxlib": "0.10.3"}},
+    {"versions": {**VERSIONS, "jax-cuda12-plugin": "0.10.2"}}, {"platform": "gpu"}, {"source": "1" * 64},
+], ids=["jax", "jaxlib", "plugin", "platform", "program"])
+def test_a_changed_program_jax_or_backend_has_a_cache_folder_of_its_own(changed):
+    """The persistent compilation cache's folder: another JAX or jaxlib, plugin, platform or trainer
+    source never reads the entries of another; the same ones always find theirs."""
+    same = {"platform": "cpu", "versions": VERSIONS, "source": "0" * 64}
+    assert compilation_cache_key(**same) == compilation_cache_key(**same)
+    assert compilation_cache_key(**same).startswith("jax0.10.2-cpu-")
+    assert compilation_cache_key(**{**same, **changed}) != compilation_cache_key(**same)
+
+
+def test_the_cache_folder_follows_the_trainers_source(tmp_path):
+    """The source digest: an identical copy of the trainer is the same program, one changed byte or a
+    file more is another; the folder of the installed trainer is named by it and this JAX."""
+    import trainer
+
+    package = tmp_path / "trainer"
+    shutil.copytree(trainer.__path__[0], package, ignore=shutil.ignore_patterns("__pycache__"))
+    assert source_digest(package) == source_digest()
+    (package / "models" / "__init__.py").write_text((package / "models" / "__init__.py").read_text() + "\n")
+    changed = source_digest(package)
+    assert changed != source_digest()
+    (package / "extra.py").write_text("")
+    assert source_digest(package) not in (changed, source_digest())
+    assert compilation_cache_key("cpu") == compilation_cache_key("cpu", jax_versions("cpu"), source_digest())
+    assert compilation_cache_key("cpu") != compilation_cache_key("cpu", jax_versions("cpu"), changed)

@@ -9,7 +9,7 @@ import pytest
 from tests.support.procs import latest_checkpoint, free_port, outputs_of, run_cluster, small_train_args, start, trainer_argv, wait_all
 from trainer import checkpoint
 from generator.plot import read_records
-from trainer.runtime import cpu_budget
+from trainer.runtime import compilation_cache_key, cpu_budget
 from trainer.config import TrainConfig
 from trainer.faults import Faults
 from trainer.train import _chunk_end
@@ -50,10 +50,16 @@ def test_steps_per_dispatch_and_the_compilation_cache_do_not_change_the_paramete
         args = small_train_args(ckpt, "--epochs", "2", "--checkpoint-every", "10", *extra)
         procs = run_cluster(tmp_path, name, lambda rank: trainer_argv(*args), 1, 1, 120)
         results[name] = params_of(ckpt)
-        if name == "cached":
-            assert len(os.listdir(cache)) >= 2, "the compiled programs were not written to the cache"
-        if name == "warm":
-            assert f"compilation cache: {cache}" in procs[0].output
+        folders = os.listdir(cache) if cache.is_dir() else []
+        if name == "cached":  # one folder, of this JAX and trainer (trainer/runtime.py compilation_cache_key)
+            assert folders == [compilation_cache_key("cpu")], folders
+            written = sorted(os.listdir(cache / folders[0]))
+            assert len(written) >= 2, "the compiled programs were not written to the cache"
+            assert f"compilation cache: 0 programs read, {len(written)} written" in procs[0].output
+        if name == "warm":  # the restart reads every program, compiles none
+            assert f"compilation cache: {cache / folders[0]}" in procs[0].output
+            assert sorted(os.listdir(cache / folders[0])) == written
+            assert f"compilation cache: {len(written)} programs read, 0 written" in procs[0].output
     assert (outputs_of(tmp_path / "one") / "xla-cache").is_dir()  # default: in the job's outputs
     for name in ("seven", "cached", "warm"):
         for key, value in results["one"].items():
