@@ -11,6 +11,9 @@ import math
 import os
 import statistics
 import time
+from array import array
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
 
 # Each kind of loss and what it is (docs/goodput.md says how each is measured).
 BADPUT = {
@@ -51,36 +54,55 @@ def launched() -> float:
 _IMPORTED = time.time()
 
 
-def _attempts(records: list[dict]) -> list[list[dict]]:
-    """The records split at each start record (an attempt's first); records before the first start
-    (none are written) are dropped."""
-    attempts: list[list[dict]] = []
+@dataclass
+class _Attempt:
+    """What the accounting of one attempt needs from all of its records, read ahead in a first pass."""
+    start: dict  # its start record
+    last_time: float  # its last record's time
+    last_step: int  # the most steps any of its records counts
+    saves: list = field(default_factory=list)  # (started, blocked seconds) of each checkpoint save
+
+
+def _timed(records: Iterable[dict]) -> Iterator[dict]:
+    """The records with a time, from the first start record on (none come before one); a start record
+    without the step it starts from (no trainer's) is none."""
+    begun = False
     for record in records:
-        if not isinstance(record.get("time"), (int, float)):
-            continue
-        if record.get("event") == "start":
-            attempts.append([])
-        if attempts:
-            attempts[-1].append(record)
-    return attempts
+        starts = record.get("event") == "start"
+        if isinstance(record.get("time"), (int, float)) and not (starts and not isinstance(record.get("step"), int)):
+            begun = begun or record.get("event") == "start"
+            if begun:
+                yield record
 
 
-def step_seconds(attempts: list[list[dict]]) -> float | None:
-    """The ideal step time: the median over every attempt of the seconds per step between consecutive
-    step records of one epoch, leaving out each attempt's first (it holds the compilation). A run with
-    fewer step records (a short epoch, a large --log-every) falls back to its fastest epoch's seconds
-    per step, which may hold the compilation."""
-    rates = []
-    for attempt in attempts:
-        steps = [r for r in attempt if r.get("event") == "step"]
-        for a, b in zip(steps[1:], steps[2:]):
-            if a.get("epoch") == b.get("epoch") and b["step"] > a["step"] and b["time"] >= a["time"]:
-                rates.append((b["time"] - a["time"]) / (b["step"] - a["step"]))
-    if rates:
-        return statistics.median(rates)
-    epochs = [max(r["seconds"], 0.0) / r["batches"] for attempt in attempts for r in attempt
-              if r.get("event") == "epoch" and r.get("batches") and isinstance(r.get("seconds"), (int, float))]
-    return min(epochs) if epochs else None
+def _read_ahead(records: Iterable[dict]) -> tuple[list[_Attempt], float | None]:
+    """The attempts (each start record opens one) and the ideal step time: the median over every
+    attempt of the seconds per step between consecutive step records of one epoch, leaving out each
+    attempt's first (it holds the compilation). A run with fewer step records (a short epoch, a large
+    --log-every) falls back to its fastest epoch's seconds per step, which may hold the compilation.
+    Of the records, only these are kept: the rates as numbers, and each attempt's saves."""
+    attempts: list[_Attempt] = []
+    rates, epochs = array("d"), []
+    for record in _timed(records):
+        event, step = record.get("event"), record.get("step")
+        if event == "start":
+            attempts.append(_Attempt(record, record["time"], record["step"]))
+            steps, last = 0, None  # the attempt's step records so far, and the last of them
+        current = attempts[-1]
+        current.last_time = record["time"]
+        if isinstance(step, int):
+            current.last_step = max(current.last_step, step)
+        if event == "checkpoint":
+            current.saves.append((record.get("started", record["time"]), max(record.get("blocked_seconds", 0.0), 0.0)))
+        elif event == "step":
+            if steps >= 2 and last.get("epoch") == record.get("epoch") and record["step"] > last["step"] \
+                    and record["time"] >= last["time"]:
+                rates.append((record["time"] - last["time"]) / (record["step"] - last["step"]))
+            steps, last = steps + 1, record
+        elif event == "epoch" and record.get("batches") and isinstance(record.get("seconds"), (int, float)):
+            epochs.append(max(record["seconds"], 0.0) / record["batches"])
+    ideal = statistics.median(rates) if rates else min(epochs) if epochs else None
+    return attempts, ideal
 
 
 def _blocked(saves: list[tuple[float, float]], begin: float, end: float) -> float:
@@ -88,65 +110,69 @@ def _blocked(saves: list[tuple[float, float]], begin: float, end: float) -> floa
     return sum(blocked for started, blocked in saves if begin <= started < end)
 
 
-def account(records: list[dict]) -> dict | None:
+def account(records: Iterable[dict]) -> dict | None:
     """The goodput of the run whose metrics records are `records`: wall seconds from the first
     process start to the last record, productive seconds (the measured time of the steps kept), the
     seconds of each kind of loss (BADPUT), their ratios. None without a start record.
+
+    `records` is read twice, a record at a time (a list, or trainer/results.py's Records, which reads
+    the file again each time): first for what each attempt needs ahead of its records (its saves, the
+    step the next attempt resumes from), then to measure; no record is held beyond the one before.
 
     Every second between two records goes to one kind only, so the parts never add up to more than
     the wall time: a step's time is measured between the records around it (less the saves that
     blocked it), not estimated from the ideal step time, which only splits the compilation off an
     attempt's first steps."""
-    attempts = _attempts(records)
+    attempts, ideal = _read_ahead(records)
     if not attempts:
         return None
-    ideal = step_seconds(attempts) or 0.0
+    ideal = ideal or 0.0
     lost = dict.fromkeys(BADPUT, 0.0)
     productive = 0.0
     redone = 0
-    for i, attempt in enumerate(attempts):
-        start = attempt[0]
-        for phase, seconds in (start.get("phases") or {}).items():
-            if phase in lost:
-                lost[phase] += max(seconds, 0.0)
-        following = attempts[i + 1][0] if i + 1 < len(attempts) else None
-        kept_until = following["step"] if following else math.inf  # steps after it are trained again
-        saves = [(r.get("started", r["time"]), max(r.get("blocked_seconds", 0.0), 0.0)) for r in attempt
-                 if r.get("event") == "checkpoint"]
-        lost["unproductive_checkpoint_save_time"] += sum(blocked for _, blocked in saves)
-        mark, first = start, True  # the last record with a step count, and whether no step came yet
-        for record in attempt[1:]:
-            event = record.get("event")
-            closing = max(record.get("save_seconds", 0.0), 0.0) if event in ("end", "preempted") else 0.0
-            lost["unproductive_checkpoint_save_time"] += closing
-            if event not in ("step", "epoch", "end", "preempted") or not isinstance(record.get("step"), int):
-                continue
-            # A stop's record also closes the steps since the last step record (a stop saves the exact step).
-            seconds = max(record["time"] - mark["time"] - _blocked(saves, mark["time"], record["time"]) - closing, 0.0)
-            steps = record["step"] - mark["step"]
-            if event == "epoch" and mark.get("event") == "step":
-                lost["evaluation"] += seconds
-            elif steps > 0:
-                if first:  # the first steps' time beyond the ideal: compilation
-                    compiling = max(seconds - steps * ideal, 0.0)
-                    lost["training_prep"] += compiling
-                    seconds -= compiling
-                again = min(max(record["step"] - max(mark["step"], kept_until), 0), steps)
-                productive += seconds * (steps - again) / steps
-                lost["wasted_progress_from_disruption"] += seconds * again / steps
-                first = False
-            mark = record
-        if following:
-            last_step = max((r["step"] for r in attempt if isinstance(r.get("step"), int)), default=start["step"])
-            redone += max(last_step - following["step"], 0)
-            lost["infrastructure_recovery_from_disruption"] += max(
-                following.get("launched", following["time"]) - attempt[-1]["time"], 0.0)
-    final = attempts[-1]
+    index = -1
+    for record in _timed(records):
+        event = record.get("event")
+        if event == "start":
+            index += 1
+            attempt, start = attempts[index], record
+            for phase, seconds in (start.get("phases") or {}).items():
+                if phase in lost:
+                    lost[phase] += max(seconds, 0.0)
+            following = attempts[index + 1] if index + 1 < len(attempts) else None
+            kept_until = following.start["step"] if following else math.inf  # steps after it are trained again
+            lost["unproductive_checkpoint_save_time"] += sum(blocked for _, blocked in attempt.saves)
+            if following:
+                redone += max(attempt.last_step - following.start["step"], 0)
+                lost["infrastructure_recovery_from_disruption"] += max(
+                    following.start.get("launched", following.start["time"]) - attempt.last_time, 0.0)
+            mark, first = start, True  # the last record with a step count, and whether no step came yet
+            continue
+        closing = max(record.get("save_seconds", 0.0), 0.0) if event in ("end", "preempted") else 0.0
+        lost["unproductive_checkpoint_save_time"] += closing
+        if event not in ("step", "epoch", "end", "preempted") or not isinstance(record.get("step"), int):
+            continue
+        # A stop's record also closes the steps since the last step record (a stop saves the exact step).
+        seconds = max(record["time"] - mark["time"] - _blocked(attempt.saves, mark["time"], record["time"]) - closing,
+                      0.0)
+        steps = record["step"] - mark["step"]
+        if event == "epoch" and mark.get("event") == "step":
+            lost["evaluation"] += seconds
+        elif steps > 0:
+            if first:  # the first steps' time beyond the ideal: compilation
+                compiling = max(seconds - steps * ideal, 0.0)
+                lost["training_prep"] += compiling
+                seconds -= compiling
+            again = min(max(record["step"] - max(mark["step"], kept_until), 0), steps)
+            productive += seconds * (steps - again) / steps
+            lost["wasted_progress_from_disruption"] += seconds * again / steps
+            first = False
+        mark = record
     # Each part is measured between records and never below 0; a wall clock stepped back between the
     # records shortens the wall time from their times alone (below 0 too): it is at least the parts'
     # sum, so the goodput is at most 1.
     measured = productive + sum(v for k, v in lost.items() if k != "other")
-    wall = max(final[-1]["time"] - attempts[0][0].get("launched", attempts[0][0]["time"]), measured)
+    wall = max(attempts[-1].last_time - attempts[0].start.get("launched", attempts[0].start["time"]), measured)
     lost["other"] = wall - measured
     ratio = (lambda seconds: round(seconds / wall, 4) if wall > 0 else None)
     return {

@@ -80,7 +80,7 @@ class _Goodput:
         self.metrics_path = metrics_path
 
     def collect(self):
-        account = goodput.account(results.read_records(self.metrics_path)) if self.metrics_path else None
+        account = goodput.account(results.Records(self.metrics_path)) if self.metrics_path else None
         ratio = GaugeMetricFamily(PREFIX + "goodput_ratio", SERIES["goodput_ratio"],
                                   value=account["goodput"] if account and account["goodput"] is not None else math.nan)
         lost = GaugeMetricFamily(PREFIX + "badput_seconds", SERIES["badput_seconds"], labels=["kind"])

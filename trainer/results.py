@@ -9,7 +9,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from trainer import __version__, goodput
 from trainer.errors import CheckpointError
@@ -80,17 +80,34 @@ def iter_records(path: str | os.PathLike | None) -> Iterator[dict]:
         return
 
 
+class Records:
+    """The records of a metrics.jsonl, read from the file anew each time they are iterated
+    (iter_records): what goodput.account and summarize() read more than once, never held."""
+
+    def __init__(self, path: str | os.PathLike | None):
+        self.path = path
+
+    def __iter__(self) -> Iterator[dict]:
+        return iter_records(self.path)
+
+
 def read_records(path: str | os.PathLike | None) -> list[dict]:
-    """iter_records(path), as a list: for the trainer's account of its own run at its end."""
+    """iter_records(path), as a list (a test's look at a small run's records)."""
     return list(iter_records(path))
 
 
-def summarize(cfg, spec, local_devices: int, records: list[dict], final: dict, steps: int) -> dict:
-    """The run's summary, across restarts: `records` is the metrics file, `final` the last epoch's."""
-    starts = [r for r in records if r.get("event") == "start"]
-    epochs = [r for r in records if r.get("event") == "epoch"]
-    trained = sum(r.get("seconds", 0) for r in epochs)
-    examples = sum(r.get("batches", 0) for r in epochs) * cfg.batch_size
+def summarize(cfg, spec, local_devices: int, records: Iterable[dict], final: dict, steps: int) -> dict:
+    """The run's summary, across restarts: `records` is the metrics file's (Records: read again for
+    each figure, a record at a time), `final` the last epoch's."""
+    resumed, restarts, trained, batches, recorded = [], -1, 0.0, 0, False
+    for r in records:
+        recorded = True
+        if r.get("event") == "start":
+            restarts += 1
+            resumed += [r["step"]] if r.get("step") else []
+        elif r.get("event") == "epoch":
+            trained, batches = trained + r.get("seconds", 0), batches + r.get("batches", 0)
+    examples = batches * cfg.batch_size
     import jax
 
     settings = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
@@ -100,12 +117,12 @@ def summarize(cfg, spec, local_devices: int, records: list[dict], final: dict, s
         "test_accuracy": final.get("test_accuracy"), "train_accuracy": final.get("train_accuracy"),
         "loss": final.get("loss"), "epochs": cfg.epochs, "steps": steps,
         # unknown (None) without a metrics file: the attempts' times are in it
-        "wall_seconds": round(_running_seconds(records), 3) if records else None,
+        "wall_seconds": round(_running_seconds(records), 3) if recorded else None,
         "training_seconds": round(trained, 3),
         "examples_per_second": round(examples / trained, 1) if trained else None,
-        "restarts": max(len(starts) - 1, 0),
+        "restarts": max(restarts, 0),
         "goodput": goodput.account(records),
-        "resumed_from": [r["step"] for r in starts if r.get("step")],
+        "resumed_from": resumed,
         "processes": spec.num_processes, "local_devices": local_devices,
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
         "model": f"{MODEL}/{MODEL_FILE}", "version": __version__, "jax_version": jax.__version__,
@@ -113,7 +130,7 @@ def summarize(cfg, spec, local_devices: int, records: list[dict], final: dict, s
     }
 
 
-def _running_seconds(records: list[dict]) -> float:
+def _running_seconds(records: Iterable[dict]) -> float:
     """Seconds the job ran, summed over its attempts (each from its start record to its last record,
     the current one to now): the time between a stop and a restart is not the run's. An attempt over
     which the wall clock stepped back counts 0, never less."""

@@ -193,7 +193,7 @@ def _test_accuracy(jax, spec, params, dataset, cfg: TrainConfig) -> float:
 def _publish(cfg, spec, local_devices, metrics_path, final, step, params, outputs, store, log) -> None:
     """Process 0: the summary and the exported model in the outputs (and the bucket), the result in the
     log and in the termination message."""
-    summary = results.summarize(cfg, spec, local_devices, results.read_records(metrics_path), final, step)
+    summary = results.summarize(cfg, spec, local_devices, results.Records(metrics_path), final, step)
     if outputs:
         results.write(outputs, params, cfg, summary)
         log("outputs: model, summary and metrics written on an emptyDir; `jaxgen run` keeps them in a run folder "
@@ -319,8 +319,9 @@ def _setup(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     metrics = writer.metrics = MetricsFile(metrics_path if rank0 else None,
                                            lambda record: [f.observe(record) for f in followers])
     # The last epoch's figures, from an earlier attempt's records when this one resumes at the end.
-    final = next((r for r in reversed(results.read_records(metrics_path if rank0 else None))
-                  if r.get("event") == "epoch"), {})
+    final = {}  # the last epoch's record: the metrics file read a record at a time
+    for record in results.Records(metrics_path if rank0 else None):
+        final = record if record.get("event") == "epoch" else final
     marks["started"] = time.time()
     metrics.write({"event": "start", "step": step, "total_steps": total, "processes": spec.num_processes,
                    "local_devices": local_devices, "strategy": cfg.strategy, "batch_size": cfg.batch_size,

@@ -104,3 +104,34 @@ def test_a_wall_clock_stepped_back_never_makes_the_run_s_wall_time_negative(monk
                start(950.0, 4, 949.0), step(960.0, 8)]
     monkeypatch.setattr(results.time, "time", lambda: 940.0)  # now: before the current attempt's start
     assert results._running_seconds(records) == 0.0
+
+
+def test_the_account_reads_the_metrics_file_a_record_at_a_time_and_agrees_with_the_records(tmp_path):
+    import json
+
+    from trainer import results
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" + "{}\n" for r in RECORDS))
+    assert goodput.account(results.Records(path)) == goodput.account(RECORDS)
+    assert goodput.account(results.Records(tmp_path / "none.jsonl")) is None
+
+
+def test_the_account_of_a_huge_metrics_file_holds_none_of_its_records(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO_ROOT
+
+    path = tmp_path / "metrics.jsonl"
+    with open(path, "w") as f:  # 1.5 million step records, 60 MB
+        f.write('{"event": "start", "time": 0.5, "step": 0, "launched": 0}\n')
+        for n in range(1, 1_500_000):
+            f.write(f'{{"event": "step", "time": {n}, "step": {n}, "epoch": 1}}\n')
+    code = ("import sys; from trainer import goodput, results; "
+            "print(goodput.account(results.Records(sys.argv[1]))['goodput'])")
+    proc = subprocess.run(["prlimit", f"--as={512 << 20}", sys.executable, "-c", code, str(path)], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert 0.99 < float(proc.stdout) <= 1.0, proc.stdout
