@@ -265,3 +265,18 @@ def test_status_names_a_lost_node_its_ranks_and_what_the_job_waits_for():
         "then is replaced"]
     assert jobs._lost_nodes(job, _Nodes([node("a", "True"), node("b", "True")]), now) == []
     assert jobs._lost_nodes(job, _Nodes([], refuse=True), now) == []
+
+
+def test_a_slurm_job_s_script_is_read_with_a_bound(tmp_path):
+    """The script squeue names is the job's: /dev/zero has no end, a FIFO has no writer, a huge file
+    is no script of prepare.sh's; each gives no flags, at once."""
+    from generator.engines.slurm import jobs
+
+    script = tmp_path / "job.sbatch"
+    script.write_text("#!/bin/bash\nsrun jax-trainer train --checkpoint-dir /ckpt --run-name demo\n")
+    assert jobs._flags(script) == {"--checkpoint-dir": "/ckpt", "--run-name": "demo"}
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "huge").write_text("--run-name x\n" * (1 << 17))
+    for name in ("zero", "fifo", "huge"):
+        assert jobs._flags(tmp_path / name) == {}, name

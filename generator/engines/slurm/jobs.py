@@ -69,10 +69,20 @@ def _accounted(name: str | None = None) -> list[dict]:
     return [job for job in jobs if name is None or job["name"] == name]  # sacct -c does not filter by name
 
 
+MAX_SCRIPT = 1 << 20  # bytes of an sbatch script read: prepare.sh writes a few KB
+
+
 def _flags(script: Path) -> dict[str, str]:
-    """--checkpoint-dir and --run-name of the trainer in an sbatch script, where readable."""
+    """--checkpoint-dir and --run-name of the trainer in an sbatch script, where readable: a regular
+    file of at most MAX_SCRIPT bytes (the job names it: /dev/zero has no end, a FIFO no writer)."""
     try:
-        words = shlex.split(script.read_text(), comments=True)
+        if not script.is_file():
+            return {}
+        with open(script, "rb") as f:
+            text = f.read(MAX_SCRIPT + 1)
+        if len(text) > MAX_SCRIPT:
+            return {}
+        words = shlex.split(text.decode("utf-8", "replace"), comments=True)
     except (OSError, ValueError):
         return {}
     return {w: words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--checkpoint-dir", "--run-name")}
