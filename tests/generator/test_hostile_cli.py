@@ -451,3 +451,20 @@ def test_an_error_naming_a_job_s_file_prints_it_escaped(tmp_path):
     result = CliRunner().invoke(cli, ["plot", str(metrics), "-o", str(tmp_path / "x.png")], catch_exceptions=False)
     assert result.exit_code == 2 and "not a JSON line" in result.output, result.output
     _assert_escaped(result.output)
+
+
+def test_a_clock_stepped_back_during_a_local_run_never_makes_its_wall_time_negative(tmp_path, monkeypatch):
+    import time
+
+    from generator import runs
+    from generator.engines.kubernetes.local import collect
+    from generator.engines.kubernetes.local.plan import LocalJob, ProcessPlan
+
+    plan = ProcessPlan(0, "job-0", ["python", "--checkpoint-dir", str(tmp_path / "claims"), "--run-name", "job"], {})
+    started = time.time()
+    record = collect.RunRecord(tmp_path / "outputs" / "job", runs.new_run_id(started), started)
+    record.folder.mkdir(parents=True)
+    monkeypatch.setattr(collect.time, "time", lambda: started - 3600)  # the clock steps back an hour
+    collect.finish(LocalJob([plan], tmp_path / "scratch"), "job", record, 1, lambda line: None)
+    monkeypatch.undo()
+    assert 0.0 <= runs.read_record(record.path)["wall_seconds"] < 60

@@ -8,7 +8,7 @@ import os
 import shutil
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer import bucket, outputs
@@ -85,6 +85,7 @@ class RunRecord:
     folder: Path  # <outputs>/<name>
     run_id: str
     started: float  # time.time()
+    clock: float = field(default_factory=time.monotonic)  # the same moment, for the run's wall time
 
     @property
     def path(self) -> Path:
@@ -104,10 +105,11 @@ def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -
     try:
         summarised, dropped = collect(source, staging, record.started)
         finished = summarised and code == 0
-        ended = time.time()
+        ended = time.time()  # a record's date; the wall time is measured on the monotonic clock
         runs.write_record(staging, {"run_id": record.run_id, "name": name, "status": status_of(code),
                                     "exit_code": code, "started": round(record.started, 3),
-                                    "ended": round(ended, 3), "wall_seconds": round(ended - record.started, 1),
+                                    "ended": round(ended, 3),
+                                    "wall_seconds": round(time.monotonic() - record.clock, 1),
                                     # where a rerun resumes from: the bucket's or a claim's checkpoints (an
                                     # emptyDir's are gone)
                                     "checkpoints": resumable})
