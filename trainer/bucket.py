@@ -33,6 +33,7 @@ SCHEME = "s3://"
 URI = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/[^\x00\n\r]*)?$")
 LATEST = f"{outputs.CHECKPOINTS}/latest.json"
 KEEP = 2  # checkpoints kept in the bucket, as on disk (trainer/checkpoint.py)
+MAX_MARKER = 1 << 16  # bytes of LATEST read: {"step", "file"} is a few dozen
 
 
 def split(uri: str) -> tuple[str, str]:
@@ -180,10 +181,12 @@ class Bucket:
     def restore(self, run_dir: Path, log) -> int | None:
         """Download the bucket's newest checkpoint into run_dir/checkpoints/ when it is newer than the local
         ones (and the metrics when run_dir has none); returns its step, or None when the bucket has none."""
-        marker = self._get(LATEST)
+        marker = self._get(LATEST, lambda body: body.read(MAX_MARKER + 1))  # the bucket's: read with a bound
         if marker is None:
             return None
         try:
+            if len(marker) > MAX_MARKER:
+                raise ValueError("too large")
             latest = json.loads(marker)
             step, name = int(latest["step"]), str(latest["file"])
         except (ValueError, KeyError, TypeError):

@@ -224,3 +224,20 @@ def test_the_bucket_s_metrics_come_a_piece_at_a_time_up_to_their_last_complete_l
     assert (tmp_path / "metrics.jsonl").read_bytes() == body[:body.rfind(b"\n") + 1]
     assert not outputs._get_lines("none.jsonl", tmp_path / "none.jsonl") and not (tmp_path / "none.jsonl").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.jsonl"]  # no temporary file left
+
+
+def test_a_huge_marker_is_read_with_a_bound_and_refused(tmp_path, server, monkeypatch):
+    from trainer import bucket
+    from trainer.errors import CheckpointError
+
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    outputs = bucket.Bucket(f"s3://{BUCKET}/{PREFIX}/huge-marker", RUN, server.url)
+    body = b'{"step": 1, "file": "ckpt-0000000001.npz", "pad": "' + b"x" * (8 << 20) + b'"}'
+    server.client().put_object(Bucket=BUCKET, Key=outputs.key("checkpoints/latest.json"), Body=body)
+    read = []
+    real_get = outputs._get
+    monkeypatch.setattr(outputs, "_get", lambda relative, *how: read.append(real_get(relative, *how)) or read[-1])
+    with pytest.raises(CheckpointError, match="not a checkpoint marker of this trainer"):
+        outputs.restore(tmp_path, print)
+    assert len(read[0]) == bucket.MAX_MARKER + 1  # never the whole object
