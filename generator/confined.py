@@ -38,6 +38,8 @@ DROPPED = "dropped: "  # how PACK names what it leaves out, one "<path> (<why>)"
 PACK = f"""
 import os, stat, sys, tarfile
 root, skip = sys.argv[1], set(sys.argv[2:])
+# a name as printable() shows it: one line, whatever the job named its file
+shown = lambda name: "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)
 if not stat.S_ISDIR(os.lstat(root).st_mode):  # the outputs folder itself may be a link the job left
     sys.exit(root + ": not a folder")
 with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
@@ -55,7 +57,7 @@ with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMA
                 tar.add(path, member)
             else:
                 why = "hard link" if stat.S_ISREG(mode.st_mode) else "symlink" if stat.S_ISLNK(mode.st_mode) else "not a regular file"
-                print({DROPPED!r} + member + " (" + why + ")", file=sys.stderr)
+                print({DROPPED!r} + shown(member) + " (" + why + ")", file=sys.stderr)
 """
 
 

@@ -468,3 +468,27 @@ def test_a_clock_stepped_back_during_a_local_run_never_makes_its_wall_time_negat
     collect.finish(LocalJob([plan], tmp_path / "scratch"), "job", record, 1, lambda line: None)
     monkeypatch.undo()
     assert 0.0 <= runs.read_record(record.path)["wall_seconds"] < 60
+
+
+def test_the_pod_side_copy_names_what_it_left_out_one_line_each_as_printable_shows_it(tmp_path):
+    import subprocess
+    import sys
+
+    from generator import confined
+    from generator.errors import printable
+    from tests.support.paths import REPO_ROOT
+
+    name = f"curves\n{ESCAPES}.png"  # a newline would have split the pod's list, its second half printed raw
+    (tmp_path / "outputs" / "job").mkdir(parents=True)
+    (tmp_path / "outputs" / "job" / name).symlink_to("/etc/passwd")
+    log = tmp_path / "pod.err"
+    with open(log, "w") as err:
+        archive = subprocess.run([sys.executable, "-c", confined.PACK, str(tmp_path / "outputs" / "job")],
+                                 stdout=subprocess.PIPE, stderr=err, check=True, timeout=60).stdout
+    assert log.read_text() == f"{confined.DROPPED}{printable(name)} (symlink)\n"
+    extract = subprocess.run([sys.executable, "-m", "generator.confined", "extract", str(tmp_path / "dest"),
+                              "--pod-log", str(log)], input=archive, capture_output=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    said = extract.stderr.decode()
+    _assert_escaped(said)
+    assert said == f"not copied (only regular files and folders are): {printable(name)} (symlink)\n", said
