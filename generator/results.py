@@ -155,6 +155,6 @@ def keep_run_command(source, folder, exit_code):
     if status == "finished":
         raise SystemExit(report(run))
     for line in runs.history(folder):  # never another run's result block
-        click.echo(line)
-    click.echo(f"{run}: the run failed with exit code {exit_code}: no result")
+        say(line)
+    say(f"{run}: the run failed with exit code {exit_code}: no result")
     raise SystemExit(NOT_FINISHED)

@@ -492,3 +492,11 @@ def test_the_pod_side_copy_names_what_it_left_out_one_line_each_as_printable_sho
     said = extract.stderr.decode()
     _assert_escaped(said)
     assert said == f"not copied (only regular files and folders are): {printable(name)} (symlink)\n", said
+
+
+def test_keep_run_prints_the_job_folder_escaped(tmp_path):
+    (tmp_path / "part").mkdir()
+    kept = CliRunner().invoke(cli, ["keep-run", str(tmp_path / "part"), str(tmp_path / f"job{ESCAPES}"),
+                                    "--exit-code", "3"], catch_exceptions=False)
+    assert kept.exit_code == 1 and "the run failed with exit code 3" in kept.output, kept.output
+    _assert_escaped(kept.output)
