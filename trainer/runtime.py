@@ -197,11 +197,14 @@ def size_cpu_threads(spec: ClusterSpec, requested: int, timeout: float, log) -> 
 def enable_compilation_cache(jax, directory: str, platform: str | None, log) -> str:
     """Keep compiled programs in their folder of `directory` (compilation_cache_key; written by
     process 0, read by all): a restarted or repeated run skips XLA compilation. Every program is
-    kept, however fast it compiled. Returns the folder."""
+    kept, however fast it compiled. On the CPU, the cache may move (a copy, another mount point): no
+    GPU cache's path is part of the programs' keys there. Returns the folder."""
     folder = os.path.join(directory, compilation_cache_key(platform))
     jax.config.update("jax_compilation_cache_dir", folder)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    if platform == "cpu":  # XLA's GPU caches: their path enters every program's key, so a cache copied or
+        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")  # mounted elsewhere read nothing
     if not CACHE_USE:
         CACHE_USE.update(read=0, written=0)
         jax.monitoring.register_event_listener(_count_cache_use)
