@@ -25,7 +25,8 @@ def check_command(file, extra_files, sets, set_strings, set_jsons, target, kubec
     """Check that the cluster has what FILE's render needs: the target's API and a live controller
     (and a TrainJob's ClusterTrainingRuntime), the namespace and its admission of the job and its
     pods (server-side dry runs: nothing is created), the LocalQueue and Kueue's integration, a
-    StorageClass or the existing claim (and ReadWriteMany for several hosts), the Secret of the bucket's
+    StorageClass or the existing claim (a warning where several hosts on several nodes share a
+    ReadWriteOnce claim), the Secret of the bucket's
     credentials (outputs.secret), GPUs, a published image,
     and a Kubernetes version that has every field of the render (kube_version).
     Each problem is one line saying what to install or set. Exit 0: all there; 2: something is
@@ -39,12 +40,14 @@ def check_command(file, extra_files, sets, set_strings, set_jsons, target, kubec
     if namespace:  # the namespace the job would go to, as run.sh --namespace applies it there
         values["namespace"] = namespace
     try:
-        passed, failed, where = engine_of(values).check(values, kubeconfig, context)
+        passed, failed, warned, where = engine_of(values).check(values, kubeconfig, context)
         image = unpublished(values, defaults()["image"]["repository"])
         passed, failed = (passed, failed + [image]) if image else (passed + ["image"], failed)
     except Unreachable as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(EXIT_UNREACHABLE)
+    for line in warned:
+        click.echo(f"warning: {line}", err=True)
     for line in failed:
         click.echo(f"error: {line}", err=True)
     if failed:

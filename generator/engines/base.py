@@ -44,8 +44,10 @@ class Engine(Protocol):
     def release_files(self, values: dict) -> dict[str, str]:
         """What scripts/prepare.sh keeps beside the render, in release/ (`jaxgen render --release`)."""
 
-    def check(self, values: dict, kubeconfig: str | None, context: str | None) -> tuple[list[str], list[str], str]:
-        """`jaxgen check`: (what is there, what is missing as one line each, where it asked)."""
+    def check(self, values: dict, kubeconfig: str | None,
+              context: str | None) -> tuple[list[str], list[str], list[str], str]:
+        """`jaxgen check`: (what is there, what is missing as one line each, what may go wrong as one
+        line each, where it asked)."""
 
     def jobs_at(self, context: str | None, namespace: str | None) -> Jobs:
         """The jobs of this engine where the options point."""

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from generator.targets import TARGETS
-from tests.e2e_k8s.kube import Cluster, release_selector, wait_until
+from tests.e2e_k8s.kube import Cluster, pod_index, release_selector, wait_until
 from tests.e2e_k8s.kueue import create_queue, delete_queue
 from tests.support.paths import EXAMPLES_DIR
 
@@ -102,3 +103,70 @@ def test_list_status_and_logs_of_a_job_of_each_kind(cluster):
                 cluster.kubectl("delete", resource, "-l", release_selector(name), "--ignore-not-found",
                                 "--wait=false", check=False)
         delete_queue(cluster, "e2e-cmd-cq", "e2e-cmd-lq")
+
+
+KWOK_NODE = "kwok.x-k8s.io/node"  # the annotation of the nodes kwok plays the kubelet of (scripts/cluster/up.sh)
+
+
+def _lose(cluster: Cluster, node: str) -> None:
+    """The node's kubelet dies: kwok stops playing it (no lease, no status, its pods left as they are),
+    and its last status says it is not ready, so the node controller taints it at once."""
+    cluster.run(["kubectl", "annotate", "node", node, f"{KWOK_NODE}-"])
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    condition = {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime is down",
+                 "lastHeartbeatTime": now, "lastTransitionTime": now}
+    cluster.run(["kubectl", "patch", "node", node, "--subresource=status", "--type=strategic",
+                 "-p", json.dumps({"status": {"conditions": [condition]}})])
+
+
+def _restore(cluster: Cluster, node: str) -> None:
+    """kwok plays the node again (Ready), and the node controller takes its taints off."""
+    cluster.run(["kubectl", "annotate", "node", node, f"{KWOK_NODE}=fake", "--overwrite"])
+    wait_until(f"the node controller to untaint {node}", lambda: not any(
+        t["key"].startswith("node.kubernetes.io/") for t in
+        cluster.get("node", node).get("spec", {}).get("taints") or []), timeout=90, interval=1)
+
+
+@pytest.mark.timeout(240)
+def test_status_names_a_not_ready_node_and_the_ranks_stuck_on_it(cluster):
+    """A node of the job goes NotReady and silent: the node controller taints it, the pods'
+    toleration (failure.node_lost_seconds=0) lets Kubernetes evict them at once, and as no kubelet
+    ends them, jaxgen status names the node, its ranks, and the person's ways out."""
+    name = "e2e-cmd-lost"
+    start(cluster, "indexed-job", name, "--set", "failure.node_lost_seconds=0")
+    node = None
+    try:
+        def placed():
+            pods = cluster.items("pods", release_selector(name))
+            return pods if len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods) else None
+        pods = wait_until("both pods Running", placed, timeout=90, interval=1)
+        node = next(p["spec"]["nodeName"] for p in pods if pod_index(p) == 1)
+        ranks = sorted(pod_index(p) for p in pods if p["spec"]["nodeName"] == node)
+        _lose(cluster, node)
+
+        def stuck():
+            got = json.loads(jaxgen(cluster, "status", name, "-o", "json").stdout)
+            return got if any("they are evicted" in line for line in got.get("nodes", [])) else None
+        def diagnose():
+            nodes = cluster.get("node", node)
+            pods = [(p["metadata"]["name"], p["metadata"].get("deletionTimestamp"), p["status"].get("phase"))
+                    for p in cluster.items("pods", release_selector(name))]
+            return (f"status: {jaxgen(cluster, 'status', name, '-o', 'json').stdout}\nnode {node}: "
+                    f"{nodes['status'].get('conditions')} taints {nodes['spec'].get('taints')}\npods: {pods}")
+        got = wait_until("jaxgen status to name the evicted ranks", stuck, timeout=90, interval=2, diagnose=diagnose)
+        held = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+        [line] = got["nodes"]  # NotReady for the status it last posted, or once its lease ran out, for its silence
+        assert line.startswith(f"{node} NotReady (container runtime is down): ") or line.startswith(
+            f"{node} NotReady (Kubelet stopped posting node status): "), line
+        assert line.endswith(
+            f": {held} on it; they are evicted but only the node's kubelet can end them: the job waits (the ranks are "
+            f"not replaced) until the node is back, or, if it is down for good, until its Node is deleted (kubectl "
+            f"delete node {node}) or tainted out of service (kubectl taint node {node} node.kubernetes.io/"
+            "out-of-service=nodeshutdown:NoExecute): docs/kubernetes.md, A lost node"), line
+        text = jaxgen(cluster, "status", name).stdout.splitlines()
+        assert f"node:       {got['nodes'][0]}" in text, text
+    finally:
+        if node:
+            _restore(cluster, node)
+        cluster.kubectl("delete", "jobs.batch,services,networkpolicies", "-l", release_selector(name),
+                        "--ignore-not-found", "--wait=false", check=False)

@@ -41,11 +41,17 @@ def check(cluster: Cluster, target: str, *sets: str, image: bool = True) -> subp
     return subprocess.run(args, env=cluster.env, capture_output=True, text=True, timeout=120)
 
 
-def errors(proc: subprocess.CompletedProcess) -> list[str]:
+def errors(proc: subprocess.CompletedProcess, warned: int = 0) -> list[str]:
+    """The error lines of a failed check, which also warned `warned` times."""
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.splitlines()
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("warning: ")]
+    assert len(proc.stderr.splitlines()) - len(lines) == warned, proc.stderr
     assert all(line.startswith("error: ") for line in lines), proc.stderr
     return [line.removeprefix("error: ") for line in lines]
+
+
+def warnings(proc: subprocess.CompletedProcess) -> list[str]:
+    return [line.removeprefix("warning: ") for line in proc.stderr.splitlines() if line.startswith("warning: ")]
 
 
 def test_a_target_without_its_controller_is_named_with_its_install_command(bare):
@@ -84,10 +90,11 @@ def test_namespace_admission_queue_storage_gpu_and_image(bare):
     assert refused.startswith("the pods of jax-training are refused by the cluster: ") and "hostPath" in refused, refused
     assert errors(check(bare, "indexed-job", "queue_name=team-a")) == [
         f"queue_name team-a: Kueue is not installed: install Kueue {KUEUE.version}: {KUEUE.install}"]
-    [no_class, multi_attach] = errors(check(bare, "indexed-job", "persistence.enabled=true"))
+    claim = check(bare, "indexed-job", "persistence.enabled=true")
+    [no_class] = errors(claim, warned=1)
     assert no_class.startswith("persistence: the cluster has no default StorageClass for the claim jax-training-outputs")
-    assert multi_attach.startswith("persistence: claim jax-training-outputs is ReadWriteOnce and 2 pods mount it: pods on "
-                                   "a second node stop in a Multi-Attach error"), multi_attach
+    assert warnings(claim)[0].startswith("persistence: claim jax-training-outputs is ReadWriteOnce and the 2 pods "
+                                         "that mount it may land on 2 nodes (kwok-cpu-0, kwok-cpu-1)"), claim.stderr
     assert errors(check(bare, "indexed-job", "persistence.existing_claim=kept", "hosts_count=1",
                         "local_device_count=2")) == [
         f"persistence.existing_claim: PersistentVolumeClaim kept does not exist in namespace {NAMESPACE}: create it, "
@@ -132,6 +139,41 @@ def test_every_target_passes_on_the_complete_cluster(cluster, target):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"{target} jax-training in namespace {cluster.namespace}: ready ("), proc.stdout
     assert proc.stderr == ""
+
+
+def test_a_read_write_once_claim_on_several_nodes_warns(cluster):
+    """Two schedulable CPU nodes (the GPU nodes' taint keeps CPU pods off): a ReadWriteOnce claim that
+    two pods mount warns, naming the ways out, and the check passes; a claim every node may mount, one
+    pod, or pods pinned to one node by node_selector or by affinity do not warn."""
+    for name, mode in (("rwo-outputs", "ReadWriteOnce"), ("rwx-outputs", "ReadWriteMany")):
+        cluster.run(["kubectl", "apply", "-f", "-"], input=json.dumps({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": cluster.namespace},
+            "spec": {"accessModes": [mode], "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}}}))
+    try:
+        _claims_warn(cluster)
+    finally:
+        cluster.kubectl("delete", "pvc", "rwo-outputs", "rwx-outputs", "--wait=false")
+
+
+def _claims_warn(cluster: Cluster) -> None:
+    proc = check(cluster, "jobset", "persistence.existing_claim=rwo-outputs")
+    assert proc.returncode == 0, proc.stderr
+    [line] = warnings(proc)
+    assert proc.stderr == f"warning: {line}\n"
+    assert line.startswith("persistence: claim rwo-outputs is ReadWriteOnce and the 2 pods that mount it may land on "), line
+    assert "kwok-cpu-0" in line and "kwok-cpu-1" in line and "kwok-gpu" not in line, line
+    assert line.endswith("pods on a second node stop in a Multi-Attach error; put the outputs in a bucket "
+                         "(outputs.uri, and no claim), use a ReadWriteMany class (persistence.access_mode="
+                         "ReadWriteMany, persistence.storage_class), or pin the pods to one node (affinity)"), line
+    pinned = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["kwok-cpu-0"]}]}]}}}
+    for sets in (["persistence.existing_claim=rwx-outputs"],
+                 ["persistence.existing_claim=rwo-outputs", "hosts_count=1", "local_device_count=2"],
+                 ["persistence.existing_claim=rwo-outputs", 'node_selector={"kubernetes.io/hostname": "kwok-cpu-1"}'],
+                 ["persistence.existing_claim=rwo-outputs", f"affinity={json.dumps(pinned)}"]):
+        proc = check(cluster, "jobset", *sets)
+        assert (proc.returncode, proc.stderr) == (0, ""), sets
 
 
 def test_a_missing_local_queue_and_a_disabled_kueue_integration(cluster):

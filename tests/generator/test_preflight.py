@@ -82,3 +82,45 @@ def test_a_cluster_version_that_is_not_ascii_digits_is_one_line(server):
     [line] = version_gap(values, server, render_documents(values))
     assert line.startswith(f"this cluster's version cannot be compared with the render's ({kubernetes_versions.NEWEST}): "), line
     assert len(line) < 300, line
+
+
+@pytest.mark.parametrize("toleration, tolerated", [
+    ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, True),
+    ({"key": "nvidia.com/gpu", "operator": "Exists"}, True),  # no effect: every effect
+    ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}, False),
+    ({"key": "nvidia.com/gpu", "value": "present"}, True),  # Equal, the default operator
+    ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "absent"}, False),
+    ({"operator": "Exists"}, True),  # an empty key with Exists: every taint
+    ({"key": "dedicated", "operator": "Exists"}, False)])
+def test_a_nodes_taint_keeps_pods_off_unless_a_toleration_matches(toleration, tolerated):
+    """Which nodes `jaxgen check` counts for a ReadWriteOnce claim: Kubernetes' toleration rule."""
+    from generator.engines.kubernetes.preflight import _tolerated
+
+    assert _tolerated({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}, [toleration]) is tolerated
+
+
+def test_a_required_affinity_pins_the_pods():
+    """A required pod affinity keeps them together; a required node affinity admits the nodes its terms
+    match (any term, every expression), a preferred one every node."""
+    from generator.engines.kubernetes.preflight import _admits, _pins_pods
+
+    assert _pins_pods({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname"}]}})
+    assert not _pins_pods({}) and not _pins_pods({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}})
+    node = {"metadata": {"name": "n1", "labels": {"zone": "a", "cores": "16"}}}
+
+    def required(*terms):
+        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}
+
+    def term(key, operator, *values, field=False):
+        return {"matchFields" if field else "matchExpressions": [{"key": key, "operator": operator,
+                                                                  **({"values": list(values)} if values else {})}]}
+    assert _admits(node, {}) and _admits(node, {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}})
+    for admitted in (term("zone", "In", "a", "b"), term("zone", "NotIn", "b"), term("zone", "Exists"),
+                     term("gpu", "DoesNotExist"), term("cores", "Gt", "8"), term("cores", "Lt", "32"),
+                     term("metadata.name", "In", "n1", field=True)):
+        assert _admits(node, required(admitted)) and _admits(node, required(term("zone", "In", "b"), admitted))
+    for refused in (term("zone", "In", "b"), term("zone", "NotIn", "a"), term("gpu", "Exists"),
+                    term("zone", "DoesNotExist"), term("cores", "Gt", "16"), term("zone", "Lt", "3"),
+                    term("metadata.name", "In", "n2", field=True), {}):
+        assert not _admits(node, required(refused)), refused

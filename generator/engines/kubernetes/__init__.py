@@ -15,13 +15,13 @@ __all__ = ["PodContext", "check", "errors", "files", "jobs_at", "release_files",
            "run_local", "stream", "warnings"]
 
 
-def check(values: dict, kubeconfig: str | None, context: str | None) -> tuple[list[str], list[str], str]:
+def check(values: dict, kubeconfig: str | None, context: str | None) -> tuple[list[str], list[str], list[str], str]:
     from .kubectl import Kubectl
     from .preflight import check as ask
 
     kube = Kubectl(context, values["namespace"] or None, kubeconfig)
-    passed, failed = ask(values, kube)
-    return passed, failed, f"namespace {kube.namespace}"
+    passed, failed, warned = ask(values, kube)
+    return passed, failed, warned, f"namespace {kube.namespace}"
 
 
 def jobs_at(context: str | None, namespace: str | None):

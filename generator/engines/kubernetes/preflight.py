@@ -13,7 +13,7 @@ from ... import kubernetes_versions, names, targets
 from . import kueue
 from .kubectl import Kubectl, NotFound
 from .policy import BUCKET_CREDENTIALS_ENV, GPU_RESOURCE as GPU
-from .render import render_documents
+from .render import PodContext, render_documents
 
 DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 
@@ -88,8 +88,8 @@ class Preflight:
         self.group = _group(self.job["apiVersion"])
         self.component = COMPONENTS[self.group]
 
-    def run(self) -> tuple[list[str], list[str]]:
-        """(passed, failed): a line per check."""
+    def run(self) -> tuple[list[str], list[str], list[str]]:
+        """(passed, failed, warned): a line per check, a line per warning."""
         served, namespace = self.kube.many([self.kube_api_versions, self.namespace_exists])
         checks = [("API", lambda: self.api(served))]
         if not any(self._unserved(served)):
@@ -103,7 +103,7 @@ class Preflight:
                    ("Kubernetes version", self.kubernetes_version)]
         results = self.kube.many([check for _, check in checks])
         passed = [what for (what, _), failures in zip(checks, results) if not failures]
-        return passed, [line for failures in results for line in failures]
+        return passed, [line for failures in results for line in failures], self.shared_claim()
 
     # --- what the cluster serves
 
@@ -260,12 +260,9 @@ class Preflight:
         claim_name = names.outputs_claim(self.v)
         if not claim_name:
             return []
-        lines, modes = [], [p["access_mode"]]
+        lines = []
         if p["existing_claim"]:
-            try:
-                claim = self.kube.get("persistentvolumeclaim", p["existing_claim"])
-                modes = (claim.get("spec") or {}).get("accessModes") or modes
-            except NotFound:
+            if self.claim_modes is None:
                 return [f"persistence.existing_claim: PersistentVolumeClaim {p['existing_claim']} does not exist in "
                         f"namespace {self.kube.namespace}: create it, or leave existing_claim empty to render one"]
         elif not p["storage_class"]:
@@ -275,12 +272,38 @@ class Preflight:
                              f"{claim_name}: set persistence.storage_class to one of "
                              f"[{', '.join(c['metadata']['name'] for c in classes) or 'none'}], or mark one "
                              f"default (annotation {DEFAULT_CLASS}=true)")
-        if self.v["hosts_count"] > 1 and "ReadWriteMany" not in modes and self._schedulable_nodes() > 1:
-            lines.append(f"persistence: claim {claim_name} is {'/'.join(modes)} and {self.v['hosts_count']} pods mount "
-                         "it: pods on a second node stop in a Multi-Attach error; use a ReadWriteMany class "
-                         "(persistence.access_mode=ReadWriteMany, persistence.storage_class) or keep the pods "
-                         "on one node (affinity)")
         return lines
+
+    @cached_property
+    def claim_modes(self) -> list[str] | None:
+        """The outputs claim's access modes: the existing claim's (None where it does not exist), else
+        persistence.access_mode."""
+        p = self.v["persistence"]
+        if not p["existing_claim"]:
+            return [p["access_mode"]]
+        try:
+            claim = self.kube.get("persistentvolumeclaim", p["existing_claim"])
+        except NotFound:
+            return None
+        return (claim.get("spec") or {}).get("accessModes") or [p["access_mode"]]
+
+    def shared_claim(self) -> list[str]:
+        """A warning: a claim one node at a time may mount (ReadWriteOnce), several pods, and more than
+        one node they may land on, with no pod affinity of the render's that keeps them together."""
+        claim_name = names.outputs_claim(self.v)
+        if not claim_name or self.v["hosts_count"] < 2 or _pins_pods(self.v["affinity"]):
+            return []
+        modes = self.claim_modes
+        if modes is None or "ReadWriteMany" in modes:  # a missing claim: storage() says so
+            return []
+        nodes = self._schedulable_nodes()
+        if len(nodes) < 2:
+            return []
+        return [f"persistence: claim {claim_name} is {'/'.join(modes)} and the {self.v['hosts_count']} pods that mount "
+                f"it may land on {len(nodes)} nodes ({', '.join(nodes[:3])}{', …' if len(nodes) > 3 else ''}): pods "
+                "on a second node stop in a Multi-Attach error; put the outputs in a bucket (outputs.uri, and no "
+                "claim), use a ReadWriteMany class (persistence.access_mode=ReadWriteMany, "
+                "persistence.storage_class), or pin the pods to one node (affinity)"]
 
     def bucket_secret(self) -> list[str]:
         """outputs.secret names a Secret of the namespace that holds both credentials' keys."""
@@ -297,10 +320,19 @@ class Preflight:
         return [f"outputs.secret: Secret {secret} has no key {' or '.join(absent)}: the pods read the bucket's "
                 f"credentials from {' and '.join(BUCKET_CREDENTIALS_ENV)}"] if absent else []
 
-    def _schedulable_nodes(self) -> int:
-        """Nodes pods may land on (a single-node cluster never splits a job's pods)."""
+    def _schedulable_nodes(self) -> list[str]:
+        """The nodes the pods may land on: not cordoned, with the render's node_selector's labels,
+        admitted by its required node affinity, and every taint that keeps pods off (NoSchedule,
+        NoExecute) tolerated by the pods."""
+        tolerations = PodContext(self.v).tolerations()
+        selector = self.v["node_selector"]
         nodes = self.kube.get("nodes", namespaced=False)["items"]
-        return sum(not (n.get("spec") or {}).get("unschedulable") for n in nodes)
+        return [n["metadata"]["name"] for n in nodes
+                if not (n.get("spec") or {}).get("unschedulable")
+                and all((n["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
+                and _admits(n, self.v["affinity"])
+                and all(_tolerated(taint, tolerations) for taint in (n.get("spec") or {}).get("taints") or []
+                        if taint.get("effect") in ("NoSchedule", "NoExecute"))]
 
     def gpus(self) -> list[str]:
         if self.v["accelerator"] != "gpu":
@@ -312,5 +344,55 @@ class Preflight:
                 "on the GPU nodes, or set accelerator=cpu"]
 
 
-def check(values: dict, kube: Kubectl) -> tuple[list[str], list[str]]:
+def _tolerated(taint: dict, tolerations: list[dict]) -> bool:
+    """Whether a toleration matches the taint (Kubernetes' rule: an empty key with Exists matches every
+    taint, an empty effect every effect, Equal, the default operator, compares the values)."""
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        if not t.get("key") and t.get("operator") == "Exists":
+            return True
+        if t.get("key") == taint.get("key") and (
+                t.get("operator") == "Exists" or (t.get("value") or "") == (taint.get("value") or "")):
+            return True
+    return False
+
+
+def _pins_pods(affinity: dict) -> bool:
+    """Whether a required pod affinity keeps the pods together: the user chose where they go."""
+    return bool((affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+
+def _admits(node: dict, affinity: dict) -> bool:
+    """Whether the required node affinity lets pods on this node (Kubernetes' rule: any term, every
+    expression of it; matchFields on metadata.name)."""
+    required = (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return True
+    labels = node["metadata"].get("labels") or {}
+    fields = {"metadata.name": node["metadata"]["name"]}
+
+    def matches(expression: dict, found: dict) -> bool:
+        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+        if operator == "In":
+            return key in found and found[key] in values
+        if operator == "NotIn":
+            return found.get(key) not in values
+        if operator == "Exists":
+            return key in found
+        if operator == "DoesNotExist":
+            return key not in found
+        try:  # Gt, Lt: integers
+            number, bound = int(found[key]), int(values[0])
+        except (KeyError, IndexError, ValueError):
+            return False
+        return number > bound if operator == "Gt" else number < bound
+
+    return any((term.get("matchExpressions") or term.get("matchFields"))
+               and all(matches(e, labels) for e in term.get("matchExpressions") or [])
+               and all(matches(e, fields) for e in term.get("matchFields") or [])
+               for term in required.get("nodeSelectorTerms") or [])
+
+
+def check(values: dict, kube: Kubectl) -> tuple[list[str], list[str], list[str]]:
     return Preflight(values, kube).run()

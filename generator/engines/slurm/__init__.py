@@ -17,7 +17,7 @@ def warnings(values: dict) -> list[str]:
     return []
 
 
-def check(values: dict, kubeconfig: str | None, context: str | None) -> tuple[list[str], list[str], str]:
+def check(values: dict, kubeconfig: str | None, context: str | None) -> tuple[list[str], list[str], list[str], str]:
     raise UserError(f"target {values['target']}: jaxgen check asks a Kubernetes cluster; a SLURM script is "
                     "checked by sbatch --test-only")
 
