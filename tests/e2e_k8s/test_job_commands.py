@@ -165,6 +165,8 @@ def test_status_names_a_not_ready_node_and_the_ranks_stuck_on_it(cluster):
             "out-of-service=nodeshutdown:NoExecute): docs/kubernetes.md, A lost node"), line
         text = jaxgen(cluster, "status", name).stdout.splitlines()
         assert f"node:       {got['nodes'][0]}" in text, text
+        # The Job API allows only podReplacementPolicy Failed with a podFailurePolicy: no second pod of a rank.
+        assert sorted(pod_index(p) for p in cluster.items("pods", release_selector(name))) == [0, 1]
     finally:
         if node:
             _restore(cluster, node)
