@@ -2,8 +2,9 @@
 # Starts a local Kubernetes control plane for end-to-end tests: etcd, kube-apiserver (PodSecurity
 # admission on), kube-controller-manager, kube-scheduler and either kwok (fake CPU and GPU nodes
 # that drive pods through their lifecycle) or, with --real-node, one real node (node.sh:
-# containerd, runc, bridge CNI, CoreDNS and a kubelet running real containers), installs the CRDs of
-# ../shared/crds and, unless --no-controllers, the JobSet controller, the Kubeflow training-operator
+# containerd, runc, bridge CNI, CoreDNS and a kubelet running real containers; with --real-nodes N,
+# N of them on this host, each with its own containerd, kubelet, cgroup root, bridge and pod
+# subnet), installs the CRDs of ../shared/crds and, unless --no-controllers, the JobSet controller, the Kubeflow training-operator
 # (JAXJob), the Kubeflow Trainer v2 controller (TrainJob, with the jax-distributed
 # ClusterTrainingRuntime of ../shared/crds) and Kueue (queueing of Jobs, JobSets and TrainJobs). Prints the KUBECONFIG path on stdout. Stop it with scripts/cluster/down.sh STATE_DIR.
 set -Eeuo pipefail
@@ -13,7 +14,7 @@ source "$here/versions.sh"
 
 usage() {
   cat <<EOF
-Usage: scripts/cluster/up.sh [--state-dir DIR] [--namespace NS] [--no-controllers] [--real-node]
+Usage: scripts/cluster/up.sh [--state-dir DIR] [--namespace NS] [--no-controllers] [--real-node | --real-nodes N]
                              [--owner-pid PID] [--max-lifetime SECONDS] [--timeout SECONDS]
                              [--api-qps QPS] [--pods-ready-timeout SECONDS]
 
@@ -27,6 +28,9 @@ lines, stops what it started and exits non-zero.
   --no-controllers        do not start the JobSet controller, the training-operator, Trainer v2 and Kueue
                           (Kueue reads a certificate from /etc/kueue/metrics/certs: starting it needs root)
   --real-node             one real node (root; scripts/setup.sh node) instead of kwok's fake ones
+  --real-nodes N          N real nodes on this host (1 to 8; --real-node is 1): each a kubelet with its
+                          own containerd, root dir, cgroup root, bridge and pod subnet (node i:
+                          10.200.<i-1>.0/24), pods reaching each other across them, one cluster DNS
   --owner-pid PID         stop the cluster as soon as process PID exits (e.g. the test runner)
   --max-lifetime SECONDS  stop the cluster after this long whatever happens (default: 3600)
   --timeout SECONDS       how long each component may take to become ready (default: 120)
@@ -40,14 +44,15 @@ lines, stops what it started and exits non-zero.
 EOF
 }
 
-state="" namespace="jax-e2e" controllers=true real_node=false owner_pid="" max_lifetime=3600 timeout=120 api_qps=""
+state="" namespace="jax-e2e" controllers=true real_node=false real_nodes=1 owner_pid="" max_lifetime=3600 timeout=120 api_qps=""
 pods_ready_timeout=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --state-dir) need_value "$@"; state="$2"; shift ;;
     --namespace) need_value "$@"; namespace="$2"; shift ;;
     --no-controllers) controllers=false ;;
-    --real-node) real_node=true ;;
+    --real-node) real_node=true real_nodes=1 ;;
+    --real-nodes) need_value "$@"; real_node=true real_nodes="$2"; shift ;;
     --owner-pid) need_value "$@"; owner_pid="$2"; shift ;;
     --max-lifetime) need_value "$@"; max_lifetime="$2"; shift ;;
     --timeout) need_value "$@"; timeout="$2"; shift ;;
@@ -72,7 +77,9 @@ fi
   bad_usage "--pods-ready-timeout must be an integer from 1 to 99999, not '$pods_ready_timeout'"
 
 source "$here/node.sh"
-! $real_node || node_check
+[[ "$real_nodes" =~ ^[1-9][0-9]{0,3}$ ]] && [ "$real_nodes" -le "$MAX_REAL_NODES" ] ||
+  bad_usage "--real-nodes must be an integer from 1 to $MAX_REAL_NODES, not '$real_nodes'"
+! $real_node || node_check "$real_nodes"
 crds_dir="$(cd "$JAXT_ROOT/.." && pwd)/shared/crds"
 [ -d "$crds_dir" ] || die "CRDs not found in $crds_dir (../shared/crds relative to the repository)"
 
@@ -224,6 +231,7 @@ fi
 # --- cluster content: nodes, our namespace, CRDs
 if $real_node; then
   node_up >&2
+  for ((node_number = 2; node_number <= real_nodes; node_number++)); do node_add "$node_number" >&2; done
 else
   kubectl apply --server-side -f "$here/kwok/nodes.yaml" >&2
 fi
