@@ -109,8 +109,10 @@ KWOK_NODE = "kwok.x-k8s.io/node"  # the annotation of the nodes kwok plays the k
 
 
 def _lose(cluster: Cluster, node: str) -> None:
-    """The node's kubelet dies: kwok stops playing it (no lease, no status, its pods left as they are),
-    and its last status says it is not ready, so the node controller taints it at once."""
+    """The node's kubelet dies, as far as the node controller sees: kwok stops renewing its lease and
+    status, and its last status says it is not ready, so the node controller taints it at once. (kwok
+    still deletes a deleted pod of that node once no finalizer holds it; a Job's pods keep the Job's
+    tracking finalizer while the Job runs, so they stay terminating as on a dead kubelet.)"""
     cluster.run(["kubectl", "annotate", "node", node, f"{KWOK_NODE}-"])
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     condition = {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime is down",
@@ -130,8 +132,8 @@ def _restore(cluster: Cluster, node: str) -> None:
 @pytest.mark.timeout(240)
 def test_status_names_a_not_ready_node_and_the_ranks_stuck_on_it(cluster):
     """A node of the job goes NotReady and silent: the node controller taints it, the pods'
-    toleration (failure.node_lost_seconds=0) lets Kubernetes evict them at once, and as no kubelet
-    ends them, jaxgen status names the node, its ranks, and the person's ways out."""
+    toleration (failure.node_lost_seconds=0) lets Kubernetes evict them at once, they stay
+    terminating, and jaxgen status names the node, its ranks, and the person's ways out."""
     name = "e2e-cmd-lost"
     start(cluster, "indexed-job", name, "--set", "failure.node_lost_seconds=0")
     node = None
