@@ -89,7 +89,7 @@ def test_numbers_in_pass_through_objects_stay_numbers():
     toleration = {"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 1e16}
     result = jaxgen("render", "-", stdin=json.dumps({"tolerations": [toleration]}))
     assert result.exit_code == 0, result.stderr
-    assert pod(result.documents())["spec"]["tolerations"] == [toleration]
+    assert pod(result.documents())["spec"]["tolerations"][0] == toleration  # the lost node's follow it
 
 
 @pytest.mark.parametrize("text", [s for s in YAML_LOOKALIKES if s] + ["a" * 5000, "x\ny: 1", "é ü"])
