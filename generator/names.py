@@ -27,7 +27,8 @@ def context_namespace(environ=os.environ) -> str:
         if not isinstance(config, dict):
             continue
         current = current or config.get("current-context")
-        for item in config.get("contexts") or []:
+        items = config.get("contexts")
+        for item in items if isinstance(items, list) else []:
             if isinstance(item, dict) and isinstance(item.get("name"), str):
                 contexts.setdefault(item["name"], item.get("context"))
     context = contexts.get(current) if isinstance(current, str) else None

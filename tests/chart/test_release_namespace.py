@@ -81,3 +81,12 @@ def test_an_empty_n_is_the_kube_contexts_namespace_too(tmp_path):
     jaxgen = subprocess.run([sys.executable, "-m", "generator", "render", SEED, "-n", ""], capture_output=True,
                             text=True, timeout=120, env={**env, "PYTHONPATH": str(REPO_ROOT)})
     assert namespaces(helm.stdout) == namespaces(jaxgen.stdout) == {"team-a"}, helm.stderr + jaxgen.stderr
+
+
+@pytest.mark.parametrize("text", ["contexts: 5\ncurrent-context: a\n", "contexts: [5, {name: a, context: 7}]\ncurrent-context: a\n",
+                                  "- a\n", "current-context: [a]\n", ": :\n"])
+def test_a_malformed_kubeconfig_is_no_kubeconfig(tmp_path, text):
+    from generator.names import context_namespace
+
+    (tmp_path / "config").write_text(text)
+    assert context_namespace({"KUBECONFIG": str(tmp_path / "config")}) == "default"
