@@ -90,14 +90,13 @@ def _kept(target: Path, files: dict[str, str]) -> list[str]:
     return kept
 
 
-def _carry(names: list[str], source: Path, into: Path) -> list[str]:
-    """Rename each of `names` from `source` into `into`; the names that were carried."""
-    carried = []
+def _carry(names: list[str], source: Path, into: Path, carried: list[str]) -> None:
+    """Rename each of `names` from `source` into `into`, each added to `carried` once it is there (a
+    rename that fails midway leaves the list naming those already carried)."""
     for name in names:
         if (source / name).exists() or (source / name).is_symlink():
             os.rename(source / name, into / name)
             carried.append(name)
-    return carried
 
 
 def write_directory(target: Path, files: dict[str, str]) -> None:
@@ -138,12 +137,16 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
                     raise
                 _write_inside(target, files)  # a mount point cannot be renamed: its contents can
                 return
-            carried = _carry(kept, old, staging)
+            _carry(kept, old, staging, carried)
         os.rename(staging, target)
         carried = []
     except OSError as exc:
         if old is not None and old.exists() and not target.exists():
-            carried = [n for n in carried if n not in _carry(carried, staging, old)]
+            back: list[str] = []
+            try:
+                _carry(carried, staging, old, back)
+            finally:
+                carried = [n for n in carried if n not in back]
             os.rename(old, target)  # put the previous render back: all files or none
         raise UserError(f"{target}: cannot write: {exc.strerror}") from None
     finally:

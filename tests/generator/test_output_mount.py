@@ -73,3 +73,26 @@ def test_a_mount_point_keeps_what_the_render_did_not_write(tmp_path):
     assert done.stdout.split() == [".jaxgen-output", "jaxjob-jax-training.yaml", "networkpolicy-jax-training.yaml",
                                    "results"]
     assert (tmp_path / "source" / "results" / "jax-training" / "summary.json").read_text() == "{}"
+
+
+def test_a_kept_entry_that_cannot_move_loses_none_of_the_others(tmp_path):
+    """A used build folder whose results/ is a mount point (it cannot be renamed): the render fails in
+    one line, and the kept entries carried before it are put back (they were deleted with the staging)."""
+    build, source = tmp_path / "build", tmp_path / "source"
+    first = subprocess.run([sys.executable, "-m", "generator", "render", SEED, "-o", str(build)], cwd=REPO_ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    (build / "a-notes.txt").write_text("mine")
+    (build / "results").mkdir()
+    source.mkdir()
+    (source / "summary.json").write_text("{}")
+    render = " ".join(map(repr, [sys.executable, "-m", "generator", "render", SEED, "-o", str(build)]))
+    done = subprocess.run(["unshare", "--mount", "sh", "-c", f"mount --bind {source} {build / 'results'} && {render}"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    if "mount: " in done.stderr and "permission denied" in done.stderr.lower():
+        pytest.skip("no permission to mount here")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines()[-1] == f"error: {build}: cannot write: Device or resource busy", done.stderr
+    assert (build / "a-notes.txt").read_text() == "mine"
+    assert (build / "job-jax-training.yaml").is_file() and not (build / "results" / "summary.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["build", "source"]  # nothing left beside it
