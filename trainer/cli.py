@@ -58,9 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
         _cluster_args(sub.add_parser(name, help=text, allow_abbrev=False), train=False)
     e = sub.add_parser("evaluate", help="re-score the MNIST test set with an exported model", allow_abbrev=False)
     _model_args(e)
-    e.add_argument("--data-dir", metavar="DIR", help="a folder with the MNIST files (default: the data the model's "
-                                                     "run read if it is still here, else $JAXT_CACHE/mnist, "
-                                                     "downloaded there if missing)")
+    e.add_argument("--data-dir", metavar="DIR", help="a folder with the MNIST files, downloaded into it if missing; "
+                                                     "only this folder is read, one that is not there is refused "
+                                                     "(default: the data the model's run read if it is still here, "
+                                                     "else $JAXT_CACHE/mnist, downloaded there if missing)")
     config.add_field_argument(e, *config.fields_named("download"))
     e.add_argument("--mirror", metavar="URL", help="where MNIST is downloaded from when no copy is here (default: "
                                                    f"the run's mirror, else {config.DEFAULT_MIRROR})")

@@ -58,23 +58,30 @@ def find_test_set(model_path: str, data_dir: str | None, download: bool,
     $JAXT_CACHE's copy. A download of the two test files, into --data-dir or the cache, from
     --mirror, the run's mirror or the default, is the last resort."""
     run = recorded_data(model_path)
-    local = [Path(data_dir)] if data_dir else []
-    local += [p for p in (Path(run["data_dir"]) if isinstance(run.get("data_dir"), str) else None,
-                          _local_dir(run.get("mirror")), _local_dir(mirror), cache_data_dir()) if p]
+    if data_dir:
+        return _given_test_set(Path(data_dir), download, mirror or run.get("mirror") or DEFAULT_MIRROR)
+    local = [p for p in (Path(run["data_dir"]) if isinstance(run.get("data_dir"), str) else None,
+                         _local_dir(run.get("mirror")), _local_dir(mirror), cache_data_dir()) if p]
     for directory in dict.fromkeys(local):
         try:
             return data.load_split(directory, "test", download=False)
         except DataError:
-            if data_dir and directory == Path(data_dir) and _holds_test_files(directory):
-                if download and directory.is_dir():
-                    break  # downloaded into it again below
-                raise  # what --data-dir holds is corrupt: never scored silently on another copy
             continue
-    target = Path(data_dir) if data_dir else cache_data_dir()
+    target = cache_data_dir()
     if not download:
         raise DataError(f"the MNIST files are in none of {', '.join(map(str, dict.fromkeys(local)))} "
                         f"(and downloading is disabled); {data.where_else()}")
     return data.load_split(target, "test", True, mirror or run.get("mirror") or DEFAULT_MIRROR)
+
+
+def _given_test_set(directory: Path, download: bool, mirror: str) -> tuple[np.ndarray, np.ndarray]:
+    """The test set of --data-dir and of no other folder: a folder that is not there is a data error
+    (a typing mistake never scores another copy); one without the files is downloaded into, or refused
+    under --no-download, as a corrupt copy is."""
+    if not directory.exists():
+        raise DataError(f"--data-dir {directory}: no such directory (create it to download the test set into it, "
+                        "or leave out --data-dir to read the model's run data or the cache's copy)")
+    return data.load_split(directory, "test", download, mirror)
 
 
 def _fit(jax, model_path: str, params: dict, config: dict) -> None:
@@ -136,8 +143,9 @@ def read_images(path: Path) -> tuple[list[str], np.ndarray]:
 
 
 def _png(path: Path) -> np.ndarray:
-    """A PNG as a 28 x 28 grayscale image (resized if needed; MNIST digits are white on black). A
-    transparent one is laid onto black; one drawn in its alpha channel alone (one colour, or ink so dark
+    """A PNG as a 28 x 28 grayscale image, white on black as MNIST's digits are: one on a light ground
+    (black on white) is inverted, one of another size is scaled as MNIST's were (see _as_mnist); each is
+    said on stderr. A transparent one is laid onto black; one drawn in its alpha channel alone (one colour, or ink so dark
     that it would vanish on black: the shape is in the transparency) is read from its alpha channel, which
     is said on stderr."""
     from PIL import Image
@@ -149,15 +157,60 @@ def _png(path: Path) -> np.ndarray:
                 if image.width * image.height > MAX_PNG_PIXELS:
                     raise DataError(f"{path}: {image.width} x {image.height} pixels, more than the {MAX_PNG_PIXELS} "
                                     "this reader decodes")
-                gray = _gray(image, path)
+                gray = _light_ground_inverted(_gray(image, path), path)
                 if gray.size != (SIDE, SIDE):
-                    gray = gray.resize((SIDE, SIDE), Image.Resampling.LANCZOS)
+                    gray = _as_mnist(gray, path)
                 return np.asarray(gray, np.uint8)
     except DataError:
         raise
     except Exception as e:  # noqa: BLE001  (Pillow raises OSError, ValueError, SyntaxError, its bomb errors...)
         reason = str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
         raise DataError(f"{path}: not a readable PNG ({reason})") from None
+
+
+# A grayscale image brighter than mid-grey on average is a dark digit on a light ground.
+MID_GREY = 127.5
+# MNIST's convention: the digit's bounding box scaled (aspect kept) to fit 20 x 20, placed in the
+# 28 x 28 field with its centre of mass at the centre.
+BOX = 20
+# Pixels at most this bright (of 255) are ground, not ink, when the digit's bounding box is found.
+FAINT = 32
+
+
+def _light_ground_inverted(gray, path: Path):
+    """`gray` as white ink on black: inverted when its mean is above mid-grey (black on white)."""
+    from PIL import ImageOps, ImageStat
+
+    if ImageStat.Stat(gray).mean[0] <= MID_GREY:
+        return gray
+    print(f"note: {path}: a dark digit on a light ground: inverted to MNIST's white digit on black", file=sys.stderr)
+    return ImageOps.invert(gray)
+
+
+def _as_mnist(gray, path: Path):
+    """A white-on-black image of another size as a 28 x 28 MNIST digit: its ink's bounding box scaled,
+    aspect kept, to fit 20 x 20 and placed with its centre of mass at the field's centre. An image
+    without ink is scaled whole."""
+    from PIL import Image
+
+    box = gray.point(lambda v: 255 if v > FAINT else 0).getbbox()
+    if box is None:
+        return gray.resize((SIDE, SIDE), Image.Resampling.LANCZOS)
+    digit = gray.crop(box)
+    scale = BOX / max(digit.width, digit.height)
+    size = (max(1, round(digit.width * scale)), max(1, round(digit.height * scale)))
+    small = np.asarray(digit.resize(size, Image.Resampling.LANCZOS), np.float64)
+    mass = small.sum()
+    rows, cols = np.indices(small.shape)
+    centre_row = (rows * small).sum() / mass if mass else small.shape[0] / 2
+    centre_col = (cols * small).sum() / mass if mass else small.shape[1] / 2
+    top = min(max(round(SIDE / 2 - centre_row), 0), SIDE - size[1])
+    left = min(max(round(SIDE / 2 - centre_col), 0), SIDE - size[0])
+    field = np.zeros((SIDE, SIDE), np.uint8)
+    field[top:top + size[1], left:left + size[0]] = np.clip(np.rint(small), 0, 255).astype(np.uint8)
+    print(f"note: {path}: {gray.width} x {gray.height} pixels: scaled to {SIDE} x {SIDE} as MNIST's digits are "
+          f"(the digit in {BOX} x {BOX}, centred by its mass)", file=sys.stderr)
+    return Image.fromarray(field, "L")
 
 
 # Below this brightness (of 255) everywhere once laid onto black, a transparent drawing is dark ink that

@@ -260,5 +260,66 @@ def test_evaluate_never_scores_another_copy_when_data_dir_is_corrupt(tmp_path, b
 
     said = "corrupt or truncated" if bad == "corrupt" else "the data directory is not a directory"
     one_line(evaluate(data_dir), exit_codes.DATA, said)
-    fallback = evaluate(tmp_path / "absent")  # no files there: the cache's copy is read, as before
-    assert fallback.returncode == 0 and "test accuracy=" in fallback.stdout, fallback.stderr[-2000:]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    one_line(evaluate(empty), exit_codes.DATA, "missing (and downloading is disabled)")
+
+
+def test_evaluate_refuses_a_data_dir_that_is_not_there(tmp_path):
+    """A --data-dir that is not there (a typing mistake) is one line and the data error's code, never
+    a score on the copy in $JAXT_CACHE (which is read when no --data-dir is given)."""
+    import os
+
+    (tmp_path / "cache").mkdir()
+    os.symlink(MNIST_DIR, tmp_path / "cache" / "mnist")
+    model = export_model(tmp_path / "model")
+    env = {"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu", "JAXT_CACHE": str(tmp_path / "cache")}
+    command = [sys.executable, "-m", "trainer", "evaluate", "--model", str(model)]
+    for download in ([], ["--no-download"]):
+        refused = subprocess.run([*command, "--data-dir", str(tmp_path / "absent"), *download], cwd=REPO_ROOT,
+                                 capture_output=True, text=True, timeout=120, env=env)
+        one_line(refused, exit_codes.DATA, f"--data-dir {tmp_path / 'absent'}: no such directory")
+        assert refused.stdout == "" and not (tmp_path / "absent").exists()
+    scored = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert scored.returncode == 0 and "test accuracy=" in scored.stdout, scored.stderr[-2000:]
+
+
+def test_a_large_black_on_white_digit_is_read_as_mnist_draws_it(tmp_path, capsys):
+    """MNIST test digits drawn black on white, enlarged tenfold and set off-centre in a larger white
+    page, are read back as MNIST's own 28 x 28 white-on-black digits: inverted (the mean is above
+    mid-grey), the ink's box scaled into 20 x 20 and centred by its mass. A nearest neighbour among
+    MNIST's training digits names the true digit for nearly all of them (the image read as drawn,
+    inverted and squeezed whole, matches almost none), and each change is said on stderr."""
+    from PIL import Image
+
+    from trainer.data import parse_idx
+    from trainer.inference import read_images
+
+    digits = parse_idx(MNIST_DIR / "t10k-images-idx3-ubyte.gz")[:30]
+    labels = parse_idx(MNIST_DIR / "t10k-labels-idx1-ubyte.gz")[:30]
+    train = parse_idx(MNIST_DIR / "train-images-idx3-ubyte.gz")[:6000].reshape(6000, -1).astype(np.float32)
+    train_labels = parse_idx(MNIST_DIR / "train-labels-idx1-ubyte.gz")[:6000]
+
+    def nearest(image):
+        return train_labels[((train - image.reshape(-1).astype(np.float32)) ** 2).sum(axis=1).argmin()]
+
+    read, plain = [], []
+    for i, digit in enumerate(digits):
+        page = Image.new("L", (400, 330), 255)
+        page.paste(Image.fromarray(255 - digit, "L").resize((280, 280), Image.Resampling.BILINEAR), (90 + i, 20 + i))
+        page.save(tmp_path / f"{i}.png")
+        _, images = read_images(tmp_path / f"{i}.png")
+        said = capsys.readouterr().err.splitlines()
+        assert said == [f"note: {tmp_path / f'{i}.png'}: a dark digit on a light ground: inverted to MNIST's white "
+                        "digit on black",
+                        f"note: {tmp_path / f'{i}.png'}: 400 x 330 pixels: scaled to 28 x 28 as MNIST's digits are "
+                        "(the digit in 20 x 20, centred by its mass)"], said
+        assert np.corrcoef(images[0].reshape(-1), digit.reshape(-1))[0, 1] > 0.7, i
+        read.append(nearest(images[0]))
+        plain.append(nearest(np.asarray(page.resize((28, 28), Image.Resampling.LANCZOS))))
+    assert (np.array(read) == labels).mean() >= 0.8, (read, labels)  # MNIST's own 28 x 28 digits: 0.87
+    assert (np.array(plain) == labels).mean() <= 0.3, (plain, labels)
+    digit_on_black = tmp_path / "mnist.png"  # a 28 x 28 MNIST digit is read as it is, without a note
+    Image.fromarray(digits[0], "L").save(digit_on_black)
+    np.testing.assert_array_equal(read_images(digit_on_black)[1][0], digits[0])
+    assert capsys.readouterr().err == ""
