@@ -98,12 +98,29 @@ def save(directory: str | os.PathLike, params: dict[str, np.ndarray], cfg, summa
     metadata = {"format": "np", "model": cfg.model, "layers": config["layers"]}
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        _replace(directory / MODEL_FILE, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
+        _replace(directory / MODEL_FILE, lambda tmp: _readable(tmp, lambda: save_file(tensors, str(tmp),
+                                                                                      metadata=metadata)))
         _replace(directory / MODEL_CONFIG, lambda tmp: tmp.write_text(json.dumps(config, indent=1) + "\n"))
         _replace(directory / MODEL_CARD, lambda tmp: tmp.write_text(_card(cfg, config, summary)))
     except OSError as e:
         raise CheckpointError(f"cannot write the model to {directory}: {e.strerror or e}") from None
     return directory / MODEL_FILE
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it (os.umask would change it for every thread a moment)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 0o022
+
+
+def _readable(path: Path, write) -> None:
+    """write(), then give the file the mode its siblings get (0644 under umask 022): safetensors writes
+    it 0600, and the model is a result to hand on, as the config and card beside it are."""
+    write()
+    os.chmod(path, 0o666 & ~_umask())
 
 
 def _replace(path: Path, write) -> None:

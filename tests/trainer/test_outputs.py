@@ -430,3 +430,22 @@ def test_a_checkpoint_file_named_with_other_digits_is_no_step(tmp_path):
     assert outputs.newest_checkpoint(tmp_path) is None and checkpoint.list_steps(folder) == []
     (folder / "ckpt-0000000002.npz").write_bytes(b"")
     assert outputs.newest_checkpoint(tmp_path)[0] == 2 and checkpoint.list_steps(folder) == [2]
+
+
+def test_the_exported_model_file_has_the_mode_of_its_siblings(tmp_path):
+    """model.safetensors gets the mode config.json and README.md get (0644 under umask 022, 0640 under
+    027), where safetensors wrote it 0600 and so no one else could read the result."""
+    from trainer import export
+    from trainer.config import TrainConfig
+    from trainer.models.mlp import network
+
+    cfg = TrainConfig(mlp_hidden_sizes=(16,))
+    for mask, mode in ((0o022, 0o644), (0o027, 0o640)):
+        old = os.umask(mask)
+        try:
+            model = export.save(tmp_path / oct(mask), network.init_params(0, cfg.model_settings()), cfg,
+                                {"test_accuracy": 0.1, "steps": 1})
+        finally:
+            os.umask(old)
+        modes = {p.name: p.stat().st_mode & 0o777 for p in model.parent.iterdir()}
+        assert modes == {"model.safetensors": mode, "config.json": mode, "README.md": mode}, modes
