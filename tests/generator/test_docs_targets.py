@@ -53,3 +53,13 @@ def test_the_generated_row_names_the_object_and_its_pods(name):
 def test_the_user_docs_link_to_the_table(path):
     text = (REPO_ROOT / path).read_text()
     assert TARGETS_TABLE in text, f"{path} does not link to the target table"
+
+
+def test_the_docs_name_the_uid_the_renders_run_as():
+    """Every uid the user docs name is the one every golden render's pods run as (runAsUser)."""
+    rendered = {int(n) for f in (REPO_ROOT / "tests" / "generator" / "golden").glob("*.yaml")
+                for n in re.findall(r"runAsUser: (\d+)", f.read_text())}
+    assert len(rendered) == 1, rendered
+    said = {(path.name, int(n)) for path in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+            for n in re.findall(r"\buid (\d+)", path.read_text())}
+    assert said and all(uid in rendered for _, uid in said), (said, rendered)
