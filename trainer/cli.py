@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="classify images (an IDX image file, gzipped or not, or PNGs) with an "
                                        "exported model", allow_abbrev=False)
     _model_args(p)
-    p.add_argument("images", nargs="+", metavar="IMAGES", type=_path, help="IDX image files or 28x28 grayscale PNGs")
+    p.add_argument("images", nargs="+", metavar="IMAGES", type=_path,
+                   help="IDX image files or PNGs (a light ground is inverted, another size scaled as MNIST's are)")
     return parser
 
 
