@@ -1,6 +1,8 @@
 """What `jaxgen check` knows without a cluster: the upstream versions it names are the ones the test
 cluster runs (scripts/cluster/controlplane/go.mod), and its failures before the cluster is asked."""
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -9,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from generator.engines.kubernetes import render_documents
-from generator.engines.kubernetes.preflight import COMPONENTS, KUEUE, TRAINER_RUNTIMES, version_gap
+from generator.engines.kubernetes.kubectl import Forbidden, Kubectl, error_of, forbidden
+from generator.engines.kubernetes.preflight import COMPONENTS, KUEUE, TRAINER_RUNTIMES, Preflight, version_gap
 from generator.values import load_values
 from tests.support.paths import EXAMPLES_DIR, SCRIPTS_DIR
 
@@ -38,20 +41,138 @@ def test_kueue_is_the_version_the_tests_run():
     assert KUEUE.version == version and f"/{version}/" in KUEUE.install
 
 
-def test_a_slurm_render_and_no_cluster_are_one_line_each(tmp_path):
-    slurm = subprocess.run([JAXGEN, "check", str(EXAMPLES_DIR / "slurm.json")], capture_output=True, text=True,
-                           timeout=60)
+def closed_port_kubeconfig(path: Path) -> Path:
+    """A kubeconfig whose server refuses: nothing listens on port 1."""
+    path.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                    "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+                    "users: [{name: u, user: {token: t}}]\n")
+    return path
+
+
+def check(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([JAXGEN, "check", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})})
+
+
+def test_a_slurm_render_and_invalid_values_are_one_line_each():
+    slurm = check(str(EXAMPLES_DIR / "slurm.json"))
     assert slurm.returncode == 2 and slurm.stderr.count("\n") == 1 and "sbatch --test-only" in slurm.stderr
-    config = tmp_path / "kubeconfig"
-    config.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
-                      "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
-                      "users: [{name: u, user: {token: t}}]\n")
-    down = subprocess.run([JAXGEN, "check", str(EXAMPLES_DIR / "jobset.json"), "--kubeconfig", str(config)],
-                          capture_output=True, text=True, timeout=60)
-    assert down.returncode == 3 and down.stderr.count("\n") == 1, down.stderr
-    invalid = subprocess.run([JAXGEN, "check", str(EXAMPLES_DIR / "jobset.json"), "--set", "hosts_count=0"],
-                             capture_output=True, text=True, timeout=60)
+    invalid = check(str(EXAMPLES_DIR / "jobset.json"), "--set", "hosts_count=0")
     assert invalid.returncode == 2 and "$.hosts_count" in invalid.stderr, invalid.stderr
+
+
+OWN_IMAGE = ("--set", "image.repository=registry.example/jax-training")
+
+
+def test_a_server_that_refuses_is_one_line_naming_the_context_and_the_offline_checks_still_run(tmp_path):
+    config = closed_port_kubeconfig(tmp_path / "kubeconfig")
+    for how, env in ((["--kubeconfig", str(config)], {}), ([], {"KUBECONFIG": str(config)})):
+        down = check(str(EXAMPLES_DIR / "jobset.json"), *OWN_IMAGE, *how, env=env)
+        assert down.returncode == 3 and down.stderr.count("\n") == 1, down.stderr
+        source = f"--kubeconfig {config}" if how else f"KUBECONFIG={config}"
+        assert down.stderr.startswith(f"error: context c (https://127.0.0.1:1) of {source}: cannot reach the "
+                                      "cluster: "), down.stderr
+        assert "connection refused" in down.stderr and "localhost:8080" not in down.stderr, down.stderr
+        assert down.stderr.rstrip().endswith("the cluster's checks were skipped, the offline ones ran")
+        assert down.stdout == ("jobset mnist-jobset: offline checks passed (values, rules, image); "
+                               "no cluster was asked\n"), down.stdout
+
+
+def test_no_kubeconfig_is_one_line_and_the_offline_checks_still_report(tmp_path):
+    """kubectl, given no kubeconfig, asks localhost:8080; jaxgen check says which file is missing and
+    still reports what the render alone shows: an unpublished image (an error), several pods on a
+    ReadWriteOnce claim (the warning the chart's NOTES.txt gives too), invalid values (exit 2)."""
+    missing = tmp_path / "nowhere" / "kubeconfig"
+    env = {"KUBECONFIG": str(missing)}
+    ok = check(str(EXAMPLES_DIR / "jobset.json"), *OWN_IMAGE, env=env)
+    assert (ok.returncode, ok.stderr) == (3, f"error: no kubeconfig: KUBECONFIG={missing} names no file; the "
+                                             "cluster's checks were skipped, the offline ones ran\n"), ok.stderr
+    assert "offline checks passed (values, rules, image)" in ok.stdout
+    named = check(str(EXAMPLES_DIR / "jobset.json"), *OWN_IMAGE, "--kubeconfig", str(missing))
+    assert named.returncode == 3 and named.stderr.startswith(f"error: no kubeconfig: --kubeconfig {missing} names no "
+                                                             "file;"), named.stderr
+    lacking = check(str(EXAMPLES_DIR / "jobset.json"), "--set", "persistence.enabled=true", env=env)
+    assert lacking.returncode == 3, lacking.stderr
+    first, warning, image = lacking.stderr.splitlines()
+    assert first.startswith("error: no kubeconfig: ")
+    assert warning.startswith("warning: persistence: claim mnist-jobset-outputs is ReadWriteOnce and the 2 pods "
+                              "that mount it must all run on one node"), warning
+    assert image.startswith("error: image ghcr.io/jax-training/trainer:") and "is not published" in image, image
+    assert "offline checks failed" in lacking.stdout
+    invalid = check(str(EXAMPLES_DIR / "jobset.json"), "--set", "hosts_count=0", env=env)
+    assert invalid.returncode == 2 and "$.hosts_count" in invalid.stderr, invalid.stderr
+    empty = tmp_path / "empty"
+    empty.write_text("apiVersion: v1\nkind: Config\n")
+    no_context = check(str(EXAMPLES_DIR / "jobset.json"), *OWN_IMAGE, env={"KUBECONFIG": str(empty)})
+    assert no_context.returncode == 3 and no_context.stderr.startswith(
+        f"error: no context: KUBECONFIG={empty} has no current-context (pass --context"), no_context.stderr
+
+
+# What kubectl prints when RBAC refuses a server-side dry run (kubectl create --dry-run=server -f -).
+FORBIDDEN_CREATE = ('Error from server (Forbidden): error when creating "STDIN": networkpolicies.networking.k8s.io is '
+                    'forbidden: User "system:serviceaccount:team-a:alice" cannot create resource "networkpolicies" in '
+                    'API group "networking.k8s.io" in the namespace "team-a"\n')
+FORBIDDEN_PODS = ('Error from server (Forbidden): error when creating "STDIN": pods is forbidden: User "alice" cannot '
+                  'create resource "pods" in API group "" in the namespace "team-a"\n')
+FORBIDDEN_NODES = ('Error from server (Forbidden): nodes is forbidden: User "alice" cannot list resource "nodes" in '
+                   'API group "" at the cluster scope\n')
+
+
+def test_a_forbidden_answer_is_parsed_into_the_rule_that_allows_it():
+    refused = error_of(FORBIDDEN_CREATE)
+    assert isinstance(refused, Forbidden)
+    assert (refused.user, refused.verb, refused.resource, refused.group, refused.namespace) == (
+        "system:serviceaccount:team-a:alice", "create", "networkpolicies", "networking.k8s.io", "team-a")
+    assert refused.rule_line() == ('a Role rule that allows it: {apiGroups: ["networking.k8s.io"], '
+                                   'resources: ["networkpolicies"], verbs: [create]}')
+    nodes = error_of(FORBIDDEN_NODES)
+    assert isinstance(nodes, Forbidden) and nodes.namespace is None
+    assert str(nodes) == ('user "alice" may not list nodes (core API group) at the cluster scope: a ClusterRole rule '
+                          'that allows it: {apiGroups: [""], resources: ["nodes"], verbs: [list]}')
+    log = forbidden('pods "p-0" is forbidden: User "bob" cannot get resource "pods/log" in API group "" in the '
+                    'namespace "t"')
+    assert log.resource == "pods/log" and log.verb == "get"
+    assert forbidden("(Forbidden): pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\"") is None
+    assert not isinstance(error_of("The connection to the server localhost:8080 was refused"), Forbidden)
+
+
+class DryRuns(Kubectl):
+    """A cluster whose RBAC refuses the dry run of some kinds, with kubectl's own words."""
+
+    def __init__(self, refused: dict[str, str]):
+        self.binary, self.global_args, self.namespace, self.refused = "kubectl", [], "team-a", refused
+        self.kubeconfig = self.context = None
+
+    def run(self, *args, namespaced=True, check=True, timeout=20, stdin=None):
+        assert args[:2] == ("create", "--dry-run=server"), args
+        [doc] = json.loads(stdin)["items"]
+        stderr = self.refused.get(doc["kind"], "")
+        return subprocess.CompletedProcess(args, 1 if stderr else 0, "", stderr)
+
+
+def test_every_object_of_the_render_is_dry_run_and_a_forbidden_one_is_named_with_its_rule():
+    values = load_values([str(EXAMPLES_DIR / "jobset.json")], ["persistence.enabled=true"])
+    kinds = {d["kind"] for d in render_documents(values)}
+    assert {"JobSet", "NetworkPolicy", "PersistentVolumeClaim"} <= kinds, kinds
+    preflight = Preflight(values, DryRuns({}))
+    preflight.notes = []
+    assert preflight.admission() == [] and preflight.notes == []
+    preflight = Preflight(values, DryRuns({"NetworkPolicy": FORBIDDEN_CREATE, "Pod": FORBIDDEN_PODS}))
+    preflight.notes = []
+    assert preflight.admission() == [
+        'namespace team-a may not create NetworkPolicy mnist-jobset (RBAC, user "system:serviceaccount:team-a:alice"): '
+        'a Role rule that allows it: {apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], '
+        'verbs: [create]}']
+    [note] = preflight.notes  # the controller creates the pods: the user need not
+    assert note.startswith("the pods' admission (PodSecurity, webhooks) not checked: the JobSet controller creates "
+                           'them, and user "alice" may not create pods'), note
+    claim = Preflight(values, DryRuns({"PersistentVolumeClaim": FORBIDDEN_CREATE.replace(
+        "networkpolicies.networking.k8s.io", "persistentvolumeclaims").replace(
+        '"networkpolicies" in API group "networking.k8s.io"', '"persistentvolumeclaims" in API group ""')}))
+    claim.notes = []
+    [line] = claim.admission()
+    assert line.startswith("namespace team-a may not create PersistentVolumeClaim mnist-jobset-outputs "), line
+    assert line.endswith('{apiGroups: [""], resources: ["persistentvolumeclaims"], verbs: [create]}'), line
 
 
 @pytest.mark.parametrize("server, gap", [("v1.33.4", True), ("v1.34.2-gke.1", True), ("v1.35.0", False),

@@ -16,11 +16,23 @@ __all__ = ["PodContext", "check", "errors", "files", "jobs_at", "release_files",
 
 
 def check(values: dict, kubeconfig: str | None, context: str | None) -> tuple[list[str], list[str], list[str], str]:
-    from .kubectl import Kubectl
+    from .kubectl import ClusterError, Forbidden, Kubectl
     from .preflight import check as ask
+    from .preflight import offline_warnings
 
-    kube = Kubectl(context, values["namespace"] or None, kubeconfig)
-    passed, failed, warned = ask(values, kube)
+    try:
+        kube = Kubectl(context, values["namespace"] or None, kubeconfig)
+        if problem := kube.config_problem():
+            raise ClusterError(problem)
+        try:
+            passed, failed, warned = ask(values, kube)
+        except Forbidden:
+            raise
+        except ClusterError as error:
+            raise ClusterError(f"{kube.where()}: {error}") from None
+    except ClusterError as error:
+        error.warned = offline_warnings(values)  # what the render alone says, for the offline report
+        raise
     return passed, failed, warned, f"namespace {kube.namespace}"
 
 

@@ -11,7 +11,7 @@ from functools import cached_property
 
 from ... import kubernetes_versions, names, targets
 from . import kueue
-from .kubectl import Kubectl, NotFound
+from .kubectl import Forbidden, Kubectl, NotFound, forbidden
 from .policy import BUCKET_CREDENTIALS_ENV, GPU_RESOURCE as GPU
 from .render import PodContext, render_documents
 
@@ -89,7 +89,9 @@ class Preflight:
         self.component = COMPONENTS[self.group]
 
     def run(self) -> tuple[list[str], list[str], list[str]]:
-        """(passed, failed, warned): a line per check, a line per warning."""
+        """(passed, failed, warned): a line per check, a line per warning. A check whose reads RBAC
+        refuses is not passed: a warning names the rule it needs."""
+        self.notes: list[str] = []
         served, namespace = self.kube.many([self.kube_api_versions, self.namespace_exists])
         checks = [("API", lambda: self.api(served))]
         if not any(self._unserved(served)):
@@ -101,9 +103,20 @@ class Preflight:
         checks += [("queue", lambda: self.queue(served)), ("storage", self.storage),
                    ("bucket credentials", self.bucket_secret), ("GPUs", self.gpus),
                    ("Kubernetes version", self.kubernetes_version)]
-        results = self.kube.many([check for _, check in checks])
-        passed = [what for (what, _), failures in zip(checks, results) if not failures]
-        return passed, [line for failures in results for line in failures], self.shared_claim()
+        results = self.kube.many([self._guarded(what, check) for what, check in checks])
+        passed = [what for (what, _), failures in zip(checks, results) if failures == []]
+        failed = [line for failures in results if failures for line in failures]
+        return passed, failed, (self._guarded("the shared claim", self.shared_claim)() or []) + self.notes
+
+    def _guarded(self, what: str, check):
+        """The check, where a read RBAC refuses becomes a note (None: not checked) instead of an error."""
+        def guarded():
+            try:
+                return check()
+            except Forbidden as refused:
+                self.notes.append(f"{what} not checked: {refused}")
+                return None
+        return guarded
 
     # --- what the cluster serves
 
@@ -116,11 +129,15 @@ class Preflight:
         return set(self.kube.run("api-versions", namespaced=False).stdout.split())
 
     def namespace_exists(self) -> bool:
+        """Whether the namespace exists; True where RBAC may not read namespaces (a namespace's Role):
+        the dry runs in it answer instead."""
         try:
             self.kube.get("namespace", self.kube.namespace, namespaced=False)
             return True
         except NotFound:
             return False
+        except Forbidden:
+            return True
 
     def _unserved(self, served: set[str]) -> list[dict]:
         return [d for d in self.docs if d["apiVersion"] != "v1" and d["apiVersion"] not in served]
@@ -173,11 +190,28 @@ class Preflight:
         webhooks, quotas, limit ranges) answers as it would for the real ones."""
         failed = self.job_dry_run
         refused = failed and ("webhook" not in failed or "denied the request" in failed)  # not a silent webhook
+        lines = []
         if refused and not self._awaits_own_runtime(failed):
-            return [f"{self.workload.kind} {self.v['name']} is refused by the cluster: {failed}"]
+            lines.append(self.refusal(self.job, failed))
+        others = [doc for doc in self.docs if doc is not self.job]
+        answers = self.kube.many([lambda doc=doc: self._dry_run([doc]) for doc in others])
+        lines += [self.refusal(doc, failed) for doc, failed in zip(others, answers) if failed]
         pod = self._pod()
         failed = pod and self._dry_run([pod])
-        return [f"the pods of {self.v['name']} are refused by the cluster: {failed}"] if failed else []
+        if failed and (rbac := forbidden(failed)):  # the controller creates the pods, not the user
+            self.notes.append(f"the pods' admission (PodSecurity, webhooks) not checked: the {self.workload.kind} "
+                              f"controller creates them, and {rbac}")
+        elif failed:
+            lines.append(f"the pods of {self.v['name']} are refused by the cluster: {failed}")
+        return lines
+
+    def refusal(self, doc: dict, failed: str) -> str:
+        """A dry run's refusal as one line: RBAC's names the rule that would allow the object."""
+        what = f"{doc['kind']} {doc['metadata']['name']}"
+        if rbac := forbidden(failed):
+            return (f'namespace {self.kube.namespace} may not create {what} (RBAC, user "{rbac.user}"): '
+                    f"{rbac.rule_line()}")
+        return f"{what} is refused by the cluster: {failed}"
 
     def _awaits_own_runtime(self, failed: str) -> bool:
         """The TrainJob webhook refuses a job whose runtime does not exist yet; a TrainingRuntime of
@@ -396,3 +430,16 @@ def _admits(node: dict, affinity: dict) -> bool:
 
 def check(values: dict, kube: Kubectl) -> tuple[list[str], list[str], list[str]]:
     return Preflight(values, kube).run()
+
+
+def offline_warnings(values: dict) -> list[str]:
+    """What the render alone says may go wrong, where no cluster can say whether it does (the nodes):
+    several pods mounting a ReadWriteOnce claim that the render makes."""
+    claim_name = names.outputs_claim(values)
+    p = values["persistence"]
+    if (not claim_name or p["existing_claim"] or p["access_mode"] != "ReadWriteOnce" or values["hosts_count"] < 2
+            or _pins_pods(values["affinity"])):
+        return []
+    return [f"persistence: claim {claim_name} is ReadWriteOnce and the {values['hosts_count']} pods that mount it "
+            "must all run on one node (pods on a second node stop in a Multi-Attach error); with a cluster, "
+            "jaxgen check says whether they may land on several"]
