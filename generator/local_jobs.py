@@ -74,7 +74,8 @@ def _status(name: str, directory: Path, now: float, live: bool = False) -> JobSt
     elif last == "preempted" or ended == "stopped":
         resumable = outputs.newest_checkpoint(directory) or record.get("checkpoints")
         status.phase, status.reason = STOPPED, ("a rerun resumes from its last checkpoint" if resumable else
-                                                "no checkpoint outlived it (an emptyDir): a rerun starts over")
+                                                "no checkpoint outlived it (they were in the run's scratch folders): "
+                                                "a rerun starts over")
     elif final is None:
         status.phase, status.reason = RUNNING, "starting"
     else:

@@ -25,9 +25,9 @@ from .targets import LOCAL as LOCAL_TARGETS
                                       "claims live (<outputs>/claims/<claim>).")
 @click.option("--discard", is_flag=True, help="Keep nothing: claims and results go with the scratch directory.")
 @click.option("--work-dir", type=NonEmptyPath(file_okay=False),
-              help="Scratch directory, kept; the pods' emptyDir volumes in it are new with each run and go at its "
-                   "end (--keep keeps them).")
-@click.option("--keep", is_flag=True, help="Keep the scratch directory (the pods' emptyDir volumes).")
+              help="Scratch directory, kept; the processes' scratch folders in it (the render's emptyDir volumes) "
+                   "are new with each run and go at its end (--keep keeps them).")
+@click.option("--keep", is_flag=True, help="Keep the scratch directory (the processes' scratch folders).")
 def run_command(file, extra_files, sets, set_strings, set_jsons, target, local, outputs_dir, discard, work_dir, keep):
     """Run FILE's job as hosts_count processes on this machine (`--local` is accepted and changes nothing).
 

@@ -95,7 +95,8 @@ class CheckpointWriter:
         # The total (the time a stop signal's save needs: it must fit in the pod's termination grace
         # period), then what the step loop paid for it.
         where = (f"{path}, uploaded to {self.bucket.uri}" if self.bucket else
-                 f"{Path(path).name} on an emptyDir, gone when the run ends" if ephemeral_outputs() else path)
+                 f"{Path(path).name} in this process's scratch folder, removed when the run ends"
+                 if ephemeral_outputs() else path)
         self.log(f"checkpoint saved at step {pending.step}: {where} ({done - pending.started:.2f} s); "
                  f"the step loop was blocked {pending.blocked:.3f} s, the write took {written:.2f} s")
         if self.metrics:

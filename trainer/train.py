@@ -196,8 +196,8 @@ def _publish(cfg, spec, local_devices, metrics_path, final, step, params, output
     summary = results.summarize(cfg, spec, local_devices, results.Records(metrics_path), final, step)
     if outputs:
         results.write(outputs, params, cfg, summary)
-        log("outputs: model, summary and metrics written on an emptyDir; `jaxgen run` keeps them in a run folder "
-            "when the run ends" if ephemeral_outputs() else
+        log("outputs: model, summary and metrics written in this process's scratch folder; `jaxgen run` keeps "
+            "them in a run folder when the run ends" if ephemeral_outputs() else
             f"outputs: {outputs} (model {outputs / summary['model']}, summary, metrics)")
     if store:
         store.upload_results(outputs)
@@ -464,7 +464,8 @@ def _finish(run: _Run, stopped: bool) -> int:
             run.bucket.upload_metrics(run.outputs)
         after = ("nothing is saved without --checkpoint-dir, so a rerun starts over" if not cfg.checkpoint_dir else
                  f"a rerun resumes here, from {run.bucket.uri}" if run.bucket else
-                 "its checkpoint is on an emptyDir, so a rerun starts over" if ephemeral_outputs() else
+                 "its checkpoint is in this process's scratch folder, removed when the run ends, so a rerun starts "
+                 "over" if ephemeral_outputs() else
                  "a rerun resumes here")
         log(f"stopped at step {step} of {run.total}; exiting with {code} ({word}: {after})")
     else:

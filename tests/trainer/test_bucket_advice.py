@@ -92,5 +92,5 @@ def test_restarted_local_processes_of_a_bucket_job_resume_from_the_bucket(tmp_pa
                    volume_dirs={CHECKPOINTS_VOLUME: {0: volume}})
     said: list[str] = []
     Runner(job, 0, None, echo=said.append)._new_pods()
-    assert said == [f"[jaxgen] the {CHECKPOINTS_VOLUME} volume is an emptyDir, new with each pod: the restarted "
-                    f"processes resume from s3://{BUCKET}/{PREFIX}/mnist/checkpoints"]
+    assert said == [f"[jaxgen] the {CHECKPOINTS_VOLUME} volume is a scratch folder of each process, new with each "
+                    f"restart: the restarted processes resume from s3://{BUCKET}/{PREFIX}/mnist/checkpoints"]

@@ -222,12 +222,13 @@ def test_a_restart_gets_new_emptydirs_and_starts_over(tmp_path):
         kill(proc)
     out = proc.output
     assert codes == [0], out[-3000:]
-    assert ("the checkpoints volume is an emptyDir, new with each pod: the restarted processes start over at "
-            "step 0, as on a cluster") in out
+    assert ("the checkpoints volume is a scratch folder of each process, new with each restart: the restarted "
+            "processes start over at step 0, as on a cluster") in out
+    assert "emptyDir" not in out
     assert "resuming from the checkpoint" not in out
     summary = json.loads((tmp_path / "outputs" / "mnist-cpu" / "latest" / "summary.json").read_text())
     assert summary["restarts"] == 0 and summary["steps"] == 468  # the new pods' volume knew nothing of the first
-    assert "  resume:   none: the checkpoints were on an emptyDir" in out
+    assert "  resume:   none: the checkpoints were in the processes' scratch folders, removed when" in out
     # The collected model scores as the run ended.
     scored = subprocess.run([sys.executable, "-m", "trainer", "evaluate", "--model",
                              str(tmp_path / "outputs" / "mnist-cpu" / "latest" / "model"), "--data-dir", str(MNIST_DIR),

@@ -137,7 +137,8 @@ def test_the_emptydir_volumes_in_a_work_dir_do_not_outlive_the_run(tmp_path):
     (work / "mine.txt").write_text("mine")
     first = run_in(tmp_path, work)
     assert first.returncode == 0 and "[mnist-cpu-0] found: \n" in first.stdout, first.stdout + first.stderr
-    assert f"removed the pods' emptyDir volumes from {work} (--keep keeps them)" in first.stdout
+    assert f"removed the processes' scratch folders from {work} (--keep keeps them)" in first.stdout
+    assert "emptyDir" not in first.stdout + first.stderr
     assert sorted(p.name for p in work.iterdir()) == ["mine.txt"]
 
     kept = run_in(tmp_path, work, "--keep")
@@ -146,5 +147,5 @@ def test_the_emptydir_volumes_in_a_work_dir_do_not_outlive_the_run(tmp_path):
 
     again = run_in(tmp_path, work, "--discard")
     assert again.returncode == 0 and "[mnist-cpu-0] found: \n" in again.stdout, again.stdout + again.stderr
-    assert f"removed the pods' emptyDir volumes and claims from {work}" in again.stdout
+    assert f"removed the processes' scratch folders and claims from {work}" in again.stdout
     assert sorted(p.name for p in work.iterdir()) == ["mine.txt"]

@@ -52,9 +52,12 @@ def test_a_rerun_keeps_the_earlier_results_and_latest_names_the_newest(tmp_path)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr
     [one] = job_runs(outputs)
     model = (one / "model" / "model.safetensors").read_bytes()
-    # The checkpoints were on an emptyDir (the default): no log line points into the scratch folder.
+    # The checkpoints were in a scratch folder (an emptyDir in the render, the default): no log line points
+    # into it, and none speaks of an emptyDir, which a process on this machine is not.
     saved = [line for line in first.stdout.splitlines() if "checkpoint saved at step" in line]
-    assert saved and all("ckpt-0000000032.npz on an emptyDir, gone when the run ends" in line for line in saved)
+    assert saved and all("ckpt-0000000032.npz in this process's scratch folder, removed when the run ends" in line
+                         for line in saved)
+    assert "emptyDir" not in first.stdout + first.stderr
     scratch = re.search(r"scratch (\S+?),", first.stdout).group(1)
     assert not [line for line in saved if scratch in line]
     assert not [line for line in first.stdout.splitlines() if "Rank 0: outputs: " in line and scratch in line]
@@ -222,19 +225,22 @@ def test_a_stopped_emptydir_run_does_not_promise_a_resume(tmp_path):
     out = proc.output
     assert codes == [130], out[-3000:]
     assert "resumes here" not in out and "result:" not in out
-    assert "(preempted: its checkpoint is on an emptyDir, so a rerun starts over)" in out, out[-3000:]
-    assert "the checkpoints were on an emptyDir, gone with the run: a rerun starts over" in out
+    assert ("(preempted: its checkpoint is in this process's scratch folder, removed when the run ends, so a rerun "
+            "starts over)") in out, out[-3000:]
+    assert ("the checkpoints were in the processes' scratch folders, removed when the run ended: a rerun starts "
+            "over") in out
+    assert "emptyDir" not in out
     [stopped] = job_runs(tmp_path / "outputs")
     assert runs.read_record(stopped)["status"] == "stopped"
     status = local_status(tmp_path / "outputs")
-    assert (status["phase"], status["reason"]) == ("Stopped", "no checkpoint outlived it (an emptyDir): a rerun "
-                                                   "starts over"), status
+    assert (status["phase"], status["reason"]) == ("Stopped", "no checkpoint outlived it (they were in the run's "
+                                                   "scratch folders): a rerun starts over"), status
 
 
 @pytest.mark.parametrize("record,expected", [
     ({"status": "failed", "exit_code": 3}, ("Failed", f"exit code 3: {exit_codes.BY_NAME['data'].meaning}")),
     ({"status": "stopped", "exit_code": 130, "checkpoints": None},
-     ("Stopped", "no checkpoint outlived it (an emptyDir): a rerun starts over")),
+     ("Stopped", "no checkpoint outlived it (they were in the run's scratch folders): a rerun starts over")),
     ({"status": "stopped", "exit_code": 130, "checkpoints": "/claims/c/mnist-cpu/checkpoints"},
      ("Stopped", "a rerun resumes from its last checkpoint")),
     ({"status": "finished", "exit_code": 0}, ("Succeeded", "it left no summary (a program of its own)")),

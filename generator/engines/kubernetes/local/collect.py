@@ -126,14 +126,15 @@ def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -
         if line := confined.dropped_line(dropped):
             say(line)
         hint = (f"rerun the same command: it resumes from {resumable}" if resumable else
-                "none: the checkpoints were on an emptyDir, gone with the run; persistence.enabled=true keeps them")
+                "none: the checkpoints were in the processes' scratch folders, removed when the run ended; "
+                "persistence.enabled=true keeps them")
         report(record.path, resume_hint=hint)
         return
     say(f"run {record.run_id} of {name} {status_of(code)} ({describe_exit(code)})"
         + (": no result" if code else ", leaving no summary") + f"; its record is in {record.path}")
     if status_of(code) == "stopped" and source is not None:
         say(f"a rerun of the same command resumes from {resumable}" if resumable else
-            "the checkpoints were on an emptyDir, gone with the run: a rerun starts over "
+            "the checkpoints were in the processes' scratch folders, removed when the run ended: a rerun starts over "
             "(persistence.enabled=true keeps them)")
     if earlier is not None:
         say(f"the results of earlier runs are untouched: the newest finished one is {earlier}")

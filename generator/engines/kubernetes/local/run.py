@@ -80,7 +80,7 @@ def _run(values: dict, docs: list[dict], kept: Path | None, work_dir: str | None
         elif work_dir:  # the user's folder stays: what the run made in it goes, as the pods' volumes would
             removed = _remove_scratch(job, discard=kept is None)
             if runner and removed:
-                runner.say(f"removed the pods' emptyDir volumes{' and claims' if kept is None else ''} from {run_dir} "
+                runner.say(f"removed the processes' scratch folders{' and claims' if kept is None else ''} from {run_dir} "
                            "(--keep keeps them)")
         else:
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -145,7 +145,8 @@ class Runner:
         checkpoints = self.job.volume_dirs.get(CHECKPOINTS_VOLUME, {}).get(0)
         if checkpoints in self.job.pod_dirs:
             where = resumes_from(self.job, outputs_of(self.job))  # the bucket's copy, restored into the new one
-            self.say(f"the {CHECKPOINTS_VOLUME} volume is an emptyDir, new with each pod: the restarted processes "
+            self.say(f"the {CHECKPOINTS_VOLUME} volume is a scratch folder of each process, new with each restart: the "
+                     "restarted processes "
                      + (f"resume from {where}" if where else
                         "start over at step 0, as on a cluster (persistence.enabled=true keeps it)"))
         for directory in self.job.pod_dirs:
