@@ -50,8 +50,9 @@ def closed_port_kubeconfig(path: Path) -> Path:
 
 
 def check(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([JAXGEN, "check", *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})})
+    """jaxgen check; env's None values are unset."""
+    environ = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
+    return subprocess.run([JAXGEN, "check", *args], capture_output=True, text=True, timeout=60, env=environ)
 
 
 def test_a_slurm_render_and_invalid_values_are_one_line_each():
@@ -88,6 +89,9 @@ def test_no_kubeconfig_is_one_line_and_the_offline_checks_still_report(tmp_path)
     assert (ok.returncode, ok.stderr) == (3, f"error: no kubeconfig: KUBECONFIG={missing} names no file; the "
                                              "cluster's checks were skipped, the offline ones ran\n"), ok.stderr
     assert "offline checks passed (values, rules, image)" in ok.stdout
+    home = check(str(EXAMPLES_DIR / "jobset.json"), *OWN_IMAGE, env={"KUBECONFIG": None, "HOME": str(tmp_path)})
+    assert home.returncode == 3 and home.stderr.startswith(
+        "error: no kubeconfig: ~/.kube/config (KUBECONFIG is unset) names no file;"), home.stderr
     named = check(str(EXAMPLES_DIR / "jobset.json"), *OWN_IMAGE, "--kubeconfig", str(missing))
     assert named.returncode == 3 and named.stderr.startswith(f"error: no kubeconfig: --kubeconfig {missing} names no "
                                                              "file;"), named.stderr
@@ -173,6 +177,24 @@ def test_every_object_of_the_render_is_dry_run_and_a_forbidden_one_is_named_with
     [line] = claim.admission()
     assert line.startswith("namespace team-a may not create PersistentVolumeClaim mnist-jobset-outputs "), line
     assert line.endswith('{apiGroups: [""], resources: ["persistentvolumeclaims"], verbs: [create]}'), line
+
+
+def test_a_read_rbac_refuses_is_a_warning_naming_the_rule_and_the_check_is_not_passed():
+    """A namespace's Role may not read nodes, StorageClasses or namespaces (cluster-scoped): the check
+    that needs them is not done, and a warning says which rule would let it."""
+    values = load_values([str(EXAMPLES_DIR / "jobset.json")], [])
+    preflight = Preflight(values, DryRuns({}))
+    preflight.notes = []
+
+    def gpus():
+        raise error_of(FORBIDDEN_NODES)
+
+    assert preflight._guarded("GPUs", gpus)() is None
+    assert preflight.notes == ['GPUs not checked: user "alice" may not list nodes (core API group) at the cluster '
+                               'scope: a ClusterRole rule that allows it: {apiGroups: [""], resources: ["nodes"], '
+                               "verbs: [list]}"]
+    preflight.kube.get = lambda *args, **kwargs: (_ for _ in ()).throw(error_of(FORBIDDEN_NODES))
+    assert preflight.namespace_exists()  # unknown: the dry runs in it answer instead
 
 
 @pytest.mark.parametrize("server, gap", [("v1.33.4", True), ("v1.34.2-gke.1", True), ("v1.35.0", False),

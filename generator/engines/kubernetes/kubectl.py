@@ -14,6 +14,7 @@ from pathlib import Path
 from ...errors import Unreachable, UserError
 
 TIMEOUT = 20  # seconds one call may take
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 NOT_SERVED = ("the server doesn't have a resource type", "could not find the requested resource")
 
 
@@ -79,8 +80,10 @@ class Kubectl:
             named = f"KUBECONFIG={os.environ['KUBECONFIG']}"
         else:
             files, named = [str(Path.home() / ".kube" / "config")], "~/.kube/config (KUBECONFIG is unset)"
-        if not any(Path(f).is_file() for f in files) and not os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return f"no kubeconfig: {named} names no file"
+        if not any(Path(f).is_file() for f in files):
+            in_pod = (os.environ.get("KUBERNETES_SERVICE_HOST") and Path(SERVICE_ACCOUNT_TOKEN).is_file()
+                      and not self.kubeconfig)  # kubectl's in-cluster config, in a pod
+            return "" if in_pod else f"no kubeconfig: {named} names no file"
         if not self.context and not self._config("{.current-context}"):
             return f"no context: {named} has no current-context (pass --context, or kubectl config use-context)"
         return ""
