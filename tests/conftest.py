@@ -23,6 +23,15 @@ def update_golden(request) -> bool:
     return request.config.getoption("--update-golden")
 
 
+@pytest.fixture(autouse=True)
+def no_kube_context(request, monkeypatch, tmp_path_factory):
+    """Outside the e2e tiers no kube context reaches a test: jaxgen render and helm template take the
+    context's namespace, so a developer's ~/.kube/config naming one would change every render."""
+    if request.node.get_closest_marker("e2e") is None:
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path_factory.getbasetemp() / "no-kubeconfig"))
+        monkeypatch.delenv("HELM_NAMESPACE", raising=False)
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.path.is_relative_to(TESTS_DIR) and item.path.relative_to(TESTS_DIR).parts[0] in E2E_TIERS:

@@ -33,15 +33,26 @@ def supervised() -> bool:
     return os.environ.get(SUPERVISED_ENV) == "1"
 
 
+def _find_prctl():
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: a child outlives a SIGKILLed parent
+        return None
+
+
+# Looked up here, in the parent: loading a library between fork and exec in a process with threads
+# (jaxgen's output readers) may wait forever on a lock another thread held at the fork.
+_PRCTL = _find_prctl()
+
+
 def die_with_parent(parent: int | None = None) -> None:
     """In a child, between fork and exec (preexec_fn): the kernel SIGKILLs it when the thread that
     started it ends (its parent's main thread: the parent's death). `parent`, the parent's pid taken
     before the fork: a parent that died before this ran is seen as a new parent pid, and the child
     ends at once."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the child outlives a SIGKILLed parent
+    if _PRCTL is None:
         return
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if parent is not None and os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGKILL)
 
