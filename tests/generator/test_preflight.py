@@ -170,6 +170,21 @@ def test_every_object_of_the_render_is_dry_run_and_a_forbidden_one_is_named_with
     [note] = preflight.notes  # the controller creates the pods: the user need not
     assert note.startswith("the pods' admission (PodSecurity, webhooks) not checked: the JobSet controller creates "
                            'them, and user "alice" may not create pods'), note
+    job = Preflight(values, DryRuns({"JobSet": FORBIDDEN_CREATE.replace("networkpolicies.networking.k8s.io",
+                                                                        "jobsets.jobset.x-k8s.io").replace(
+        '"networkpolicies" in API group "networking.k8s.io"', '"jobsets" in API group "jobset.x-k8s.io"'),
+        "Pod": 'Error from server (Forbidden): error when creating "STDIN": pods "x" is forbidden: violates '
+               'PodSecurity "restricted:latest": hostPath volumes (volume "checkpoint")\n'}))
+    job.notes = []
+    assert [line.split(":")[0] for line in job.admission()] == [  # RBAC refuses the job; admission its pods
+        'namespace team-a may not create JobSet mnist-jobset (RBAC, user "system',
+        "the pods of mnist-jobset are refused by the cluster"]
+    denied = Preflight(values, DryRuns({"JobSet": 'Error from server (Forbidden): error when creating "STDIN": '
+                                                  'admission webhook "vjobset.kb.io" denied the request: spec: bad\n',
+                                        "Pod": FORBIDDEN_PODS}))
+    denied.notes = []
+    assert denied.admission() == ['JobSet mnist-jobset is refused by the cluster: (Forbidden): error when creating '
+                                  '"STDIN": admission webhook "vjobset.kb.io" denied the request: spec: bad']
     claim = Preflight(values, DryRuns({"PersistentVolumeClaim": FORBIDDEN_CREATE.replace(
         "networkpolicies.networking.k8s.io", "persistentvolumeclaims").replace(
         '"networkpolicies" in API group "networking.k8s.io"', '"persistentvolumeclaims" in API group ""')}))

@@ -186,16 +186,19 @@ class Preflight:
         return []
 
     def admission(self) -> list[str]:
-        """The job object and its pods, created server-side as a dry run: admission (PodSecurity,
-        webhooks, quotas, limit ranges) answers as it would for the real ones."""
+        """Every object of the render and the job's pods, created server-side as a dry run: RBAC and
+        admission (PodSecurity, webhooks, quotas, limit ranges) answer as they would for the real ones.
+        An object RBAC refuses is named with the Role rule that allows it; the pods' RBAC refusal is a
+        note (the controller creates them, not the user)."""
         failed = self.job_dry_run
         refused = failed and ("webhook" not in failed or "denied the request" in failed)  # not a silent webhook
-        lines = []
-        if refused and not self._awaits_own_runtime(failed):
-            lines.append(self.refusal(self.job, failed))
+        lines = [self.refusal(self.job, failed)] if refused and not self._awaits_own_runtime(failed) else []
+        admission_refused = bool(lines) and not forbidden(failed)  # its pods' refusal would repeat it
         others = [doc for doc in self.docs if doc is not self.job]
         answers = self.kube.many([lambda doc=doc: self._dry_run([doc]) for doc in others])
         lines += [self.refusal(doc, failed) for doc, failed in zip(others, answers) if failed]
+        if admission_refused:
+            return lines
         pod = self._pod()
         failed = pod and self._dry_run([pod])
         if failed and (rbac := forbidden(failed)):  # the controller creates the pods, not the user
