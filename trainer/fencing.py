@@ -110,6 +110,7 @@ def gather(address: str, num_processes: int, attempt: str, timeout: float, log) 
 
 HELLO_BYTES = 512  # a hello is one short line
 PENDING_LIMIT = 64  # connections read at a time, besides the gang's admitted ones
+ACCEPT_BACKOFF_SECONDS = 0.05  # after an accept that failed (out of file descriptors)
 LOGGED_DROPS = 10  # connections that said no hello, each a line; the rest are only counted
 BYE_SECONDS = 1.0  # for the admitted to close their end first (the port is left free of TIME_WAIT)
 
@@ -127,6 +128,7 @@ class _Door:
         self.pending: dict[socket.socket, list] = {}  # conn: [deadline, bytes]
         self.joined: dict[int, socket.socket] = {}
         self.dropped = 0
+        self.accept_failed = False  # said once: a listener that cannot accept stays readable
 
     def admit(self, deadline: float) -> None:
         """Read hellos until every other process is admitted and none of them has left since, or
@@ -198,7 +200,10 @@ class _Door:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:  # e.g. out of file descriptors: the ones read now go on
-                self.log(f"the coordinator could not accept a connection ({e.strerror or e})")
+                if not self.accept_failed:
+                    self.log(f"the coordinator could not accept a connection ({e.strerror or e})")
+                    self.accept_failed = True
+                time.sleep(ACCEPT_BACKOFF_SECONDS)  # the listener stays readable: not a busy loop
                 return
             if len(self.pending) >= PENDING_LIMIT:  # the oldest gives way, unless its hello is there by now
                 oldest = next(iter(self.pending))

@@ -5,6 +5,7 @@ reading of the coordinator's answer is checked alone, on a socket pair; process 
 clients that are slow, silent, reset or talk garbage, with real sockets (and real processes for the
 gang's forming)."""
 
+import errno
 import re
 import signal
 import socket
@@ -294,3 +295,30 @@ def test_many_silent_big_or_garbage_connections_cost_the_real_peer_nothing(monke
             client.close()
     assert len(lines) <= LOGGED_DROPS, lines
     assert "the coordinator dropped a connection that said no hello" in lines
+
+
+class _OutOfDescriptors(socket.socket):
+    """A listener whose every accept fails as a process out of file descriptors sees it."""
+
+    accepts = 0
+
+    def accept(self):
+        type(self).accepts += 1
+        raise OSError(errno.EMFILE, "Too many open files")
+
+
+def test_a_listener_that_cannot_accept_is_one_line_and_no_busy_loop():
+    """A queued connection the door cannot accept keeps the listener readable: each failure was a log
+    line, as fast as the loop could go, until the deadline; now one line, and the loop backs off."""
+    listener = _OutOfDescriptors(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    client = socket.create_connection(listener.getsockname(), timeout=5)
+    lines = []
+    try:
+        fencing._Door(listener, 2, "5", lines.append).admit(time.monotonic() + 1.0)
+    finally:
+        client.close()
+        listener.close()
+    assert lines == ["the coordinator could not accept a connection (Too many open files)"], lines
+    assert 1 < _OutOfDescriptors.accepts <= 1.0 / fencing.ACCEPT_BACKOFF_SECONDS + 2
