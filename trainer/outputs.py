@@ -84,6 +84,18 @@ def read_summary(directory: str | os.PathLike) -> dict | None:
     return read_object(Path(directory) / SUMMARY)
 
 
+def again(name: str, epochs: str, lr_schedule: str, step: int | None = None) -> str:
+    """How to train a finished job again, its settings named as the person running it sets them: another
+    name starts from step 0; more epochs continue from its checkpoint unless the cosine schedule, whose
+    length is the run's, makes them another configuration."""
+    if lr_schedule == "cosine":
+        return (f"To train it again, give it another name ({name}), which starts from step 0; more epochs "
+                f"({epochs}) need another name too, as the cosine learning rate schedule spans the run's epochs")
+    where = f"step {step}" if step is not None else "its last checkpoint"
+    return (f"To train it again, give it another name ({name}), which starts from step 0, or more epochs "
+            f"({epochs}), which continue from {where}")
+
+
 def shown(summary: dict, key: str, spec: str) -> str | None:
     """summary[key] formatted by `spec`, or None when it is not a number (missing, null, a string) or
     not one that fits the format (an integer beyond a float's range for '.4f')."""

@@ -15,12 +15,12 @@ import numpy as np
 from trainer import bucket, checkpoint, data, goodput, models, monitoring, ownership, results, trainjob_status
 from trainer.cluster import ClusterSpec
 from trainer.checkpoint_writer import CheckpointWriter
-from trainer.config import PRECISIONS, TrainConfig, check_runtime, ephemeral_outputs
+from trainer.config import PRECISIONS, TrainConfig, check_runtime, ephemeral_outputs, named
 from trainer.errors import ConfigError
 from trainer.faults import NO_FAULTS, Faults
 from trainer.metrics import Logger, MetricsFile, Pace, progress
-from trainer.outputs import (CHECKPOINTS, METRICS, RESULT_PREFIX, XLA_CACHE, run_dir as outputs_dir,
-                             termination_message)
+from trainer.outputs import (CHECKPOINTS, METRICS, RESULT_PREFIX, XLA_CACHE, again, read_summary,
+                             run_dir as outputs_dir, termination_message)
 from trainer.preemption import StopRequest, exit_code_of
 from trainer.termination import terminate_with
 from trainer.watchdog import Watchdog
@@ -248,6 +248,7 @@ class _Run:
     bucket: bucket.Bucket | None = None  # process 0's copy of the outputs in a bucket (--outputs-uri)
     start_step: int = 0  # where this attempt started
     saved_step: int = 0  # the newest checkpoint's step
+    finished_before: bool = False  # process 0: the job had already finished; this attempt trains nothing
 
     def __post_init__(self):
         self.start_step = self.saved_step = self.step
@@ -323,6 +324,10 @@ def _setup(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     for record in results.Records(metrics_path if rank0 else None):
         final = record if record.get("event") == "epoch" else final
     marks["started"] = time.time()
+    if rank0 and _finished_before(outputs, step, total):  # no attempt: nothing is trained, nothing recorded
+        return _Run(cfg, spec, log, writer, stop, outputs, metrics_path, reporter, followers, jax, dataset,
+                    local_devices, strategy, state, train_data, metrics, final, spe, total, step,
+                    Watchdog(cfg.hang_timeout, log), Pace(total, cfg.batch_size), store, finished_before=True)
     metrics.write({"event": "start", "step": step, "total_steps": total, "processes": spec.num_processes,
                    "local_devices": local_devices, "strategy": cfg.strategy, "batch_size": cfg.batch_size,
                    "precision": cfg.precision, "launched": round(marks["launched"], 3),
@@ -331,6 +336,21 @@ def _setup(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     return _Run(cfg, spec, log, writer, stop, outputs, metrics_path, reporter, followers, jax, dataset, local_devices,
                 strategy, state, train_data, metrics, final, spe, total, step, Watchdog(cfg.hang_timeout, log),
                 Pace(total, cfg.batch_size), store)
+
+
+def _finished_before(outputs: Path | None, step: int, total: int) -> bool:
+    """Whether the job had already finished: its checkpoint is of the last step and the summary of that
+    step is in its outputs (a run that ended before it published is finished by this one)."""
+    summary = read_summary(outputs) if outputs and step == total else None
+    return bool(summary) and summary.get("steps") == total
+
+
+def _already_finished(run: _Run) -> str:
+    """What a rerun of a finished job says: nothing trained, the results unchanged, how to train again."""
+    cfg = run.cfg
+    return (f"the job had already finished: its checkpoint is of step {run.step} of {run.total} "
+            f"({cfg.epochs} epochs); nothing was trained and its results in {run.outputs} are unchanged. "
+            + again(named("run_name"), named("epochs"), cfg.lr_schedule, run.step))
 
 
 def _load(cfg: TrainConfig, log: Logger):
@@ -446,12 +466,18 @@ def _finish(run: _Run, stopped: bool) -> int:
         cause = f"received {run.stop.signal_name}" if run.stop.signal_name else "a peer received a stop signal"
         log(f"preempted ({cause}): every process stops after step {step}")
     host_state = None
+    if run.finished_before:  # process 0 alone: its peers score the restored model with it below
+        log(_already_finished(run))
+        result = results.line(read_summary(run.outputs))
+        log(f"{RESULT_PREFIX}{result} (as before)")
+        terminate_with(termination_message(result, run.bucket.uri if run.bucket else run.outputs))
     if run.saved_step != step:  # the same decision on every process (the save may be collective)
         host_state = _save(run.strategy, run.state, step, run.jax, run.writer)
     closing = time.perf_counter()
     run.writer.close()  # a stop signal's save and the final one are on disk before the process ends
-    run.metrics.write({"event": "preempted" if stopped else "end", "step": step,
-                       "save_seconds": round(time.perf_counter() - closing, 6)})
+    if not run.finished_before:
+        run.metrics.write({"event": "preempted" if stopped else "end", "step": step,
+                           "save_seconds": round(time.perf_counter() - closing, 6)})
     from trainer.runtime import CACHE_USE  # (runtime is imported once the job is set up)
 
     if CACHE_USE:
@@ -473,7 +499,7 @@ def _finish(run: _Run, stopped: bool) -> int:
         final = run.final
         if step == run.start_step:  # resumed at the end: score the restored model (collective too)
             final = {**final, "test_accuracy": _test_accuracy(run.jax, run.spec, params_host, run.dataset, cfg)}
-        if run.rank0:
+        if run.rank0 and not run.finished_before:
             _publish(cfg, run.spec, run.local_devices, run.metrics_path, final, step, params_host, run.outputs,
                      run.bucket, log)
         log("training completed.")  # every process: each one confirms its own end

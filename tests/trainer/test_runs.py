@@ -131,6 +131,44 @@ def test_a_failed_or_refused_rerun_keeps_the_earlier_results_and_prints_none_of_
     assert other.returncode == 0, other.stdout[-3000:] + other.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_rerun_of_a_finished_job_says_so_and_records_no_new_run(tmp_path):
+    """The same command again on a finished job with persistence trains nothing: it says the job had
+    already finished, its results unchanged, and how to train again (another name; more epochs with a
+    constant schedule), and adds no run to the history (no restart, no new goodput); more epochs of a
+    constant schedule then continue from its checkpoint, as said."""
+    outputs = tmp_path / "outputs"
+    first = jaxgen_run(outputs, "persistence.enabled=true")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr
+    [one] = job_runs(outputs)
+    before = {p.relative_to(one): p.read_bytes() for p in one.rglob("*") if p.is_file()}
+    claim = next((outputs / "claims").rglob("summary.json")).parent
+    kept = {p.name: p.read_bytes() for p in (claim / "summary.json", claim / "metrics.jsonl")}
+
+    again = jaxgen_run(outputs, "persistence.enabled=true")
+    out = again.stdout
+    assert again.returncode == 0, out[-3000:] + again.stderr
+    assert "the job had already finished: its checkpoint is of step 32 of 32 (1 epochs); nothing was trained" in out
+    assert (f"mnist-cpu had already finished: nothing was trained and its results are unchanged (the newest: {one}); "
+            "no new run is recorded. To train it again, give it another name (--set name=NEW), which starts from "
+            "step 0; more epochs (--set training.epochs=N) need another name too") in out, out[-3000:]
+    assert "rerun the same command" not in out and "resume:" not in out
+    assert job_runs(outputs) == [one] and os.readlink(outputs / "mnist-cpu" / "latest") == one.name
+    assert {p.relative_to(one): p.read_bytes() for p in one.rglob("*") if p.is_file()} == before
+    assert {p.name: p.read_bytes() for p in (claim / "summary.json", claim / "metrics.jsonl")} == kept
+    assert summary_of(one)["restarts"] == 0
+
+    constant = ["persistence.enabled=true", "training.lr_schedule=constant", "name=mnist-constant"]
+    assert jaxgen_run(outputs, *constant).returncode == 0
+    said = jaxgen_run(outputs, *constant).stdout
+    assert ("To train it again, give it another name (--set name=NEW), which starts from step 0, or more epochs "
+            "(--set training.epochs=N), which continue from its last checkpoint") in said, said[-3000:]
+    more = jaxgen_run(outputs, *constant, "training.epochs=2")
+    assert more.returncode == 0 and "resuming from the checkpoint of step 32" in more.stdout, more.stdout[-3000:]
+    assert summary_of(outputs / "mnist-constant" / "latest")["steps"] == 64
+
+
 @pytest.mark.timeout(120)
 def test_a_second_run_of_a_running_job_is_refused_at_once(tmp_path):
     outputs = tmp_path / "outputs"

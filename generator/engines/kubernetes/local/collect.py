@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer import bucket, outputs
+from trainer.config import fields_named, flag
 from trainer.errors import ConfigError
 from trainer.exit_codes import describe_exit
 from trainer.extras import runnable
@@ -19,6 +20,8 @@ from trainer.extras import runnable
 from .... import confined, runs
 from ....errors import UserError
 from .plan import CHECKPOINT_DIR_FLAG, OUTPUTS_URI_FLAG, RUN_NAME_FLAG, LocalJob, last_flag_value
+
+LR_SCHEDULE = fields_named("lr_schedule")[0]
 
 
 def outputs_of(job: LocalJob) -> Path | None:
@@ -73,6 +76,16 @@ def collect(source: Path | None, staging: Path, since: float) -> tuple[bool, lis
     return (staging / outputs.SUMMARY).exists(), dropped
 
 
+def finished_before(source: Path | None, since: float) -> bool:
+    """Whether a run that ended well trained nothing because its job had already finished: the summary
+    and the metrics in its outputs (a claim's) are an earlier run's, untouched since this run began."""
+    try:
+        return source is not None and all((source / f).stat().st_mtime < since
+                                          for f in (outputs.SUMMARY, outputs.METRICS))
+    except OSError:
+        return False
+
+
 def status_of(code: int) -> str:
     return "finished" if code == 0 else "stopped" if code - 128 in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) \
         else "failed"
@@ -101,6 +114,14 @@ def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -
         return
     source = outputs_of(job)
     resumable = resumes_from(job, source)
+    if code == 0 and finished_before(source, record.started):  # no run of the history: nothing was trained
+        argv = job.plans[0].argv
+        earlier = runs.latest(record.folder)
+        say(f"{name} had already finished: nothing was trained and its results are unchanged"
+            + (f" (the newest: {earlier})" if earlier else "") + "; no new run is recorded. "
+            + outputs.again("--set name=NEW", "--set training.epochs=N", last_flag_value(argv, flag(LR_SCHEDULE))
+                            or LR_SCHEDULE.default))
+        return
     staging = record.folder / f".{record.run_id}.collecting"
     try:
         summarised, dropped = collect(source, staging, record.started)
