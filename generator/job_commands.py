@@ -17,7 +17,7 @@ import click
 from .engines.kubernetes.policy import DNS_LABEL_MAX
 from .errors import Unreachable, UserError, printable
 from .options import Integer, NonEmptyPath
-from .runs import DEFAULT_OUTPUTS, LATEST
+from .runs import DEFAULT_OUTPUTS
 
 EXIT_INVALID, EXIT_UNREACHABLE = 2, 3
 DNS_LABEL = re.compile(rf"^[a-z0-9]([-a-z0-9]{{0,{DNS_LABEL_MAX - 2}}}[a-z0-9])?$")  # every job name, a namespace
@@ -66,9 +66,9 @@ class LocalJobs:
         return local_jobs.jobs(self.outputs_dir)
 
     def logs(self, name: str, rank: int, follow: bool, echo) -> int:
-        job = Path(self.outputs_dir) / name
-        raise UserError(f"--local: jaxgen run prints every process's log itself; the metrics of the newest finished "
-                        f"run are in {job / LATEST / 'metrics.jsonl'} (`jaxgen results {job}` lists every run)")
+        from . import local_jobs
+
+        return local_jobs.logs(name, Path(self.outputs_dir), rank, follow, echo)
 
 
 def jobs_where(context, namespace, slurm, local, outputs_dir):

@@ -108,3 +108,47 @@ def jobs(folder: Path) -> list[JobStatus]:
     now = time.time()
     return sorted((_status(name, d, now, live) for name, (d, live) in _runs(folder).items()),
                   key=lambda s: -(s.age_seconds or 0))
+
+
+READ_BYTES = 64 * 1024  # one read of a log
+FOLLOW_SECONDS = 0.5  # how often a followed log is read again
+
+
+def _log_file(folder: Path, rank: int, live: bool) -> Path | None:
+    """The log of process `rank` of the job's running run (its live logs, the newest) or of its newest
+    kept run, failed or not; None when there is none (yet)."""
+    if live:
+        found = sorted(folder.glob(f".*.{runs.LOGS}"))
+        directory = found[-1] if found else None
+    else:
+        kept = runs.runs(folder)
+        directory = kept[-1] / runs.LOGS if kept else None
+    path = directory / runs.log_name(rank) if directory else None
+    return path if path and path.is_file() and not path.is_symlink() else None
+
+
+def logs(name: str, folder: Path, rank: int, follow: bool, echo) -> int:
+    """`jaxgen logs --local NAME`: the log of process `rank` of the job's running run, followed until the
+    run ends (with follow), else of its newest kept run, failed or not."""
+    job = folder / name
+    if not job.is_dir() or not runs.is_job_folder(job):
+        raise UserError(f"{name}: no run by that name under {folder} (jaxgen list --local shows them)")
+    live = runs.running(job) is not None
+    path = _log_file(job, rank, live)
+    while path is None and live and follow:  # its processes have not started yet
+        time.sleep(FOLLOW_SECONDS)
+        live = runs.running(job) is not None
+        path = _log_file(job, rank, live)
+    if path is None:
+        newest = runs.runs(job)[-1:] or [job]
+        raise UserError(f"{name}: no log of rank {rank} in {newest[0]} (a run has one per process, rank-<i>.log in "
+                        f"its {runs.LOGS} folder; runs kept before jaxgen run kept logs have none)")
+    with open(path, "rb") as log:
+        while True:
+            while chunk := log.read(READ_BYTES):
+                echo(chunk.decode(errors="replace"), nl=False)
+            if not (live and follow):
+                return 0
+            live = runs.running(job) is not None  # read once more after its end: what it wrote last
+            if live:
+                time.sleep(FOLLOW_SECONDS)

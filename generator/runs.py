@@ -33,6 +33,7 @@ DEFAULT_OUTPUTS = "jax-training-outputs"  # where `jaxgen run` keeps results, an
 
 RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{3}Z-[0-9a-f]{4}")  # as new_run_id writes it: ASCII digits, not \d
 LATEST = "latest"
+LOGS = "logs"  # a run folder's logs of its processes (rank-<i>.log, every attempt's), `jaxgen logs --local`
 LOCK = ".lock"
 RECORD = "jaxgen-run.json"
 BUSY = 75  # EX_TEMPFAIL: the job is already running; try again when it has ended
@@ -247,9 +248,19 @@ def adopt_unversioned(folder: Path) -> None:
         set_latest(folder, run_id)
 
 
+def live_logs(folder: Path, run_id: str) -> Path:
+    """The folder a running run of `jaxgen run` writes its processes' logs in (rank-<i>.log), a hidden
+    name in the job folder; at the run's end it is the run folder's LOGS."""
+    return folder / f".{run_id}.{LOGS}"
+
+
+def log_name(rank: int) -> str:
+    return f"rank-{rank}.log"
+
+
 def remove_stale_staging(folder: Path) -> None:
-    """What a run stopped mid-collection left (only ever hidden names)."""
-    for path in folder.glob(".*.collecting"):
+    """What a run stopped mid-collection left (only ever hidden names): its staging, its live logs."""
+    for path in [*folder.glob(".*.collecting"), *folder.glob(f".*.{LOGS}")]:
         shutil.rmtree(path, ignore_errors=True)
 
 

@@ -149,3 +149,56 @@ def test_the_emptydir_volumes_in_a_work_dir_do_not_outlive_the_run(tmp_path):
     assert again.returncode == 0 and "[mnist-cpu-0] found: \n" in again.stdout, again.stdout + again.stderr
     assert f"removed the processes' scratch folders and claims from {work}" in again.stdout
     assert sorted(p.name for p in work.iterdir()) == ["mine.txt"]
+
+
+def logs(tmp_path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "generator", "logs", "mnist-cpu", "--local", "--outputs",
+                           str(tmp_path / "outputs"), *extra], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+
+
+@pytest.mark.timeout(120)
+def test_a_failed_local_run_keeps_its_processes_logs_and_jaxgen_logs_local_prints_them(tmp_path):
+    """Each process's output, every attempt's, is kept in the run folder (logs/rank-<i>.log), a failed
+    run's too; `jaxgen logs --local` prints rank 0's (or --rank N's) of the newest run, where it was refused."""
+    script = 'echo "rank $JOB_COMPLETION_INDEX says hello"; echo "going wrong" >&2; exit 1'
+    failed = subprocess.run(own_run(tmp_path, script, "--set", "backoff_limit=1"), cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    [run] = runs.runs(tmp_path / "outputs" / "mnist-cpu")
+    assert runs.read_record(run)["status"] == "failed"
+    for rank in (0, 1):
+        kept = (run / "logs" / f"rank-{rank}.log").read_text().splitlines()
+        # both attempts (a process of the second may be stopped before it says anything: its peer failed)
+        assert [line.split(" (pid ")[0] for line in kept if line.startswith("[jaxgen] attempt ")] == [
+            f"[jaxgen] attempt {attempt}: started mnist-cpu-{rank}" for attempt in (0, 1)], kept
+        assert f"rank {rank} says hello" in kept and "going wrong" in kept, kept  # its stderr too
+        assert any("failed: exit code 1" in line for line in kept), kept
+    shown = logs(tmp_path)
+    assert shown.returncode == 0 and shown.stdout == (run / "logs" / "rank-0.log").read_text(), shown.stderr
+    assert logs(tmp_path, "--rank", "1", "--no-follow").stdout == (run / "logs" / "rank-1.log").read_text()
+    missing = logs(tmp_path, "--rank", "7")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: mnist-cpu: no log of rank 7 in "), \
+        missing.stderr
+    assert len(missing.stderr.splitlines()) == 1
+    other = subprocess.run([sys.executable, "-m", "generator", "logs", "no-such-job", "--local", "--outputs",
+                            str(tmp_path / "outputs")], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert other.returncode == 2 and len(other.stderr.splitlines()) == 1 and "no run by that name" in other.stderr
+
+
+@pytest.mark.timeout(120)
+def test_jaxgen_logs_local_follows_a_running_run_until_it_ends(tmp_path):
+    proc = start(own_run(tmp_path, 'echo first; sleep 4; echo last', "--set", "hosts_count=1"), tmp_path / "run.log")
+    try:
+        wait_for_text(proc, "[mnist-cpu-0] first", 60)
+        now = logs(tmp_path, "--no-follow")
+        assert now.returncode == 0 and "first\n" in now.stdout and "last" not in now.stdout, now.stdout + now.stderr
+        followed = logs(tmp_path)
+        assert wait_all([proc], 60) == [0], proc.output[-2000:]
+    finally:
+        kill(proc)
+    assert followed.returncode == 0 and followed.stdout.endswith("last\n[jaxgen] all 1 processes completed\n"), \
+        followed.stdout
+    [run] = runs.runs(tmp_path / "outputs" / "mnist-cpu")
+    assert (run / "logs" / "rank-0.log").read_text() == followed.stdout
+    assert not list((tmp_path / "outputs" / "mnist-cpu").glob(".*logs"))

@@ -104,6 +104,11 @@ class RunRecord:
     def path(self) -> Path:
         return self.folder / self.run_id
 
+    @property
+    def log_dir(self) -> Path:
+        """Where its processes' logs are written while it runs (runs.live_logs), moved into it at its end."""
+        return runs.live_logs(self.folder, self.run_id)
+
 
 def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -> None:
     """Keep this run's outputs in its own run folder, and print its result, or why there is none;
@@ -121,10 +126,13 @@ def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -
             + (f" (the newest: {earlier})" if earlier else "") + "; no new run is recorded. "
             + outputs.again("--set name=NEW", "--set training.epochs=N", last_flag_value(argv, flag(LR_SCHEDULE))
                             or LR_SCHEDULE.default))
+        shutil.rmtree(record.log_dir, ignore_errors=True)
         return
     staging = record.folder / f".{record.run_id}.collecting"
     try:
         summarised, dropped = collect(source, staging, record.started)
+        if record.log_dir.is_dir():  # its processes' logs, every attempt's, a failed run's too
+            os.rename(record.log_dir, staging / runs.LOGS)
         finished = summarised and code == 0
         ended = time.time()  # a record's date; the wall time is measured on the monotonic clock
         runs.write_record(staging, {"run_id": record.run_id, "name": name, "status": status_of(code),

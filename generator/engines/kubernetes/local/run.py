@@ -53,7 +53,7 @@ def _run(values: dict, docs: list[dict], kept: Path | None, work_dir: str | None
         deadline = values.get("active_deadline_seconds")
         # the processes hold the job's lock too: a killed jaxgen's processes still refuse a second run
         runner = Runner(job, restart_budget(values), time.monotonic() + deadline if deadline else None,
-                        inherited=(lock,) if lock is not None else ())
+                        inherited=(lock,) if lock is not None else (), log_dir=record.log_dir if record else None)
         previous = trap_stop_signals(runner)
         try:
             runner.say(f"{values['target']} {values['name']}: {len(job.plans)} processes x "
@@ -72,6 +72,7 @@ def _run(values: dict, docs: list[dict], kept: Path | None, work_dir: str | None
             # it keeps the results or exits (the interpreter's shutdown resets Python handlers, not an ignore).
             for sig in previous:
                 signal.signal(sig, signal.SIG_IGN)
+        runner.logs.close()
         finish(job, values["name"], record, code, runner.say)
     finally:
         if keep:

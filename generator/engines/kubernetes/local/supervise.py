@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import click
 
@@ -21,6 +22,7 @@ from trainer.fencing import ATTEMPT_ENV
 from trainer.supervisor import die_with_parent
 
 from ....errors import UserError
+from ....runs import log_name
 from ..policy import CHECKPOINTS_VOLUME
 from .collect import outputs_of, resumes_from
 from .plan import LocalJob, engine_env, free_ports
@@ -28,6 +30,7 @@ from .plan import LocalJob, engine_env, free_ports
 SETTLE_SECONDS = 2.0  # after a lost peer's exit, how long to look for the failure that caused it
 LINE_BYTES = 64 * 1024  # the most of one line of a process's output that is shown; the rest is cut
 READ_BYTES = 64 * 1024  # what one read of a process's output takes
+LOG_BYTES = 64 << 20  # the most of a process's output its log file keeps (all attempts); the rest is shown only
 
 
 def bounded_lines(fd: int, limit: int = LINE_BYTES):
@@ -55,23 +58,29 @@ class Runner:
     every process inherits (the job's lock, held until the last of them ends)."""
 
     def __init__(self, job: LocalJob, restarts: int, deadline: float | None, echo=click.echo,
-                 inherited: tuple[int, ...] = ()):
+                 inherited: tuple[int, ...] = (), log_dir: Path | None = None):
         self.job, self.restarts, self.deadline, self.echo = job, restarts, deadline, echo
         self.inherited = inherited
         self.children: list[subprocess.Popen] = []
         self.lock = threading.Lock()
+        self.logs = ProcessLogs(log_dir)
 
-    def say(self, message: str) -> None:
+    def say(self, message: str, rank: int | None = None) -> None:
+        """A line of jaxgen's, also in the log of process `rank`, else in every log begun."""
         with self.lock:
             self.echo(f"[jaxgen] {message}")
+            for each in [rank] if rank is not None else list(self.logs.files):
+                self.logs.write(each, f"[jaxgen] {message}")
 
-    def _pump(self, name: str, stream) -> None:
-        """Show the process's output line by line, tagged with its pod's name, a line past LINE_BYTES cut."""
+    def _pump(self, name: str, rank: int, stream) -> None:
+        """Show the process's output line by line, tagged with its pod's name, a line past LINE_BYTES cut,
+        and keep it in its log."""
         for line, cut in bounded_lines(stream.fileno()):
             text = line.decode(errors="replace") + (f" [... {cut} more bytes of this line not shown]" if cut else "")
             with self.lock:
                 sys.stdout.write(f"[{name}] {text}\n")
                 sys.stdout.flush()
+                self.logs.write(rank, text)
         stream.close()
 
     def _start_all(self, attempt: int) -> list[threading.Thread]:
@@ -92,8 +101,8 @@ class Runner:
             except OSError as error:
                 raise UserError(f"$.program.command: cannot start {plan.argv[0]!r}: {error.strerror}") from None
             self.children.append(child)
-            self.say(f"attempt {attempt}: started {plan.name} (pid {child.pid})")
-            thread = threading.Thread(target=self._pump, args=(plan.name, child.stdout), daemon=True)
+            self.say(f"attempt {attempt}: started {plan.name} (pid {child.pid})", rank=plan.rank)
+            thread = threading.Thread(target=self._pump, args=(plan.name, plan.rank, child.stdout), daemon=True)
             thread.start()
             threads.append(thread)
         return threads
@@ -189,6 +198,38 @@ class Runner:
                 return code if code > 0 else 128 - code
             restarts += 1
             self.say(f"restarting all processes ({restarts}/{self.restarts}); they resume from the last checkpoint")
+
+
+class ProcessLogs:
+    """The output of each process of a run, every attempt's, in <log_dir>/rank-<rank>.log (`jaxgen logs
+    --local`), up to LOG_BYTES each; nothing without a log_dir. A log that cannot be written is given up
+    (the output is still shown)."""
+
+    def __init__(self, log_dir: Path | None):
+        self.log_dir, self.files, self.written = log_dir, {}, {}
+
+    def write(self, rank: int, text: str) -> None:
+        if self.log_dir is None:
+            return
+        try:
+            if rank not in self.files:
+                self.log_dir.mkdir(exist_ok=True)
+                self.files[rank], self.written[rank] = open(self.log_dir / log_name(rank), "ab", buffering=0), 0
+            data = (text + "\n").encode()
+            if self.written[rank] >= LOG_BYTES:
+                return
+            if self.written[rank] + len(data) > LOG_BYTES:
+                data = f"[jaxgen] the rest of this process's output is not kept (over {LOG_BYTES} bytes)\n".encode()
+            self.files[rank].write(data)
+            self.written[rank] += len(data)
+        except OSError:
+            self.files[rank], self.written[rank] = open(os.devnull, "wb"), LOG_BYTES
+
+    def close(self) -> None:
+        """The logs are complete: what is said later (the run's end) is shown only."""
+        for f in self.files.values():
+            f.close()
+        self.log_dir, self.files = None, {}
 
 
 def _signal_group(child: subprocess.Popen, sig: int) -> None:
