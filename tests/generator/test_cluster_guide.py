@@ -35,3 +35,32 @@ def test_every_script_option_in_the_guide_is_documented_by_the_script():
         assert usage.returncode == 0, usage.stderr
         for option in re.findall(r"(?<!\S)(--[\w-]+)", args):
             assert option in usage.stdout, f"scripts/{script} {option}: not in its --help"
+
+
+def test_the_guides_example_keeps_its_outputs_where_step_5_reads_them():
+    """The guide's commands agree with its example: the render step 3 prepares keeps the outputs on a
+    claim every pod can mount (ReadWriteMany where the example puts its pods on separate nodes), so
+    step 5's `jaxgen results` and `jax-trainer evaluate` name the folder run.sh copies them into,
+    <build>/results/<the example's name>; the example alone keeps them on an emptyDir, gone with the pods."""
+    import json
+    import sys
+
+    blocks = "\n".join(re.findall(r"```sh\n(.*?)```", GUIDE, re.S)).replace("\\\n", " ")
+    example, build, rest = re.search(r"scripts/prepare\.sh (\S+) -o (\S+)([^\n]*)", blocks).groups()
+    sets = re.findall(r"--set (\S+)", rest)
+    assert f"scripts/run.sh {build}\n" in blocks
+
+    def claims(*extra: str) -> list[dict]:
+        render = subprocess.run([sys.executable, "-m", "generator", "render", str(REPO_ROOT / example), "-n", "default",
+                                 "--format", "json", *extra], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+        assert render.returncode == 0, render.stderr
+        return [d for d in json.loads(render.stdout)["items"] if d["kind"] == "PersistentVolumeClaim"]
+
+    assert claims() == []  # the example as it is: an emptyDir
+    [claim] = claims(*(a for item in sets for a in ("--set", item)))
+    values = json.loads((REPO_ROOT / example).read_text())
+    if values.get("jobset", {}).get("exclusive_topology") or values.get("hosts_count", 1) > 1:
+        assert claim["spec"]["accessModes"] == ["ReadWriteMany"], claim["spec"]
+    results = f"{build}/results/{values['name']}"
+    assert re.findall(r"jaxgen results (\S+)", blocks) == [results]
+    assert re.findall(r"jax-trainer evaluate --model (\S+)", blocks) == [f"{results}/latest/model"]
