@@ -349,7 +349,7 @@ def _already_finished(run: _Run) -> str:
     """What a rerun of a finished job says: nothing trained, the results unchanged, how to train again."""
     cfg = run.cfg
     return (f"the job had already finished: its checkpoint is of step {run.step} of {run.total} "
-            f"({cfg.epochs} epochs); nothing was trained and its results in {run.outputs} are unchanged. "
+            f"({cfg.epochs} epoch{'' if cfg.epochs == 1 else 's'}); nothing was trained and its results in {run.outputs} are unchanged. "
             + again(named("run_name"), named("epochs"), cfg.lr_schedule, run.step))
 
 

@@ -202,10 +202,11 @@ def test_killed_worker_restarts_all_resumes_and_succeeds(tmp_path):
     results = (tmp_path / "outputs" / "mnist-cpu" / "latest").resolve()
     summary = json.loads((results / "summary.json").read_text())
     assert summary["restarts"] == 1 and summary["resumed_from"] == [int(resumed.group(1))]
-    assert sorted(p.name for p in results.iterdir()) == ["curves.png", "jaxgen-run.json", "metrics.jsonl", "model",
-                                                         "run.json", "summary.json"]
+    assert sorted(p.name for p in results.iterdir()) == ["curves.png", "jaxgen-run.json", "logs", "metrics.jsonl",
+                                                         "model", "run.json", "summary.json"]
     assert f"result: test accuracy {summary['test_accuracy']:.4f}" in out
-    assert f"  resume:   rerun the same command: it resumes from {claim / 'checkpoints'}" in out
+    assert (f"  resume:   finished: the same command again trains nothing (its checkpoints: {claim / 'checkpoints'}). "
+            "To train it again, give it another name (--set name=NEW)") in out
 
 
 @pytest.mark.slow

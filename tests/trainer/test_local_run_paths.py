@@ -49,7 +49,7 @@ def test_checkpoints_inside_the_data_dir_persist_and_a_rerun_resumes(tmp_path):
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
     claim = tmp_path / "outputs" / "claims" / "mnist-cpu-outputs" / "mnist-cpu" / "checkpoints"
     assert (claim / "ckpt-0000000032.npz").exists(), first.stdout[-3000:]
-    assert f"resume:   rerun the same command: it resumes from {claim}" in first.stdout
+    assert f"resume:   finished: the same command again trains nothing (its checkpoints: {claim})" in first.stdout
     again = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=280)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     assert re.search(r"Rank 0: resuming from the checkpoint of step 32", again.stdout), again.stdout[-3000:]

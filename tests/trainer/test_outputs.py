@@ -91,13 +91,36 @@ def test_predict_classifies_an_idx_file_and_pngs(finished, tmp_path):
 
 @pytest.mark.slow
 def test_a_rerun_of_the_finished_job_resumes_at_its_end_and_keeps_its_result(finished, tmp_path):
+    """The finished job again trains nothing, says so and how to train again, and leaves its outputs
+    as they were (no start or end record: no restart counted, the summary unchanged)."""
+    outputs, _ = finished
+    copy = tmp_path / "c"
+    shutil.copytree(outputs.parent, copy, ignore=shutil.ignore_patterns("train.log"))
+    kept = {p.name: p.read_bytes() for p in (outputs_of(copy) / "summary.json", outputs_of(copy) / "metrics.jsonl")}
+    before = json.loads(kept["summary.json"])
+    proc = start(trainer_argv(*small_train_args(copy)), tmp_path / "rerun.log")
+    assert wait_all([proc], 120) == [0], proc.output[-2000:]
+    assert "resuming from the checkpoint of step 32" in proc.output
+    assert (f"the job had already finished: its checkpoint is of step 32 of 32 (1 epoch); nothing was trained and "
+            f"its results in {outputs_of(copy)} are unchanged. To train it again, give it another name (--run-name)"
+            ) in proc.output, proc.output[-2000:]
+    assert f"result: test accuracy {before['test_accuracy']:.4f}" in proc.output and "(as before)" in proc.output
+    assert {p.name: p.read_bytes() for p in (outputs_of(copy) / "summary.json",
+                                             outputs_of(copy) / "metrics.jsonl")} == kept
+
+
+@pytest.mark.slow
+def test_a_rerun_of_a_job_that_ended_before_it_published_publishes(finished, tmp_path):
+    """A job whose last checkpoint is its end but whose summary is missing (it ended before publishing)
+    is finished by the rerun: it scores the restored model and writes the summary."""
     outputs, _ = finished
     copy = tmp_path / "c"
     shutil.copytree(outputs.parent, copy, ignore=shutil.ignore_patterns("train.log"))
     before = json.loads((outputs / "summary.json").read_text())
+    (outputs_of(copy) / "summary.json").unlink()
     proc = start(trainer_argv(*small_train_args(copy)), tmp_path / "rerun.log")
     assert wait_all([proc], 120) == [0], proc.output[-2000:]
-    assert "resuming from the checkpoint of step 32" in proc.output
+    assert "already finished" not in proc.output
     after = json.loads((outputs_of(copy) / "summary.json").read_text())
     assert after["test_accuracy"] == before["test_accuracy"] and after["resumed_from"] == [32]
 
@@ -156,6 +179,7 @@ def test_a_rerun_reads_past_foreign_lines_in_the_metrics_file(finished, tmp_path
                '{"event": "start", "step": 3, "time": 5, "phases": {"a": "b"}}', "[" * 100000]
     with open(outputs_of(copy) / "metrics.jsonl", "ab") as f:
         f.write("\n".join(foreign).encode() + b"\n\xff\xfe not UTF-8\n")
+    (outputs_of(copy) / "summary.json").unlink()  # not yet published: the rerun accounts the records again
     proc = start(trainer_argv(*small_train_args(copy)), tmp_path / "rerun.log")
     assert wait_all([proc], 120) == [0], proc.output[-2000:]
     assert "Traceback" not in proc.output and "Rank 0: result: test accuracy" in proc.output, proc.output[-2000:]

@@ -149,7 +149,7 @@ def test_a_rerun_of_a_finished_job_says_so_and_records_no_new_run(tmp_path):
     again = jaxgen_run(outputs, "persistence.enabled=true")
     out = again.stdout
     assert again.returncode == 0, out[-3000:] + again.stderr
-    assert "the job had already finished: its checkpoint is of step 32 of 32 (1 epochs); nothing was trained" in out
+    assert "the job had already finished: its checkpoint is of step 32 of 32 (1 epoch); nothing was trained" in out
     assert (f"mnist-cpu had already finished: nothing was trained and its results are unchanged (the newest: {one}); "
             "no new run is recorded. To train it again, give it another name (--set name=NEW), which starts from "
             "step 0; more epochs (--set training.epochs=N) need another name too") in out, out[-3000:]

@@ -86,6 +86,12 @@ def finished_before(source: Path | None, since: float) -> bool:
         return False
 
 
+def _again(job: LocalJob) -> str:
+    """How to train the finished job again, as `jaxgen run` sets it (trainer/outputs.py again)."""
+    schedule = last_flag_value(job.plans[0].argv, flag(LR_SCHEDULE)) if job.plans else None
+    return outputs.again("--set name=NEW", "--set training.epochs=N", schedule or LR_SCHEDULE.default)
+
+
 def status_of(code: int) -> str:
     return "finished" if code == 0 else "stopped" if code - 128 in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) \
         else "failed"
@@ -120,12 +126,9 @@ def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -
     source = outputs_of(job)
     resumable = resumes_from(job, source)
     if code == 0 and finished_before(source, record.started):  # no run of the history: nothing was trained
-        argv = job.plans[0].argv
         earlier = runs.latest(record.folder)
         say(f"{name} had already finished: nothing was trained and its results are unchanged"
-            + (f" (the newest: {earlier})" if earlier else "") + "; no new run is recorded. "
-            + outputs.again("--set name=NEW", "--set training.epochs=N", last_flag_value(argv, flag(LR_SCHEDULE))
-                            or LR_SCHEDULE.default))
+            + (f" (the newest: {earlier})" if earlier else "") + "; no new run is recorded. " + _again(job))
         shutil.rmtree(record.log_dir, ignore_errors=True)
         return
     staging = record.folder / f".{record.run_id}.collecting"
@@ -154,7 +157,8 @@ def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -
             f"is the newest; `{runnable('jaxgen')} results {record.folder}` lists every run)")
         if line := confined.dropped_line(dropped):
             say(line)
-        hint = (f"rerun the same command: it resumes from {resumable}" if resumable else
+        hint = (f"finished: the same command again trains nothing (its checkpoints: {resumable}). "
+                + _again(job) if resumable else
                 "none: the checkpoints were in the processes' scratch folders, removed when the run ended; "
                 "persistence.enabled=true keeps them")
         report(record.path, resume_hint=hint)
