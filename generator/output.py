@@ -10,6 +10,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from trainer.outputs import umask
+
 from . import yaml_text
 from .errors import UserError
 from .targets import target as target_of
@@ -40,12 +42,6 @@ NEEDED_FIRST = ("PersistentVolumeClaim", "TrainingRuntime")
 def file_name(doc: dict, fmt: str) -> str:
     first = "0-" if doc["kind"] in NEEDED_FIRST else ""
     return f"{first}{doc['kind'].lower()}-{doc['metadata']['name']}.{fmt}"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _top_names(files: dict[str, str]) -> list[str]:
@@ -117,7 +113,7 @@ def write_directory(target: Path, files: dict[str, str]) -> None:
     try:
         parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
-        staging.chmod(0o777 & ~_umask())
+        staging.chmod(0o777 & ~umask())
     except OSError as exc:
         if target.is_dir() and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             # nothing can be staged beside it (a container's volume under a read-only or foreign
@@ -166,7 +162,7 @@ def _write_inside(target: Path, files: dict[str, str]) -> None:
     try:
         rendered = _rendered(target)
         staging = Path(tempfile.mkdtemp(prefix=".jaxgen-staging.", dir=target))
-        staging.chmod(0o777 & ~_umask())
+        staging.chmod(0o777 & ~umask())
         _write_render(staging, files)
         for entry in target.iterdir():
             if entry != staging and (entry.name in rendered or entry.name.startswith(".jaxgen-staging.")):

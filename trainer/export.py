@@ -19,7 +19,8 @@ import numpy as np
 
 from trainer import __version__, models
 from trainer.errors import CheckpointError, ConfigError
-from trainer.outputs import MODEL, MODEL_CARD, MODEL_CONFIG, MODEL_FILE, evaluate_command, predict_command
+from trainer.outputs import (MODEL, MODEL_CARD, MODEL_CONFIG, MODEL_FILE, evaluate_command, predict_command,
+                             umask)
 
 MAX_CONFIG_BYTES = 1 << 20  # the most of a config.json read
 
@@ -107,20 +108,11 @@ def save(directory: str | os.PathLike, params: dict[str, np.ndarray], cfg, summa
     return directory / MODEL_FILE
 
 
-def _umask() -> int:
-    """The process's umask, read without setting it (os.umask would change it for every thread a moment)."""
-    try:
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        return 0o022
-
-
 def _readable(path: Path, write) -> None:
     """write(), then give the file the mode its siblings get (0644 under umask 022): safetensors writes
     it 0600, and the model is a result to hand on, as the config and card beside it are."""
     write()
-    os.chmod(path, 0o666 & ~_umask())
+    os.chmod(path, 0o666 & ~umask())
 
 
 def _replace(path: Path, write) -> None:

@@ -79,6 +79,15 @@ def read_object(path: str | os.PathLike) -> dict | None:
     return found if isinstance(found, dict) else None
 
 
+def umask() -> int:
+    """The process's umask, read without setting it (os.umask would change it for every thread a moment)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 0o022
+
+
 def read_summary(directory: str | os.PathLike) -> dict | None:
     """The summary.json of an outputs directory, or None when the run has not finished."""
     return read_object(Path(directory) / SUMMARY)
