@@ -97,6 +97,9 @@ OPTIONAL_BLOCKS: dict[str, dict] = {
     "outputs-bucket-trainjob": {"target": "trainjob", "outputs": {"uri": "s3://team-results", "secret": "s3-creds"},
                                 "env": [{"name": "AWS_REGION", "value": "eu-west-1"}]},
     "outputs-bucket-no-secret": {"target": "jaxjob", "outputs": {"uri": "s3://team-results/a/b/"}},
+    # where the outputs are, as both renderers record it, from a prefix and a folder with extra slashes
+    "outputs-bucket-slashes": {"target": "indexed-job", "outputs": {"uri": "s3://team-results//a//b//"},
+                               "checkpoint": {"dir": "/ckpt//runs/"}},
     "service-account": {"service_account_name": "trainer.sa"},
     "priority-class": {"priority_class_name": "high-priority"},
     "ttl-null": {"ttl_seconds_after_finished": None},

@@ -21,6 +21,20 @@ one, else the rendered <name>-outputs. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* The job object's annotations of where its outputs are (JSON; the twin of
+generator/engines/kubernetes/outputs.py): <checkpoint.dir>/<name> in the containers, and with
+outputs.uri the bucket's copy, s3://BUCKET/PREFIX/<name> as the trainer's bucket.job_uri spells it. */}}
+{{- define "jax-training.outputsAnnotations" -}}
+{{- $keys := (.Files.Get "files/contract.json" | fromJson).outputsAnnotations -}}
+{{- $name := include "jax-training.name" . -}}
+{{- $found := dict $keys.dir (printf "%s/%s" (regexReplaceAll "/+$" .Values.checkpoint.dir "") $name) -}}
+{{- with .Values.outputs.uri -}}
+{{- $bucket := regexFind "^s3://[^/]+" . -}}
+{{- $_ := set $found $keys.uri (join "/" (compact (list $bucket (trimPrefix $bucket . | trimAll "/") $name))) -}}
+{{- end -}}
+{{- include "jax-training.json" $found -}}
+{{- end -}}
+
 {{/* DNS name of process 0 as the other pods resolve it (pod hostname . Service subdomain). */}}
 {{- define "jax-training.coordinatorHost" -}}
 {{- printf (include "jax-training.target" . | fromJson).coordinator (include "jax-training.name" .) -}}

@@ -83,6 +83,10 @@ def node_lost_tolerations(user_tolerations: list[dict], seconds: int) -> list[di
 
 # The pod volume mounted at checkpoint.dir: the job's outputs.
 CHECKPOINTS_VOLUME = "checkpoints"
+# The job object's record of where its outputs are (generator/runstore/location.py): the directory in
+# process 0's container, and with outputs.uri the bucket's copy; `jaxgen status` and `jaxgen run` read them.
+OUTPUTS_DIR_ANNOTATION = "jax-training.dev/outputs-dir"
+OUTPUTS_URI_ANNOTATION = "jax-training.dev/outputs-uri"
 
 # What the renders set in the container beside the trainer's PROCESS_ENV (unbuffered logs): a user
 # env entry of that name, like one given twice, would be a second entry of one name, which Helm 4's
@@ -185,6 +189,7 @@ def chart_json() -> str:
         "nodeLostTaints": list(NODE_LOST_TAINTS),
         "nodeLostEffect": NODE_LOST_EFFECT,
         "checkpointsVolume": CHECKPOINTS_VOLUME,
+        "outputsAnnotations": {"dir": OUTPUTS_DIR_ANNOTATION, "uri": OUTPUTS_URI_ANNOTATION},
         "nameLabel": NAME_LABEL,
         "instanceLabel": INSTANCE_LABEL,
         "queueLabel": kueue.QUEUE_LABEL,

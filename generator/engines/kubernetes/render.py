@@ -20,6 +20,7 @@ from ...program import device_env, program_args
 from ...templating import environment
 from . import kueue, policy
 from .hosts import coordinator_host
+from .outputs import annotations as outputs_annotations
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 MANAGED_BY = "jaxgen"
@@ -210,7 +211,11 @@ class PodContext:
         annotations = dict(self.v["annotations"])
         if self.v["jobset"]["exclusive_topology"]:
             annotations["alpha.jobset.sigs.k8s.io/exclusive-topology"] = self.v["jobset"]["exclusive_topology"]
-        return annotations
+        return {**annotations, **self.job_annotations()}
+
+    def job_annotations(self) -> dict:
+        """The job object's own annotations: where its outputs are (outputs.py)."""
+        return outputs_annotations(self.v)
 
     def outputs_claim(self) -> dict | None:
         """The PersistentVolumeClaim of the job's outputs, when the persistence setting renders one.
@@ -260,7 +265,7 @@ class PodContext:
             "image", "pull_policy", "suspended",
             "selector_labels", "labels", "container_env", "container_resources", "node_resources",
             "runtime_labels",
-            "tolerations", "volume", "jobset_annotations", "pod_failure_policy", "container_restart_rules", "jobset_failure_rules", "container_name", "runtime_hook_annotations", "container_command", "container_args",
+            "tolerations", "volume", "jobset_annotations", "job_annotations", "pod_failure_policy", "container_restart_rules", "jobset_failure_rules", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
             "volumes", "target", "outputs_claim", "metrics_port", "pod_annotations",
             "pod_monitor_endpoints")}
