@@ -14,6 +14,7 @@ from trainer.outputs import umask
 
 from . import yaml_text
 from .errors import UserError
+from .runstore import location
 from .targets import target as target_of
 
 MARKER = ".jaxgen-output"  # marks a directory as ours, so replacing it can never delete user files
@@ -176,18 +177,13 @@ def _write_inside(target: Path, files: dict[str, str]) -> None:
         raise UserError(f"{target}: cannot write: {exc.strerror}") from None
 
 
-def outputs_uri(values: dict) -> str:
-    """Where the trainer keeps the job's outputs in its bucket, s3://BUCKET/PREFIX/NAME, or ""."""
-    uri = values["outputs"]["uri"].rstrip("/")
-    return f"{uri}/{values['name']}" if uri else ""
-
-
 def release_record(values: dict) -> dict[str, str]:
     """What scripts/prepare.sh keeps in BUILD/release/ for every target: the merged variables, and the
     release's identity that run.sh and clean.sh read."""
     release = {"NAME": values["name"], "NAMESPACE": values["namespace"], "TARGET": values["target"],
                "HOSTS_COUNT": values["hosts_count"], **target_of(values).facts(values["name"]),
-               # the job's outputs in its bucket, where run.sh fetches the results from ("" = none)
-               "OUTPUTS_URI": outputs_uri(values), "OUTPUTS_ENDPOINT": values["outputs"]["endpoint"]}
+               # where the job's outputs are (OUTPUTS_URI: its bucket's copy, where run.sh fetches the results
+               # from; "" = none)
+               **location.of_values(values).release_env(), "OUTPUTS_ENDPOINT": values["outputs"]["endpoint"]}
     return {"release/values.json": json.dumps(values, indent=2) + "\n",
             "release/release.env": "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in release.items())}

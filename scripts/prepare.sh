@@ -14,7 +14,8 @@ variables/examples/cpu-local.json of this repository) (merged over charts/jax-tr
 --set overrides, in order) and renders its manifests into BUILD_DIR (default: ./rendered), one file
 per object, plus BUILD_DIR/release/ (a subfolder, so `kubectl apply -f BUILD_DIR` skips it):
   values.json   the merged variables (scripts/run.sh --local runs exactly these)
-  release.env   NAME, NAMESPACE, TARGET, HOSTS_COUNT of the release (read by run.sh, clean.sh)
+  release.env   NAME, NAMESPACE, TARGET, HOSTS_COUNT of the release and where its outputs are
+                (OUTPUTS_DIR, OUTPUTS_URI) (read by run.sh, clean.sh)
 Invalid input: every problem is printed with its JSON path, nothing is written, exit code 2.
 
   -o, --output-dir DIR    build folder (default: ./rendered); the previous render in it is replaced

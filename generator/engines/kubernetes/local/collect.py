@@ -11,39 +11,28 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer import bucket, outputs
+from trainer import outputs
 from trainer.config import fields_named, flag
-from trainer.errors import ConfigError
 from trainer.exit_codes import describe_exit
 from trainer.extras import runnable
 
 from .... import confined, runs
 from ....errors import UserError
-from .plan import CHECKPOINT_DIR_FLAG, OUTPUTS_URI_FLAG, RUN_NAME_FLAG, LocalJob, last_flag_value
+from .plan import LocalJob, last_flag_value
 
 LR_SCHEDULE = fields_named("lr_schedule")[0]
 
 
 def outputs_of(job: LocalJob) -> Path | None:
-    """Process 0's outputs directory (--checkpoint-dir/--run-name of the built-in trainer), or None."""
-    argv = job.plans[0].argv if job.plans else []
-    # the trainer's last word, in either spelling (its parser takes no abbreviations)
-    directory, name = last_flag_value(argv, CHECKPOINT_DIR_FLAG), last_flag_value(argv, RUN_NAME_FLAG)
-    if not directory or not name:
-        return None
-    return Path(directory) / name
+    """Process 0's outputs directory on this machine, as the job object records it (plan.py), or None."""
+    return job.outputs_dir
 
 
 def resumes_from(job: LocalJob, source: Path | None) -> str | None:
-    """Where a rerun resumes from: the bucket's copy of process 0's outputs (--outputs-uri), restored into
-    any new pod's, else its checkpoints on a volume that outlives the pods; None when nothing outlived it."""
-    argv = job.plans[0].argv if job.plans else []
-    uri, name = last_flag_value(argv, OUTPUTS_URI_FLAG), last_flag_value(argv, RUN_NAME_FLAG)
-    if uri and name:
-        try:
-            return f"{bucket.job_uri(uri, name)}/{outputs.CHECKPOINTS}"
-        except ConfigError:  # the trainer refused it at start: nothing is there
-            return None
+    """Where a rerun resumes from: the bucket's copy of process 0's outputs, restored into any new pod's,
+    else its checkpoints on a volume that outlives the pods; None when nothing outlived it."""
+    if job.outputs_uri:
+        return f"{job.outputs_uri}/{outputs.CHECKPOINTS}"
     if source is None or any(source == d or d in source.parents for d in job.pod_dirs):
         return None
     return str(source / outputs.CHECKPOINTS)

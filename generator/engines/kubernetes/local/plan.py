@@ -20,16 +20,16 @@ from trainer.config import EPHEMERAL_OUTPUTS_ENV, FROM_VARIABLES_ENV, fields_nam
 from trainer.contract import PROCESS_ENV
 from trainer.fencing import ATTEMPT_ENV
 
-from ....errors import UserError
+from ....errors import TemplateBug, UserError
+from ....runstore.location import Outputs
 from ....targets import Target, target as target_of, workload
 from ..hosts import hostname
+from ..outputs import recorded
 from ..policy import BUCKET_CREDENTIALS_ENV, CHECKPOINTS_VOLUME, COMPLETION_INDEX_FIELD
 
 # Variables of the surrounding shell that would change how the trainer resolves its ClusterSpec.
 CLUSTER_VARIABLES = (*PROCESS_ENV, "JAX_PLATFORMS", "XLA_FLAGS")
 METRICS_FLAG = flag(*fields_named("metrics_port"))  # the built-in trainer's
-CHECKPOINT_DIR_FLAG, RUN_NAME_FLAG, OUTPUTS_URI_FLAG = map(flag, fields_named("checkpoint_dir", "run_name",
-                                                                            "outputs_uri"))
 DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
 REPO_ROOT = Path(trainer.__file__).resolve().parents[1]  # on PYTHONPATH, so `-m trainer` runs without installing
 
@@ -61,13 +61,19 @@ def free_ports(count: int, taken: Collection[int] = ()) -> list[int]:
     return ports
 
 
+def job_object(docs: list[dict], target: str) -> dict:
+    """The job object of the rendered manifests of `target`."""
+    w = workload(target)
+    found = next((d for d in docs if d.get("kind") == w.kind), None)
+    if found is None:
+        raise UserError(f"the {target} render holds no {w.kind}")
+    return found
+
+
 def pod_spec(docs: list[dict], target: str) -> dict:
     """The worker pod spec of the rendered manifests of `target`."""
-    w = workload(target)
-    node = next((d for d in docs if d.get("kind") == w.kind), None)
-    if node is None:
-        raise UserError(f"the {target} render holds no {w.kind}")
-    for key in w.pod_spec_path:
+    node = job_object(docs, target)
+    for key in workload(target).pod_spec_path:
         node = node[key]
     return node
 
@@ -94,6 +100,10 @@ class LocalJob:
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     metrics_port: int = 0  # where process 0 serves its metrics on this machine (0: nowhere)
     claims_dir: Path | None = None  # where the PersistentVolumeClaims live
+    # where process 0 writes its outputs here (the job object's record mapped onto its volumes; None:
+    # on none of them), and their bucket's copy ("": none)
+    outputs_dir: Path | None = None
+    outputs_uri: str = ""
 
 
 def _volume_dir(volume: dict, rank: int, run_dir: Path, claims: Path) -> Path:
@@ -188,7 +198,17 @@ def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | N
         if "emptyDir" in volumes.get(CHECKPOINTS_VOLUME, {}):
             env[EPHEMERAL_OUTPUTS_ENV] = "1"  # its log lines do not point into a scratch folder as if it stayed
         job.plans.append(ProcessPlan(rank, hostname(values, rank), command + args, env))
+        if rank == 0:
+            _place_outputs(job, recorded(job_object(docs, t.name)), mounts)
     return job
+
+
+def _place_outputs(job: LocalJob, outputs: Outputs | None, mounts: list[tuple[str, Path]]) -> None:
+    """Where the job object records process 0's outputs, on this machine (the render always records it)."""
+    if outputs is None:
+        raise TemplateBug("the job object does not record where its outputs are")
+    local = _map_path(outputs.directory, mounts)
+    job.outputs_dir, job.outputs_uri = (Path(local) if local else None), outputs.uri
 
 
 def last_flag_value(args: list[str], flag: str) -> str | None:
