@@ -276,6 +276,15 @@ EOF
   mount --make-shared "$node/kubelet"
   mkdir -p /var/lib/kubelet/device-plugins
   node_kubelet_config "$node" "$sock" "$node_ip" "$kubelet_port" "$kubelet_health_port" "$cgroup_root"
+  node_start_kubelet "$i"
+  node_wait_ready "$name"
+  log "node $name ready (kubelet on $node_ip:$kubelet_port, pods $subnet on $bridge, cgroup root $cgroup_root)"
+}
+
+# node_start_kubelet I: node I's kubelet (its config written by node_add), in a mount namespace of its
+# own; also how node-fault.sh brings a node back.
+node_start_kubelet() {
+  local i="$1" node="$state/node-$1"
   # shellcheck disable=SC2016
   start "kubelet-$i" unshare --mount --propagation unchanged sh -c '
       set -e
@@ -285,8 +294,6 @@ EOF
       shift
       exec "$@"' own-device-plugins "$node/device-plugins" \
     "$JAXT_BIN/kubelet" --config "$node/kubelet.yaml" --kubeconfig "$node/kubelet.kubeconfig" \
-    --root-dir "$node/kubelet" --cert-dir "$node/kubelet/pki" --hostname-override "$name" \
-    --node-ip "$node_ip" -v 1
-  node_wait_ready "$name"
-  log "node $name ready (kubelet on $node_ip:$kubelet_port, pods $subnet on $bridge, cgroup root $cgroup_root)"
+    --root-dir "$node/kubelet" --cert-dir "$node/kubelet/pki" --hostname-override "$NODE_NAME-$i" \
+    --node-ip "$(node_ip)" -v 1
 }

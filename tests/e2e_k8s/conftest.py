@@ -131,16 +131,21 @@ def real(real_node, image):
     if "mnist" not in real_node.volumes:
         host_volume(node_cluster, "mnist", MNIST_DIR)
         real_node.volumes.add("mnist")
+    return node_cluster, real_sets(image)
+
+
+def real_sets(image: tuple[str, str]) -> list[str]:
+    """The --set overrides of every run on real nodes: the image, one epoch of MNIST from the claim
+    `mnist`, resources that fit this host."""
     repository, tag = image
     # The tag is left to its default (the release's version with the accelerator's variant): the one
     # scripts/image.sh builds, which the pods can only start with if the two agree.
     assert tag == f"{__version__}-{images.VARIANTS['cpu']}", tag
-    sets = [f"image.repository={repository}", "image.pull_policy=Never",
+    return [f"image.repository={repository}", "image.pull_policy=Never",
             "training.epochs=1", "data.download=false",
             'data.volume={"persistentVolumeClaim": {"claimName": "mnist", "readOnly": true}}',
             # two trainers and the helm test pod fit the node's 2 CPUs
             'resources={"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "3Gi"}}']
-    return node_cluster, sets
 
 
 @pytest.fixture(scope="session")
