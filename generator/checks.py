@@ -1,9 +1,10 @@
 """Every problem with a set of variables, each as "$.json.path: message".
 
 schema_errors() applies the complete schema (the chart's values.schema.json, written from
-variables/schema.json by scripts/generate.py); semantic_errors() the rules a schema cannot say.
-Then the rules of the target's engine (generator/engines/, errors(values)). The Helm chart's
-templates/_validate.tpl enforces the same semantic rules.
+variables/schema.json by scripts/generate.py); semantic_errors() the rules a schema cannot say:
+RULES (as data, generator/rules.py; the chart's templates/_rules.tpl is compiled from them), then the
+rules the vocabulary cannot say (the chart's templates/_validate.tpl holds their twins), then the
+rules of the target's engine (generator/engines/, errors(values)).
 """
 
 from __future__ import annotations
@@ -21,17 +22,12 @@ import re2
 from trainer import models  # the model registry's facts (no jax import)
 from trainer.contract import IMAGE_DIRS, INTERNAL_ENV, MAX_GPUS_PER_HOST, OUTPUT_FLAGS, PROCESS_ENV, SYSTEM_DIRS
 
-from . import engines, images, set_values
-from .engines.kubernetes.policy import (ANNOTATIONS_MAX_BYTES, DNS_SUBDOMAIN_MAX, GPU_RESOURCE, HUGE_PAGES_PREFIX,
-                                        NATIVE_RESOURCE_DOMAIN, QUANTITY_SUFFIXES, STANDARD_RESOURCES)
+from . import engines, images, rules, set_values
 from .errors import EXCERPT, excerpt
-from .names import outputs_claim, rendered_claim
 from .paths import SCHEMA_FILE, go_clean
 from .program import OWN_PROGRAM_WARNING
+from .rules import And, Clean, Eq, Fact, Gt, Int, Lt, Mod, Mul, Ne, Rule, Text
 from .targets import target
-
-# A Kubernetes object name (DNS-1123 subdomain), as a PersistentVolumeClaim's claimName must be.
-DNS_SUBDOMAIN = re2.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
 
 
 @lru_cache(maxsize=1)
@@ -167,25 +163,45 @@ def _suggestion(parts: list, allowed: set[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else f" (allowed: {', '.join(sorted(allowed))})"
 
 
-def semantic_errors(values: dict) -> list[str]:
-    """Rules across fields. Assumes the values passed the schema."""
-    errors = []
-    hosts, local = values["hosts_count"], values["local_device_count"]
-    training = values["training"]
-    devices = hosts * local
+_HOSTS, _LOCAL, _BATCH = Int("hosts_count"), Int("local_device_count"), Int("training.batch_size")
+_DEVICES, _EXAMPLES = Mul(_HOSTS, _LOCAL), Int("training.train_examples")
+_MODEL_AXIS, _STRATEGY = Int("training.model_parallelism"), Text("training.strategy")
+_DTYPE, _PORT = Text("training.allreduce_dtype"), Int("metrics.port")
 
-    if training["batch_size"] % devices:
-        errors.append(f"$.training.batch_size: {training['batch_size']} is not divisible by the global device "
-                      f"count {devices} (hosts_count {hosts} x local_device_count {local})")
-    if 0 < training["train_examples"] < training["batch_size"]:
-        errors.append(f"$.training.train_examples: {training['train_examples']} is less than one batch "
-                      f"(training.batch_size {training['batch_size']})")
-    if training["allreduce_dtype"] != "float32" and training["strategy"] != "pmap":
-        errors.append(f"$.training.allreduce_dtype: {training['allreduce_dtype']} needs training.strategy 'pmap'")
+# The rules of every target that the rule vocabulary can say (generator/rules.py); the chart runs the
+# same, compiled into its templates/_rules.tpl.
+RULES = (
+    Rule("$.training.batch_size", Mod(_BATCH, _DEVICES),
+         "%d is not divisible by the global device count %d (hosts_count %d x local_device_count %d)",
+         (_BATCH, _DEVICES, _HOSTS, _LOCAL), example={"hosts_count": 3}),
+    Rule("$.training.train_examples", And(Gt(_EXAMPLES, 0), Lt(_EXAMPLES, _BATCH)),
+         "%d is less than one batch (training.batch_size %d)", (_EXAMPLES, _BATCH),
+         example={"training": {"train_examples": 2}}),
+    Rule("$.training.allreduce_dtype", And(Ne(_DTYPE, "float32"), Ne(_STRATEGY, "pmap")),
+         "%s needs training.strategy 'pmap'", (_DTYPE,),
+         example={"training": {"allreduce_dtype": "bfloat16", "strategy": "sharded"}}),
+    Rule("$.training.model_parallelism", And(Gt(_MODEL_AXIS, 1), Ne(_STRATEGY, "sharded")),
+         "a model axis needs training.strategy 'sharded'", example={"training": {"model_parallelism": 2}}),
+    Rule("$.local_device_count", And(Eq(Text("accelerator"), "gpu"),
+                                     Gt(_LOCAL, Fact("maxGpusPerHost", MAX_GPUS_PER_HOST))),
+         "%d GPUs per host exceeds %d", (_LOCAL, Fact("maxGpusPerHost", MAX_GPUS_PER_HOST)),
+         example={"accelerator": "gpu", "local_device_count": MAX_GPUS_PER_HOST + 1}),
+    Rule("$.checkpoint.dir", Eq(Clean(Text("data.dir")), Clean(Text("checkpoint.dir"))), "must differ from data.dir",
+         example={"data": {"dir": "/x/"}, "checkpoint": {"dir": "/x//"}}),
+    Rule("$.metrics.port", And(Gt(_PORT, 0), Lt(_PORT, 1024)),
+         "%d is a privileged port; use 1024-65535 (the pods run as non-root), or 0 for no endpoint", (_PORT,),
+         example={"metrics": {"port": 80}}),
+)
+
+
+def semantic_errors(values: dict) -> list[str]:
+    """Rules across fields: RULES, the layout and contract rules the vocabulary cannot say, then the
+    rules of the target's engine. Assumes the values passed the schema."""
+    errors = rules.errors(RULES, values)
+    training, local = values["training"], values["local_device_count"]
+    devices = values["hosts_count"] * local
     model = training["model_parallelism"]
     if model > 1:
-        if training["strategy"] != "sharded":
-            errors.append("$.training.model_parallelism: a model axis needs training.strategy 'sharded'")
         # the sizes the model's sharding rules split (trainer/models; the chart reads files/models.json)
         axis_setting = models.get(training["model"]).model_axis
         split_key, split = f"{training['model']}.{axis_setting}", training[training["model"]][axis_setting]
@@ -196,23 +212,7 @@ def semantic_errors(values: dict) -> list[str]:
         elif training["batch_size"] % (devices // model):
             errors.append(f"$.training.batch_size: {training['batch_size']} is not divisible by the data-parallel "
                           f"size {devices // model}")
-
-    gpu = _gpu_resources(values["resources"])
-    if values["accelerator"] == "gpu":
-        if local > MAX_GPUS_PER_HOST:
-            errors.append(f"$.local_device_count: {local} GPUs per host exceeds {MAX_GPUS_PER_HOST}")
-        # The limit is set from local_device_count; an extended resource's request must equal its limit.
-        for kind, count in gpu:
-            if str(count) != str(local):
-                errors.append(f"$.resources.{kind}.{GPU_RESOURCE}: {count} contradicts local_device_count {local} "
-                              "(leave it out: it is set from local_device_count)")
-    elif gpu:
-        errors.append(f"$.resources.{gpu[0][0]}.{GPU_RESOURCE}: GPUs requested but accelerator is 'cpu'")
-
-    errors += _request_errors(values["resources"])
     data, checkpoint = values["data"], values["checkpoint"]
-    if go_clean(data["dir"]) == go_clean(checkpoint["dir"]):
-        errors.append("$.checkpoint.dir: must differ from data.dir")
     for field, path in (("data.dir", data["dir"]), ("checkpoint.dir", checkpoint["dir"])):
         clean = go_clean(path)
         overlapped = [d for d in IMAGE_DIRS if clean == d or clean.startswith(d + "/") or d.startswith(clean + "/")]
@@ -221,16 +221,6 @@ def semantic_errors(values: dict) -> list[str]:
         elif overlapped:
             errors.append(f"$.{field}: '{path}' overlaps {overlapped[0]}, which the image or the kernel provides; "
                           "choose a directory of its own")
-    for field in ("data.volume", "checkpoint.volume"):
-        volume = values[field.split(".")[0]]["volume"]
-        if len(volume) > 1:
-            errors.append(f"$.{field}: give exactly one volume source, got {', '.join(sorted(volume))}")
-        errors += _volume_source_errors(f"$.{field}", volume)
-    errors += _persistence_errors(values)
-    port = values["metrics"]["port"]
-    if 0 < port < 1024:
-        errors.append(f"$.metrics.port: {port} is a privileged port; use 1024-65535 (the pods run as non-root), "
-                      "or 0 for no endpoint")
     first: dict[str, int] = {}
     for i, entry in enumerate(values.get("env") or []):  # every target: the trainer's own contract
         name = entry.get("name")
@@ -251,85 +241,8 @@ def semantic_errors(values: dict) -> list[str]:
                 if arg == option or arg.startswith(option + "="):
                     errors.append(f"$.program.args[{i}]: {option} is set from {variable} (where jaxgen run and "
                                   f"run.sh find the results); set {variable} instead")
-    size = sum(len(k.encode()) + len(v.encode()) for k, v in values["annotations"].items())
-    if size > ANNOTATIONS_MAX_BYTES:
-        errors.append(f"$.annotations: {size} bytes of keys and values; Kubernetes allows {ANNOTATIONS_MAX_BYTES}")
-    if values["slurm"]["nodes"] > hosts:
-        errors.append(f"$.slurm.nodes: {values['slurm']['nodes']} nodes for {hosts} tasks leaves nodes idle")
     errors += engines.errors(values)  # the rules of the target's engine
     return errors
-
-
-def _persistence_errors(values: dict) -> list[str]:
-    """A claim for the outputs: on Kubernetes only, instead of checkpoint.volume, mountable by every pod."""
-    persistence, errors = values["persistence"], []
-    if not outputs_claim(values):
-        return errors
-    if values["checkpoint"]["volume"]:
-        errors.append("$.persistence: the claim is mounted at checkpoint.dir, and so is checkpoint.volume; "
-                      "set only one of them")
-    hosts = values["hosts_count"]
-    if rendered_claim(values) and persistence["access_mode"] == "ReadWriteOncePod" and hosts > 1:
-        errors.append(f"$.persistence.access_mode: ReadWriteOncePod lets one pod mount the claim, but all {hosts} "
-                      "pods mount it (use ReadWriteMany, or ReadWriteOnce with every pod on one node)")
-    return errors
-
-
-def _volume_source_errors(where: str, volume: dict) -> list[str]:
-    """The sources jaxgen itself reads (run --local maps them to directories): well formed, and a
-    claimName that is an object name, never a path."""
-    errors = []
-    if "persistentVolumeClaim" in volume:
-        claim = volume["persistentVolumeClaim"]
-        name = claim.get("claimName") if isinstance(claim, dict) else None
-        if not isinstance(name, str) or len(name) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.search(name):
-            errors.append(f"{where}.persistentVolumeClaim.claimName: must be a PersistentVolumeClaim name "
-                          f"(lower-case DNS subdomain, at most {DNS_SUBDOMAIN_MAX} characters)")
-    if "hostPath" in volume:
-        host = volume["hostPath"]
-        path = host.get("path") if isinstance(host, dict) else None
-        if not isinstance(path, str) or not path.startswith("/"):
-            errors.append(f"{where}.hostPath.path: must be an absolute path")
-    return errors
-
-
-def _request_errors(resources: dict) -> list[str]:
-    """What the API server refuses of the resources (the defaults' included): a name it does not know,
-    a request above its limit, and a request of a resource it never overcommits (huge pages, a
-    domain's own) without a limit equal to it. The GPU's limit is set from local_device_count."""
-    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-    errors = [f"$.resources.{kind}.{name}: not a container resource: {', '.join(STANDARD_RESOURCES)}, "
-              f"{HUGE_PAGES_PREFIX}<size> or a name with its domain (example.com/{name})"
-              for kind, section in (("requests", requests), ("limits", limits)) for name in sorted(section)
-              if "/" not in name and name not in STANDARD_RESOURCES and not name.startswith(HUGE_PAGES_PREFIX)]
-    for name in sorted(requests):
-        request, limit = requests[name], limits.get(name)
-        if request is None or name == GPU_RESOURCE:
-            continue
-        exact = name.startswith(HUGE_PAGES_PREFIX) or ("/" in name and NATIVE_RESOURCE_DOMAIN not in name)
-        if exact and limit is None:
-            errors.append(f"$.resources.requests.{name}: {request} needs a limit equal to it "
-                          f"(resources.limits.{name}); Kubernetes never overcommits {name}")
-        elif exact and _quantity(request) != _quantity(limit):
-            errors.append(f"$.resources.requests.{name}: {request} differs from its limit {limit} "
-                          f"(resources.limits.{name}); Kubernetes never overcommits {name}")
-        elif limit is not None and _quantity(request) > _quantity(limit):
-            errors.append(f"$.resources.requests.{name}: {request} is more than its limit {limit} "
-                          f"(resources.limits.{name}); Kubernetes refuses a request above its limit")
-    return errors
-
-
-def _quantity(value) -> float:
-    """A Kubernetes quantity (500m, 1.5Gi, 2, 1e3) as a float, as the chart computes it."""
-    text = str(value)
-    suffix = next((s for s in sorted(QUANTITY_SUFFIXES, key=len, reverse=True) if text.endswith(s)), "")
-    return float(text[:len(text) - len(suffix)]) * float(QUANTITY_SUFFIXES.get(suffix, "1"))
-
-
-def _gpu_resources(resources: dict) -> list[tuple[str, object]]:
-    """(section, count) for each of limits and requests that names GPU_RESOURCE."""
-    return [(kind, resources[kind][GPU_RESOURCE]) for kind in ("limits", "requests")
-            if isinstance(resources.get(kind), dict) and GPU_RESOURCE in resources[kind]]
 
 
 def warnings(values: dict) -> list[str]:

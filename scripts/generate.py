@@ -22,8 +22,9 @@ import chart_docs  # noqa: E402
 import chart_version  # noqa: E402
 import failure_docs  # noqa: E402
 import kubernetes_definitions  # noqa: E402
-from generator import images, kubernetes_versions, targets  # noqa: E402
-from generator.engines.kubernetes import checks as kubernetes_checks, policy  # noqa: E402
+from generator import checks, images, kubernetes_versions, rules, targets  # noqa: E402
+from generator.engines.kubernetes import checks as kubernetes_checks, policy, rules as kubernetes_rules  # noqa: E402
+from generator.engines.slurm import checks as slurm_checks  # noqa: E402
 from trainer import cluster, config, exit_codes, models  # noqa: E402
 
 CHART = ROOT / "charts" / "jax-training"
@@ -90,6 +91,9 @@ def outputs() -> dict[Path, str]:
         CHART / "files" / "trainer-flags.json": config.flags_json(),
         CHART / "files" / "models.json": models.facts_json(),
         CHART / "files" / "warnings.json": kubernetes_checks.warnings_json(),
+        # every rule table; the compiler keeps those of every engine and of Kubernetes
+        CHART / "templates" / "_rules.tpl": rules.helm_template(
+            checks.RULES + kubernetes_rules.RULES + slurm_checks.RULES, json.loads(policy.chart_json())),
         CHART / "files" / "image-variants.json": images.variants_json(),
         CHART / "files" / "kubernetes-versions.json": kubernetes_versions.chart_json(),
         ROOT / "docs" / "kubernetes.md": failure_docs.page((ROOT / "docs" / "kubernetes.md").read_text()),

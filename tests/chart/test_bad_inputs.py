@@ -144,7 +144,6 @@ SEMANTIC_CASES = {
     "no-data": ({"data": {"download": False}}, "$.data.volume: with data.download false"),
     "two-sources": ({"checkpoint": {"volume": {"emptyDir": {}, "hostPath": {"path": "/x"}}}},
                     "$.checkpoint.volume: give exactly one volume source, got emptyDir, hostPath"),
-    "slurm-nodes": ({"slurm": {"nodes": 3}}, "$.slurm.nodes: 3 nodes for 2 tasks"),
 }
 
 

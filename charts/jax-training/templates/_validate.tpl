@@ -1,32 +1,21 @@
 {{/*
-The rules across fields that values.schema.json cannot say: the same checks, in the same order and
-with the same messages, as jaxgen's generator/checks.py semantic_errors(). Helm has already applied
-values.schema.json when these run. Every broken rule is reported, then the render fails.
+The rules across fields that values.schema.json cannot say. Those the rule vocabulary can say are
+compiled from jaxgen's rule tables into _rules.tpl (make generate); the rest, hand-written here, are
+the twins of generator/checks.py semantic_errors() and generator/engines/kubernetes/checks.py errors(),
+with the same messages. Helm has already applied values.schema.json when these run. Every broken
+rule is reported, then the render fails.
 */}}
 {{- define "jax-training.validate" -}}
 {{- $v := .Values -}}
 {{- $kubernetes := include "jax-training.kubernetes" . -}}
 {{- $contract := .Files.Get "files/contract.json" | fromJson -}}{{/* generated from trainer/contract.py and generator/engines/kubernetes/policy.py */}}
-{{- $errors := list -}}
+{{- $errors := include "jax-training.rules" . | fromJsonArray -}}
 {{- $hosts := int $v.hosts_count -}}
 {{- $local := int $v.local_device_count -}}
 {{- $devices := mul $hosts $local -}}
 {{- $batch := int $v.training.batch_size -}}
-{{- if mod $batch $devices -}}
-{{- $errors = append $errors (printf "$.training.batch_size: %d is not divisible by the global device count %d (hosts_count %d x local_device_count %d)" $batch $devices $hosts $local) -}}
-{{- end -}}
-{{- $examples := int $v.training.train_examples -}}
-{{- if and (gt $examples 0) (lt $examples $batch) -}}
-{{- $errors = append $errors (printf "$.training.train_examples: %d is less than one batch (training.batch_size %d)" $examples $batch) -}}
-{{- end -}}
-{{- if and (ne $v.training.allreduce_dtype "float32") (ne $v.training.strategy "pmap") -}}
-{{- $errors = append $errors (printf "$.training.allreduce_dtype: %s needs training.strategy 'pmap'" $v.training.allreduce_dtype) -}}
-{{- end -}}
 {{- $model := int $v.training.model_parallelism -}}
 {{- if gt $model 1 -}}
-{{- if ne $v.training.strategy "sharded" -}}
-{{- $errors = append $errors "$.training.model_parallelism: a model axis needs training.strategy 'sharded'" -}}
-{{- end -}}
 {{- /* the sizes the model's sharding rules split (trainer/models, written to files/models.json) */ -}}
 {{- $splitKey := (index (.Files.Get "files/models.json" | fromJson) $v.training.model).model_axis -}}
 {{- $sizes := list -}}
@@ -51,9 +40,6 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- $gpuFound := include "jax-training.gpuRequest" . | fromJsonArray -}}
 {{- if eq $v.accelerator "gpu" -}}
-{{- if gt $local (int $contract.maxGpusPerHost) -}}
-{{- $errors = append $errors (printf "$.local_device_count: %d GPUs per host exceeds %d" $local (int $contract.maxGpusPerHost)) -}}
-{{- end -}}
 {{- range $found := $gpuFound -}}
 {{- if ne (index $found 1 | toString) (toString $local) -}}
 {{- $errors = append $errors (printf "$.resources.%s.%s: %s contradicts local_device_count %d (leave it out: it is set from local_device_count)" (index $found 0) $contract.gpuResource (index $found 1 | toString) $local) -}}
@@ -85,9 +71,6 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $errors = append $errors (printf "$.resources.requests.%s: %v is more than its limit %v (resources.limits.%s); Kubernetes refuses a request above its limit" $name $request $limit $name) -}}
 {{- end -}}
 {{- end -}}
-{{- if eq (clean $v.data.dir) (clean $v.checkpoint.dir) -}}
-{{- $errors = append $errors "$.checkpoint.dir: must differ from data.dir" -}}
-{{- end -}}
 {{- range $field := list "data" "checkpoint" -}}
 {{- $dir := (index $v $field).dir -}}
 {{- $clean := clean $dir -}}
@@ -103,14 +86,8 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- $errors = append $errors (printf "$.%s.dir: '%s' overlaps %s, which the image or the kernel provides; choose a directory of its own" $field $dir (first $overlapped)) -}}
 {{- end -}}
 {{- end -}}
-{{- if and $kubernetes (not $v.data.download) (not $v.data.volume) -}}
-{{- $errors = append $errors "$.data.volume: with data.download false the data must come from a volume (set data.volume, or data.download true)" -}}
-{{- end -}}
 {{- range $field := list "data" "checkpoint" -}}
 {{- $volume := (index $v $field).volume | default dict -}}
-{{- if gt (len $volume) 1 -}}
-{{- $errors = append $errors (printf "$.%s.volume: give exactly one volume source, got %s" $field (keys $volume | sortAlpha | join ", ")) -}}
-{{- end -}}
 {{- if hasKey $volume "persistentVolumeClaim" -}}
 {{- $claim := $volume.persistentVolumeClaim -}}
 {{- $name := and (kindIs "map" $claim) $claim.claimName -}}
@@ -124,33 +101,6 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- if or (not (kindIs "string" $path)) (not (hasPrefix "/" (toString $path))) -}}
 {{- $errors = append $errors (printf "$.%s.volume.hostPath.path: must be an absolute path" $field) -}}
 {{- end -}}
-{{- end -}}
-{{- end -}}
-{{- if include "jax-training.outputsClaim" . -}}
-{{- if not $kubernetes -}}
-{{- $errors = append $errors (printf "$.persistence: a PersistentVolumeClaim is for Kubernetes targets; on %s checkpoint.dir is on the shared filesystem (set persistence.enabled false and persistence.existing_claim '')" $v.target) -}}
-{{- end -}}
-{{- if $v.checkpoint.volume -}}
-{{- $errors = append $errors "$.persistence: the claim is mounted at checkpoint.dir, and so is checkpoint.volume; set only one of them" -}}
-{{- end -}}
-{{- if and (not $v.persistence.existing_claim) (eq $v.persistence.access_mode "ReadWriteOncePod") (gt $hosts 1) -}}
-{{- $errors = append $errors (printf "$.persistence.access_mode: ReadWriteOncePod lets one pod mount the claim, but all %d pods mount it (use ReadWriteMany, or ReadWriteOnce with every pod on one node)" $hosts) -}}
-{{- end -}}
-{{- end -}}
-{{- $metricsPort := int $v.metrics.port -}}
-{{- if and (gt $metricsPort 0) (lt $metricsPort 1024) -}}
-{{- $errors = append $errors (printf "$.metrics.port: %d is a privileged port; use 1024-65535 (the pods run as non-root), or 0 for no endpoint" $metricsPort) -}}
-{{- end -}}
-{{- if and $kubernetes $metricsPort (eq $metricsPort (int ((include "jax-training.target" . | fromJson).enginePort | default $v.coordinator_port))) -}}
-{{- $errors = append $errors (printf "$.metrics.port: %d is the coordinator's port; choose another" $metricsPort) -}}
-{{- end -}}
-{{- if $v.metrics.pod_monitor -}}
-{{- if not $kubernetes -}}
-{{- $errors = append $errors (printf "$.metrics.pod_monitor: a PodMonitor is for Kubernetes targets, not %s" $v.target) -}}
-{{- else if not $metricsPort -}}
-{{- $errors = append $errors "$.metrics.pod_monitor: needs metrics.port (the PodMonitor scrapes it)" -}}
-{{- else if and (include "jax-training.target" . | fromJson).runtimeJob (not $v.trainjob.own_runtime) -}}
-{{- $errors = append $errors "$.metrics.pod_monitor: a PodMonitor scrapes a declared container port, which a TrainJob's runtime patch cannot declare; set trainjob.own_runtime true (its runtime declares it), or scrape through the pods' prometheus.io annotations" -}}
 {{- end -}}
 {{- end -}}
 {{- if $kubernetes -}}
@@ -226,9 +176,6 @@ values.schema.json when these run. Every broken rule is reported, then the rende
 {{- end -}}
 {{- if gt $size (int $contract.annotationsMaxBytes) -}}
 {{- $errors = append $errors (printf "$.annotations: %d bytes of keys and values; Kubernetes allows %d" $size (int $contract.annotationsMaxBytes)) -}}
-{{- end -}}
-{{- if gt (int $v.slurm.nodes) $hosts -}}
-{{- $errors = append $errors (printf "$.slurm.nodes: %d nodes for %d tasks leaves nodes idle" (int $v.slurm.nodes) $hosts) -}}
 {{- end -}}
 {{- if $errors -}}
 {{- fail (printf "invalid values:\n%s" (join "\n" $errors)) -}}

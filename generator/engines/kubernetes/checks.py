@@ -7,17 +7,25 @@ from __future__ import annotations
 
 import json
 
+import re2
+
 from trainer.contract import PATH_FLAGS
 
-from .policy import BUCKET_CREDENTIALS_ENV, DNS_LABEL_MAX, RENDERED_ENV
+from .policy import (ANNOTATIONS_MAX_BYTES, BUCKET_CREDENTIALS_ENV, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, GPU_RESOURCE,
+                     HUGE_PAGES_PREFIX, NATIVE_RESOURCE_DOMAIN, QUANTITY_SUFFIXES, RENDERED_ENV, STANDARD_RESOURCES)
 
+from ... import rules
 from ...names import outputs_claim
 from ...paths import go_clean
 from ...program import OWN_PROGRAM_WARNING
-from ...targets import target, workload
+from ...targets import workload
 from . import kueue
 from .hosts import longest_hostname
 from .render import PodContext
+from .rules import RULES
+
+# A Kubernetes object name (DNS-1123 subdomain), as a PersistentVolumeClaim's claimName must be.
+DNS_SUBDOMAIN = re2.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
 
 EMPTYDIR_WARNING = ("checkpoint.dir is an emptyDir: a restarted pod starts over at step 0, and the checkpoints, "
                     "metrics and model are lost with the pods; set persistence.enabled=true (or checkpoint.volume) "
@@ -25,18 +33,22 @@ EMPTYDIR_WARNING = ("checkpoint.dir is an emptyDir: a restarted pod starts over 
 
 
 def errors(values: dict) -> list[str]:
-    """Rules across fields for the pods of a Kubernetes target. Assumes the values passed the schema."""
-    found = _name_errors(values)
-    if not values["data"]["download"] and not values["data"]["volume"]:
-        found.append("$.data.volume: with data.download false the data must come from a volume "
-                     "(set data.volume, or data.download true)")
+    """Rules across fields for the pods of a Kubernetes target: RULES (compiled into the chart), then
+    those the rule vocabulary cannot say. Assumes the values passed the schema."""
+    found = rules.errors(RULES, values) + _name_errors(values) + _gpu_errors(values)
+    found += _request_errors(values["resources"])
+    for field in ("data", "checkpoint"):
+        found += _volume_source_errors(f"$.{field}.volume", values[field]["volume"])
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in values["annotations"].items())
+    if size > ANNOTATIONS_MAX_BYTES:
+        found.append(f"$.annotations: {size} bytes of keys and values; Kubernetes allows {ANNOTATIONS_MAX_BYTES}")
     for i, entry in enumerate(values.get("env") or []):
         if entry.get("name") in RENDERED_ENV:
             found.append(f"$.env[{i}].name: {entry['name']} is set by the job itself; a container takes each name once")
         elif values["outputs"]["secret"] and entry.get("name") in BUCKET_CREDENTIALS_ENV:
             found.append(f"$.env[{i}].name: {entry['name']} is set from outputs.secret; a container takes each name "
                          "once")
-    return found + _metrics_errors(values) + _path_flag_errors(values)
+    return found + _path_flag_errors(values)
 
 
 def _name_errors(values: dict) -> list[str]:
@@ -50,20 +62,13 @@ def _name_errors(values: dict) -> list[str]:
             f"(limit {DNS_LABEL_MAX}); shorten name by {len(longest) - DNS_LABEL_MAX}"]
 
 
-def _metrics_errors(values: dict) -> list[str]:
-    """The metrics port is not the coordinator's; a PodMonitor needs it declared on the pods."""
-    found, metrics = [], values["metrics"]
-    port = metrics["port"]
-    if port and port == (workload(values).engine_port or values["coordinator_port"]):
-        found.append(f"$.metrics.port: {port} is the coordinator's port; choose another")
-    if metrics["pod_monitor"]:
-        if not port:
-            found.append("$.metrics.pod_monitor: needs metrics.port (the PodMonitor scrapes it)")
-        elif target(values).workload.runtime and not values["trainjob"]["own_runtime"]:
-            found.append("$.metrics.pod_monitor: a PodMonitor scrapes a declared container port, which a TrainJob's "
-                         "runtime patch cannot declare; set trainjob.own_runtime true (its runtime declares it), or "
-                         "scrape through the pods' prometheus.io annotations")
-    return found
+def _gpu_errors(values: dict) -> list[str]:
+    """The GPU's limit is set from local_device_count; an extended resource's request must equal its limit."""
+    gpu, local = _gpu_resources(values["resources"]), values["local_device_count"]
+    if values["accelerator"] != "gpu":
+        return [f"$.resources.{gpu[0][0]}.{GPU_RESOURCE}: GPUs requested but accelerator is 'cpu'"] if gpu else []
+    return [f"$.resources.{kind}.{GPU_RESOURCE}: {count} contradicts local_device_count {local} "
+            "(leave it out: it is set from local_device_count)" for kind, count in gpu if str(count) != str(local)]
 
 
 def _path_flag_errors(values: dict) -> list[str]:
@@ -87,6 +92,63 @@ def _path_flag_errors(values: dict) -> list[str]:
                 found.append(f"$.program.args[{i}]: {option} {value} is on none of the pod's volumes "
                              f"({', '.join(mounts)}); give a path under one of them")
     return found
+
+
+def _volume_source_errors(where: str, volume: dict) -> list[str]:
+    """The sources jaxgen itself reads (run --local maps them to directories): well formed, and a
+    claimName that is an object name, never a path."""
+    errors = []
+    if "persistentVolumeClaim" in volume:
+        claim = volume["persistentVolumeClaim"]
+        name = claim.get("claimName") if isinstance(claim, dict) else None
+        if not isinstance(name, str) or len(name) > DNS_SUBDOMAIN_MAX or not DNS_SUBDOMAIN.search(name):
+            errors.append(f"{where}.persistentVolumeClaim.claimName: must be a PersistentVolumeClaim name "
+                          f"(lower-case DNS subdomain, at most {DNS_SUBDOMAIN_MAX} characters)")
+    if "hostPath" in volume:
+        host = volume["hostPath"]
+        path = host.get("path") if isinstance(host, dict) else None
+        if not isinstance(path, str) or not path.startswith("/"):
+            errors.append(f"{where}.hostPath.path: must be an absolute path")
+    return errors
+
+
+def _request_errors(resources: dict) -> list[str]:
+    """What the API server refuses of the resources (the defaults' included): a name it does not know,
+    a request above its limit, and a request of a resource it never overcommits (huge pages, a
+    domain's own) without a limit equal to it. The GPU's limit is set from local_device_count."""
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    errors = [f"$.resources.{kind}.{name}: not a container resource: {', '.join(STANDARD_RESOURCES)}, "
+              f"{HUGE_PAGES_PREFIX}<size> or a name with its domain (example.com/{name})"
+              for kind, section in (("requests", requests), ("limits", limits)) for name in sorted(section)
+              if "/" not in name and name not in STANDARD_RESOURCES and not name.startswith(HUGE_PAGES_PREFIX)]
+    for name in sorted(requests):
+        request, limit = requests[name], limits.get(name)
+        if request is None or name == GPU_RESOURCE:
+            continue
+        exact = name.startswith(HUGE_PAGES_PREFIX) or ("/" in name and NATIVE_RESOURCE_DOMAIN not in name)
+        if exact and limit is None:
+            errors.append(f"$.resources.requests.{name}: {request} needs a limit equal to it "
+                          f"(resources.limits.{name}); Kubernetes never overcommits {name}")
+        elif exact and _quantity(request) != _quantity(limit):
+            errors.append(f"$.resources.requests.{name}: {request} differs from its limit {limit} "
+                          f"(resources.limits.{name}); Kubernetes never overcommits {name}")
+        elif limit is not None and _quantity(request) > _quantity(limit):
+            errors.append(f"$.resources.requests.{name}: {request} is more than its limit {limit} "
+                          f"(resources.limits.{name}); Kubernetes refuses a request above its limit")
+    return errors
+
+
+def _quantity(value) -> float:
+    """A Kubernetes quantity (500m, 1.5Gi, 2, 1e3) as a float, as the chart computes it."""
+    text = str(value)
+    suffix = next((s for s in sorted(QUANTITY_SUFFIXES, key=len, reverse=True) if text.endswith(s)), "")
+    return float(text[:len(text) - len(suffix)]) * float(QUANTITY_SUFFIXES.get(suffix, "1"))
+
+
+def _gpu_resources(resources: dict) -> list[tuple[str, object]]:
+    """(section, count) for each of limits and requests that names GPU_RESOURCE."""
+    return [(kind, resources[kind][GPU_RESOURCE]) for kind in ("limits", "requests")
+            if isinstance(resources.get(kind), dict) and GPU_RESOURCE in resources[kind]]
 
 
 def warnings(values: dict) -> list[str]:

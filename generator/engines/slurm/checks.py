@@ -10,8 +10,10 @@ import re
 from trainer.cluster import SLURM_PORTS
 from trainer.contract import MAX_GPUS_PER_HOST
 
+from ... import rules
 from ...errors import excerpt
 from ...names import outputs_claim
+from ...rules import Gt, Int, Rule
 
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole name: fullmatch, never $
 # An #SBATCH line is split by sbatch itself, not by the shell: no quoting is possible there.
@@ -24,8 +26,15 @@ SLURM_ENV = re.compile(SLURM_TASK_ENV)
 BASH_READONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID"})
 
 
+# This engine's rules that the rule vocabulary can say (generator/rules.py; never compiled into the chart).
+RULES = (
+    Rule("$.slurm.nodes", Gt(Int("slurm.nodes"), Int("hosts_count")), "%d nodes for %d tasks leaves nodes idle",
+         (Int("slurm.nodes"), Int("hosts_count")), "slurm", example={"target": "slurm", "slurm": {"nodes": 3}}),
+)
+
+
 def slurm_errors(values: dict) -> list[str]:
-    errors: list[str] = []
+    errors = rules.errors(RULES, values)
     slurm = values["slurm"]
     tasks = values["hosts_count"]
     nodes = slurm["nodes"] or tasks

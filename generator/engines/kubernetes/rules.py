@@ -1,0 +1,46 @@
+"""The Kubernetes targets' rules that the rule vocabulary can say (generator/rules.py): jaxgen runs
+them through checks.py, and `make generate` compiles them into the chart's templates/_rules.tpl. The
+rules it cannot say are checks.py's, with their twins in the chart's templates/_validate.tpl."""
+
+from __future__ import annotations
+
+from ...rules import And, Default, Eq, Gt, Int, Items, Keys, Len, Not, Or, Present, Row, Rule, Text
+
+_PORT, _MONITOR = Int("metrics.port"), Present("metrics.pod_monitor")
+_CLAIM = Or(Present("persistence.existing_claim"), Present("persistence.enabled"))  # names.outputs_claim
+_KUBERNETES = "kubernetes"
+
+
+def _one_source(field: str) -> Rule:
+    volume = Items(f"{field}.volume")
+    return Rule(f"$.{field}.volume", Gt(Len(volume), 1), "give exactly one volume source, got %s", (Keys(volume),),
+                _KUBERNETES, example={field: {"volume": {"emptyDir": {}, "hostPath": {"path": "/x"}}}})
+
+
+RULES = (
+    Rule("$.data.volume", And(Not(Present("data.download")), Not(Present("data.volume"))),
+         "with data.download false the data must come from a volume (set data.volume, or data.download true)",
+         engine=_KUBERNETES, example={"data": {"download": False}}),
+    _one_source("data"),
+    _one_source("checkpoint"),
+    Rule("$.persistence", And(_CLAIM, Present("checkpoint.volume")),
+         "the claim is mounted at checkpoint.dir, and so is checkpoint.volume; set only one of them",
+         engine=_KUBERNETES, example={"persistence": {"enabled": True}, "checkpoint": {"volume": {"emptyDir": {}}}}),
+    Rule("$.persistence.access_mode",
+         And(Not(Present("persistence.existing_claim")), Present("persistence.enabled"),
+             Eq(Text("persistence.access_mode"), "ReadWriteOncePod"), Gt(Int("hosts_count"), 1)),
+         "ReadWriteOncePod lets one pod mount the claim, but all %d pods mount it (use ReadWriteMany, or "
+         "ReadWriteOnce with every pod on one node)", (Int("hosts_count"),), _KUBERNETES,
+         example={"persistence": {"enabled": True, "access_mode": "ReadWriteOncePod"}}),
+    Rule("$.metrics.port", And(Present("metrics.port"), Eq(_PORT, Default(Row("enginePort"), Int("coordinator_port")))),
+         "%d is the coordinator's port; choose another", (_PORT,), _KUBERNETES,
+         example={"metrics": {"port": 3389}, "coordinator_port": 3389}),
+    Rule("$.metrics.pod_monitor", And(_MONITOR, Not(Present("metrics.port"))),
+         "needs metrics.port (the PodMonitor scrapes it)", engine=_KUBERNETES,
+         example={"metrics": {"pod_monitor": True, "port": 0}}),
+    Rule("$.metrics.pod_monitor",
+         And(_MONITOR, Present("metrics.port"), Row("runtimeJob"), Not(Present("trainjob.own_runtime"))),
+         "a PodMonitor scrapes a declared container port, which a TrainJob's runtime patch cannot declare; set "
+         "trainjob.own_runtime true (its runtime declares it), or scrape through the pods' prometheus.io annotations",
+         engine=_KUBERNETES, example={"target": "trainjob", "metrics": {"pod_monitor": True, "port": 9090}}),
+)
