@@ -1,23 +1,51 @@
-"""The trainer image a job runs. An empty image.tag is the release's version with the accelerator's
-variant, the tags scripts/image.sh builds: a CPU job never pulls the CUDA image."""
+"""The image a job runs. An empty image.tag is the release's version with the accelerator's variant,
+the tags scripts/image.sh builds: a CPU job never pulls the CUDA image. A stock image (image.source
+stock) left at the default repository and tag is the accelerator's default stock image."""
 
 import json
 import re
+from functools import lru_cache
 
 from trainer import __version__
+
+from .paths import SCHEMA_FILE
 
 # accelerator -> image variant (trainer/Dockerfile's JAX_VARIANT, scripts/image.sh --variant).
 VARIANTS = {"cpu": "cpu", "gpu": "cuda12"}
 
 
+# accelerator -> the default stock image (repository, tag): an official Python image for CPUs (the
+# built image's base), NVIDIA's published JAX container for GPUs.
+STOCK_IMAGES = {"cpu": ("python", "3.11.14-slim-bookworm"), "gpu": ("nvcr.io/nvidia/jax", "26.10-py3")}
+
+
+def _stock_default(values: dict) -> tuple[str, str] | None:
+    image = values["image"]
+    if image.get("source") != "stock" or image["tag"] or image["digest"]:
+        return None
+    return STOCK_IMAGES[values["accelerator"]] if image["repository"] == default_repository() else None
+
+
+@lru_cache(maxsize=1)
+def default_repository() -> str:
+    """The schema's default image.repository, which a stock image left at it stands for the default
+    stock image."""
+    return json.loads(SCHEMA_FILE.read_text())["properties"]["image"]["properties"]["repository"]["default"]
+
+
+def repository(values: dict) -> str:
+    return (_stock_default(values) or (values["image"]["repository"],))[0]
+
+
 def tag(values: dict) -> str:
-    return values["image"]["tag"] or f"{__version__}-{VARIANTS[values['accelerator']]}"
+    stock = _stock_default(values)
+    return stock[1] if stock else values["image"]["tag"] or f"{__version__}-{VARIANTS[values['accelerator']]}"
 
 
 def reference(values: dict) -> str:
     """repository@digest when image.digest pins the image, else repository:tag."""
     image = values["image"]
-    return f"{image['repository']}@{image['digest']}" if image["digest"] else f"{image['repository']}:{tag(values)}"
+    return f"{image['repository']}@{image['digest']}" if image["digest"] else f"{repository(values)}:{tag(values)}"
 
 
 def pull_policy(values: dict) -> str:
@@ -56,7 +84,7 @@ def unpublished(values: dict, default_repository: str) -> str:
     """Why the image cannot be pulled where the job runs: the default repository, which no release has
     published yet ("" for any other image)."""
     image = values["image"]
-    if image["repository"] != default_repository or image.get("digest"):
+    if image["repository"] != default_repository or image.get("digest") or image.get("source") == "stock":
         return ""
     return (f"image {reference(values)} is not published: build and push it with scripts/image.sh --variant "
             f"{VARIANTS[values['accelerator']]} --push REGISTRY/jax-training, then set "
@@ -64,8 +92,11 @@ def unpublished(values: dict, default_repository: str) -> str:
 
 
 def variants_json() -> str:
-    """The table for the chart (files/image-variants.json, make generate)."""
-    return json.dumps(VARIANTS, indent=2, sort_keys=True) + "\n"
+    """The table for the chart (files/image-variants.json, make generate): the variants, the default
+    stock images as [repository, tag] and the schema's default repository, which stands for them."""
+    table = {**VARIANTS, "stock": {accelerator: list(image) for accelerator, image in STOCK_IMAGES.items()},
+             "defaultRepository": default_repository()}
+    return json.dumps(table, indent=2, sort_keys=True) + "\n"
 
 
 if __name__ == "__main__":

@@ -260,7 +260,7 @@ def cleanup_resources() -> list[str]:
     Jobs) comes after it in the table."""
     owners = [t.workload for t in reversed(TARGETS.values()) if t.workload]
     return ([r for w in owners for r in (w.resource, *(w.runtime.resources if w.runtime else ()))]
-            + list(OPTIONAL_RESOURCES) + ["services", "networkpolicies.networking.k8s.io", "pods"])
+            + list(OPTIONAL_RESOURCES) + ["services", "networkpolicies.networking.k8s.io", "configmaps", "pods"])
 
 
 GO_NAME, GO_INDEX = "%[1]s", "%[2]d"  # name and index as Go's printf takes them from the chart

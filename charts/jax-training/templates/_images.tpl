@@ -4,7 +4,24 @@
 (files/image-variants.json, from generator/images.py), the tags scripts/image.sh builds. */}}
 {{- define "jax-training.imageTag" -}}
 {{- $variants := .Files.Get "files/image-variants.json" | fromJson -}}
+{{- $stock := include "jax-training.stockDefault" . | fromJsonArray -}}
+{{- if $stock -}}
+{{- index $stock 1 -}}
+{{- else -}}
 {{- .Values.image.tag | default (printf "%s-%s" .Chart.AppVersion (get $variants .Values.accelerator)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The default stock image [repository, tag] (JSON) of a stock image left at the default repository
+and tag, else []. */}}
+{{- define "jax-training.stockDefault" -}}
+{{- $variants := .Files.Get "files/image-variants.json" | fromJson -}}
+{{- $i := .Values.image -}}
+{{- if and (eq $i.source "stock") (not $i.tag) (not $i.digest) (eq $i.repository $variants.defaultRepository) -}}
+{{- include "jax-training.json" (get $variants.stock .Values.accelerator) -}}
+{{- else -}}
+[]
+{{- end -}}
 {{- end -}}
 
 {{/* The image reference: repository@digest when image.digest pins it, else repository:tag. */}}
@@ -12,7 +29,9 @@
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (include "jax-training.imageTag" .) -}}
+{{- $repository := .Values.image.repository -}}
+{{- range $i, $part := include "jax-training.stockDefault" . | fromJsonArray }}{{ if not $i }}{{ $repository = $part }}{{ end }}{{ end -}}
+{{- printf "%s:%s" $repository (include "jax-training.imageTag" .) -}}
 {{- end -}}
 {{- end -}}
 

@@ -13,7 +13,8 @@ inPlace: the container restarts in place on the codes of jax-training.containerR
 {{- $patch := .patch -}}
 {{- $resources := include "jax-training.containerResources" $root | fromJson -}}
 {{- $tolerations := include "jax-training.tolerations" $root | fromJsonArray -}}
-{{- $annotations := include "jax-training.podAnnotations" $root | fromJson }}
+{{- $annotations := include "jax-training.podAnnotations" $root | fromJson -}}
+{{- $shipped := include "jax-training.shipped" $root }}
 metadata:
   labels: {{ include "jax-training.labels" (dict "root" $root "component" "worker") }}
   {{- if $annotations }}
@@ -50,6 +51,9 @@ spec:
   {{- if $tolerations }}
   tolerations: {{ include "jax-training.json" $tolerations }}
   {{- end }}
+  {{- if and $shipped (not $patch) }}
+  initContainers: {{ include "jax-training.shippedInitContainers" $root }}
+  {{- end }}
   containers:
     - name: {{ include "jax-training.containerName" $root | include "jax-training.json" }}
       {{- if not $patch }}
@@ -57,8 +61,13 @@ spec:
       imagePullPolicy: {{ include "jax-training.imagePullPolicy" $root | include "jax-training.json" }}
       command: {{ include "jax-training.command" $root }}
       args: {{ include "jax-training.args" $root }}
+      {{- if $v.program.dir }}
+      workingDir: "/jax-training/run/program"
+      {{- end }}
       env:
-        {{- range $item := include "jax-training.containerEnv" $root | fromJsonArray }}
+        {{- $env := include "jax-training.containerEnv" $root | fromJsonArray }}
+        {{- if $shipped }}{{ $env = concat (include "jax-training.shippedEnv" $root | fromJsonArray) $env }}{{ end }}
+        {{- range $item := $env }}
         - {{ include "jax-training.json" $item }}
         {{- end }}
       ports:
@@ -78,8 +87,13 @@ spec:
       {{- end }}
       {{- end }}
       securityContext: {{ include "jax-training.containerSecurityContext" $root }}
+      {{- if $shipped }}
+      volumeMounts: {{ concat (include "jax-training.volumeMounts" $root | fromJsonArray) (include "jax-training.shippedMounts" $root | fromJsonArray) | include "jax-training.json" }}
+  volumes: {{ concat (include "jax-training.volumes" $root | fromJsonArray) (include "jax-training.shippedVolumes" $root | fromJsonArray) | include "jax-training.json" }}
+      {{- else }}
       volumeMounts: {{ include "jax-training.volumeMounts" $root }}
   volumes: {{ include "jax-training.volumes" $root }}
+      {{- end }}
 {{- end -}}
 
 {{/* The trainer's metrics port (JSON), named for a PodMonitor (the twin of metrics_port()). */}}

@@ -49,6 +49,12 @@
 {{- if (and $v.metrics.pod_monitor $v.metrics.port (include "jax-training.target" . | fromJson).runtimeJob (not $v.trainjob.own_runtime)) }}
 {{- $errors = append $errors (printf "$.metrics.pod_monitor: a PodMonitor scrapes a declared container port, which a TrainJob's runtime patch cannot declare; set trainjob.own_runtime true (its runtime declares it), or scrape through the pods' prometheus.io annotations") -}}
 {{- end -}}
+{{- if (and (eq $v.image.source "stock") (include "jax-training.target" . | fromJson).runtimeJob) }}
+{{- $errors = append $errors (printf "$.image.source: stock needs a target whose object holds the pod (indexed-job, jobset, jaxjob): a TrainJob's runtime makes its pods, with no container to install the trainer first") -}}
+{{- end -}}
+{{- if (and $v.program.dir (include "jax-training.target" . | fromJson).runtimeJob) }}
+{{- $errors = append $errors (printf "$.program.dir: a program folder needs a target whose object holds the pod (indexed-job, jobset, jaxjob): a TrainJob's runtime makes its pods, with no container to unpack it first") -}}
+{{- end -}}
 {{- end -}}
 {{- toJson $errors -}}
 {{- end -}}

@@ -19,6 +19,7 @@ from ...output import dump_json, dump_json_list, dump_yaml, file_name
 from ...program import device_env, program_args
 from ...templating import environment
 from . import kueue, policy
+from .shipped import TEMPLATE as shipped_template, Shipped
 from .hosts import coordinator_host
 from .outputs import annotations as outputs_annotations
 
@@ -273,9 +274,13 @@ class PodContext:
 
 def render_text(values: dict) -> str:
     """The target's objects as a multi-document YAML stream."""
-    context = PodContext(values).globals()
+    pod = PodContext(values)
+    shipped = Shipped(values, pod)
+    context = {**pod.globals(), **shipped.globals()}
     text = _environment().get_template(targets.target(values).template).render(
         values=values, version=__version__, **context)
+    if shipped.shipped():  # before the pods that mount it
+        text = _environment().get_template(shipped_template).render(values=values, **context) + "\n---\n" + text
     if names.rendered_claim(values):
         text = _environment().get_template(CLAIM_TEMPLATE).render(**context) + text
     if PodContext(values).pod_monitor():

@@ -43,4 +43,13 @@ RULES = (
          "a PodMonitor scrapes a declared container port, which a TrainJob's runtime patch cannot declare; set "
          "trainjob.own_runtime true (its runtime declares it), or scrape through the pods' prometheus.io annotations",
          engine=_KUBERNETES, example={"target": "trainjob", "metrics": {"pod_monitor": True, "port": 9090}}),
+    # code that travels with the job (generator/shipping.py) needs a first container in the pods we write
+    Rule("$.image.source", And(Eq(Text("image.source"), "stock"), Row("runtimeJob")),
+         "stock needs a target whose object holds the pod (indexed-job, jobset, jaxjob): a TrainJob's runtime "
+         "makes its pods, with no container to install the trainer first", engine=_KUBERNETES,
+         example={"target": "trainjob", "image": {"source": "stock"}}),
+    Rule("$.program.dir", And(Present("program.dir"), Row("runtimeJob")),
+         "a program folder needs a target whose object holds the pod (indexed-job, jobset, jaxjob): a TrainJob's "
+         "runtime makes its pods, with no container to unpack it first", engine=_KUBERNETES,
+         example={"target": "trainjob", "program": {"command": ["python", "train.py"], "dir": "."}}),
 )

@@ -1,0 +1,58 @@
+{{/* Code that travels with the job: its ConfigMap, the first container that unpacks it
+(files/pod-start.py), their volumes, the trainer container's PYTHONPATH and working directory (the twin
+of generator/engines/kubernetes/shipped.py). Helm cannot read the checkout or a folder: the archives
+come as base64 through --set-file image.trainer_archive=FILE and program.archive=FILE
+(python -m generator.shipping trainer | program DIR). */}}
+
+{{/* "true" when the job ships code (image.source stock, program.dir), else empty; fails without the
+archive it needs (a TrainJob target is refused by the rules, templates/_rules.tpl). */}}
+{{- define "jax-training.shipped" -}}
+{{- $v := .Values -}}
+{{- $stock := eq $v.image.source "stock" -}}
+{{- if or $stock $v.program.dir -}}
+{{- if and $stock (not $v.image.trainer_archive) -}}
+{{- fail "$.image.trainer_archive: image.source stock needs the trainer's archive: helm --set-file image.trainer_archive=FILE, FILE from `python -m generator.shipping trainer` (jaxgen render makes it itself)" -}}
+{{- end -}}
+{{- if and $v.program.dir (not $v.program.archive) -}}
+{{- fail "$.program.archive: program.dir needs the folder's archive: helm --set-file program.archive=FILE, FILE from `python -m generator.shipping program DIR` (jaxgen render makes it itself)" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The ConfigMap's name. */}}
+{{- define "jax-training.shippedName" -}}
+{{- printf "%s-shipped" (include "jax-training.name" .) -}}
+{{- end -}}
+
+{{/* The first container (JSON list). */}}
+{{- define "jax-training.shippedInitContainers" -}}
+{{- $contract := .Files.Get "files/contract.json" | fromJson -}}
+{{- $resources := dict -}}
+{{- range $part, $amounts := include "jax-training.containerResources" . | fromJson -}}
+{{- $kept := omit $amounts $contract.gpuResource -}}
+{{- if $kept }}{{ $_ := set $resources $part $kept }}{{ end -}}
+{{- end -}}
+{{- $command := list "python" "/jax-training/shipped/pod-start.py" "/jax-training/shipped" "/jax-training/run" -}}
+{{- if eq .Values.image.source "stock" }}{{ $command = concat $command .Values.image.pip_args }}{{ end -}}
+{{- $container := dict "name" "pod-start" "image" (include "jax-training.image" .) "imagePullPolicy" (include "jax-training.imagePullPolicy" .) "command" $command "env" (list (dict "name" "HOME" "value" "/tmp") (dict "name" "PYTHONNOUSERSITE" "value" "1")) -}}
+{{- if $resources }}{{ $_ := set $container "resources" $resources }}{{ end -}}
+{{- $_ := set $container "securityContext" (include "jax-training.containerSecurityContext" . | fromJson) -}}
+{{- $_ := set $container "volumeMounts" (list (dict "name" "shipped" "mountPath" "/jax-training/shipped" "readOnly" true) (dict "name" "run" "mountPath" "/jax-training/run") (dict "name" "tmp" "mountPath" "/tmp")) -}}
+{{- include "jax-training.json" (list $container) -}}
+{{- end -}}
+
+{{/* The trainer container's PYTHONPATH (JSON list of one env entry). */}}
+{{- define "jax-training.shippedEnv" -}}
+{{- $paths := ternary (list "/jax-training/run" "/jax-training/run/packages") (list "/opt/jax-training") (eq .Values.image.source "stock") -}}
+{{- if .Values.program.dir }}{{ $paths = append $paths "/jax-training/shipped" }}{{ end -}}
+{{- include "jax-training.json" (list (dict "name" "PYTHONPATH" "value" (join ":" $paths))) -}}
+{{- end -}}
+
+{{/* The trainer container's mounts and the pod's volumes (JSON lists). */}}
+{{- define "jax-training.shippedMounts" -}}
+{{- include "jax-training.json" (list (dict "name" "shipped" "mountPath" "/jax-training/shipped" "readOnly" true) (dict "name" "run" "mountPath" "/jax-training/run")) -}}
+{{- end -}}
+{{- define "jax-training.shippedVolumes" -}}
+{{- include "jax-training.json" (list (dict "name" "shipped" "configMap" (dict "name" (include "jax-training.shippedName" .))) (dict "name" "run" "emptyDir" dict)) -}}
+{{- end -}}
