@@ -4,11 +4,13 @@ stock) left at the default repository and tag is the accelerator's default stock
 
 import json
 import re
+import sys
 from functools import lru_cache
 
 from trainer import __version__
 
 from .paths import SCHEMA_FILE
+from .targets import KUBERNETES
 
 # accelerator -> image variant (trainer/Dockerfile's JAX_VARIANT, scripts/image.sh --variant).
 VARIANTS = {"cpu": "cpu", "gpu": "cuda12"}
@@ -99,5 +101,28 @@ def variants_json() -> str:
     return json.dumps(table, indent=2, sort_keys=True) + "\n"
 
 
+# A tag scripts/image.sh gives one build only: <version>-<commit>[-dirty<hash>]-<variant>[-trixie].
+_COMMIT_TAG = re.compile(r"-[0-9a-f]{7,40}(-dirty[0-9a-f]{8})?-")
+
+
+def mutable_tag_warning(values: dict) -> str:
+    """Why the pods may run another build than the one named ("" when they cannot): a tag that moves
+    (image.sh's <version>-<variant>, or any tag but its commit tags) pulled IfNotPresent, so that a
+    node that has an older image under it keeps running that one."""
+    if values["target"] not in KUBERNETES or values["image"]["digest"] or pull_policy(values) != "IfNotPresent" \
+            or _COMMIT_TAG.search(tag(values)):
+        return ""
+    return (f"warning: image {reference(values)} is a tag that may move, pulled IfNotPresent: a node that "
+            "already has an image of that name runs it, whatever was pushed since; pin the build with "
+            "image.digest (scripts/image.sh --push prints the --set line) or its commit tag "
+            "(<version>-<commit>-<variant>), or set image.pull_policy=Always")
+
+
 if __name__ == "__main__":
-    print(" ".join(sorted(set(VARIANTS.values()))))  # scripts/image.sh's --variant choices
+    if sys.argv[1:2] == ["--warn"]:  # scripts/prepare.sh, on the merged variables of a render
+        with open(sys.argv[2]) as values_file:
+            warning = mutable_tag_warning(json.load(values_file))
+        if warning:
+            print(warning, file=sys.stderr)
+    else:
+        print(" ".join(sorted(set(VARIANTS.values()))))  # scripts/image.sh's --variant choices

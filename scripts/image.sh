@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the trainer image (trainer/Dockerfile) as <repository>:<version>-<variant>, the tag a job's
-# empty image.tag resolves to, and saves it as a docker-archive that `ctr images import` or
+# empty image.tag resolves to, tags it <version>-<commit>-<variant> too (the checkout's commit, which
+# names what the image holds; a build one tag can name for ever), and saves it as a docker-archive that `ctr images import` or
 # `docker load` reads; with --push, pushes it to a registry. Builds with buildah (own storage under
 # $JAXT_CACHE, no registry or daemon; what the tests use), podman or docker, whichever is present.
 # buildah builds are cached: rebuilt only when the Dockerfile, trainer/, the variant, the uid or the base change.
@@ -19,9 +20,12 @@ usage() {
 Usage: scripts/image.sh [--variant ${variants// /|}] [--debian bookworm|trixie] [--builder buildah|podman|docker]
                         [--base IMAGE] [--push REPOSITORY] [--rebuild] [--print-archive]
 
-Builds trainer/Dockerfile as $IMAGE_REPOSITORY:$version-<variant>, saves it to
-\$JAXT_CACHE/images/trainer-<variant>.tar and prints the image name (or, with --print-archive, the
-archive's path). With --debian trixie the tag and the archive end in -trixie.
+Builds trainer/Dockerfile as $IMAGE_REPOSITORY:$version-<variant>, tags it $version-<commit>-<variant>
+too (the checkout's commit; <commit>-dirty<hash of trainer/> when trainer/ differs from it), saves it
+to \$JAXT_CACHE/images/trainer-<variant>.tar and prints the image name (or, with --print-archive, the
+archive's path). With --debian trixie the tags and the archive end in -trixie. The <version>-<variant>
+tag moves with every build: a node that has it keeps running its copy under IfNotPresent; pin a
+job to one build with the commit tag or, after --push, the digest.
 
   --variant V         cpu (default: jax from PyPI, CPU only; the image of accelerator cpu) or
                       cuda12 (jax[cuda12], ~5 GB; the image of accelerator gpu)
@@ -31,9 +35,10 @@ archive's path). With --debian trixie the tag and the archive end in -trixie.
   --base IMAGE        the Dockerfile's PYTHON_IMAGE. Default with buildah: a local Debian image of
                       the --debian release with python3, made once with debootstrap (no registry
                       needed); with podman and docker: the release's python:*-slim image
-  --push REPOSITORY   also push the image as REPOSITORY:$version-<variant> (for example
-                      registry.example.com/ml/jax-training) and print that name. Point a job at it
-                      with image.repository=REPOSITORY: the tag follows the accelerator by default
+  --push REPOSITORY   also push the image as REPOSITORY:$version-<commit>-<variant> and
+                      REPOSITORY:$version-<variant> (for example registry.example.com/ml/jax-training),
+                      print that name, and on stderr its digest and the --set line that pins a job
+                      to it (image.repository=REPOSITORY,image.digest=sha256:...)
   --rebuild           build again from the base, with no cached layers
   --print-archive     print the archive's path instead of the image name
 
@@ -86,6 +91,18 @@ mkdir -p "$images"
 exec 8>"$images/.lock"
 flock 8  # one build at a time per cache
 image="$IMAGE_REPOSITORY:$version-$variant$suffix"
+# The commit tag: what the image holds, by the checkout's commit; trainer/ changed since it (the build
+# context) adds the hash of its files, so that one tag never names two different builds.
+commit_tag() {
+  local commit dirty=""
+  commit="$(git -C "$JAXT_ROOT" rev-parse --short=12 HEAD 2>/dev/null)" || { echo "nocommit"; return; }
+  if [ -n "$(git -C "$JAXT_ROOT" status --porcelain -- trainer 2>/dev/null)" ]; then
+    dirty="-dirty$(cd "$JAXT_ROOT" && find trainer -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort |
+                   xargs sha256sum | sha256sum | cut -c1-8)"
+  fi
+  echo "$commit$dirty"
+}
+commit_image="$IMAGE_REPOSITORY:$version-$(commit_tag)-$variant$suffix"
 archive="$images/trainer-$variant$suffix.tar"
 secret=()
 [ -f "$BUILD_CA_BUNDLE" ] && secret=(--secret "id=pip-ca,src=$BUILD_CA_BUNDLE")
@@ -149,7 +166,8 @@ if [ "$builder" = buildah ]; then
     echo "$key" >"$archive.key"
     log "built $image in $((SECONDS - start)) s: $(du -m "$archive" | cut -f1) MB archive"
   fi
-  push_image() { bah push --quiet "$image" "docker://$1" >/dev/null; }
+  bah tag "$image" "$commit_image"
+  push_image() { bah push --quiet --digestfile "$2" "$image" "docker://$1" >/dev/null; }
 else
   # podman and docker keep the image in their own storage and cache layers themselves.
   [ -n "$base" ] || base="$python_image"
@@ -167,13 +185,27 @@ else
     docker save -o "$archive.tmp" "$image"
   fi
   mv "$archive.tmp" "$archive"
-  push_image() { "$builder" tag "$image" "$1" && "$builder" push "$1" >/dev/null; }
+  "$builder" tag "$image" "$commit_image"
+  push_image() {
+    "$builder" tag "$image" "$1" && "$builder" push "$1" >/dev/null || return 1
+    "$builder" inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$1" |
+      sed -n "s|^${1%:*}@||p" | head -n1 >"$2"
+  }
 fi
+log "tagged $commit_image (this build) and $image"
 
 if [ -n "$push" ]; then
-  pushed="$push:$version-$variant$suffix"
-  log "pushing $pushed"
-  push_image "$pushed" || die "pushing $pushed with $builder failed (logged in to the registry?)"
+  pushed="$push:${commit_image##*:}"
+  digest_file="$(mktemp)"
+  trap 'rm -f "$digest_file"' EXIT
+  for name in "$push:$version-$variant$suffix" "$pushed"; do  # the digest file keeps the last push's
+    log "pushing $name"
+    push_image "$name" "$digest_file" || die "pushing $name with $builder failed (logged in to the registry?)"
+  done
+  digest="$(tr -d '[:space:]' <"$digest_file")"
+  [[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || die "pushed $pushed, but $builder gave no digest for it"
+  log "pushed $pushed: digest $digest"
+  log "pin a job to this build: --set image.repository=$push,image.digest=$digest"
   image="$pushed"
 fi
 if [ "$print" = archive ]; then echo "$archive"; else echo "$image"; fi

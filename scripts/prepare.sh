@@ -58,3 +58,6 @@ done
 # One reading of the variables (a pipe or /dev/stdin can be read once) renders the manifests and
 # the release's files (release/: not applied with the job), all written or none.
 jaxgen render "$file" "${jaxgen_args[@]}" -o "$out" --release  # says what it wrote
+# A tag that may move, pulled IfNotPresent: the nodes may run an older build under that name.
+[ ! -f "$out/release/values.json" ] ||
+  (values="$(realpath "$out/release/values.json")" && cd "$JAXT_ROOT" && "$JAXT_VENV/bin/python" -m generator.images --warn "$values")
