@@ -4,6 +4,7 @@ the host's state that down.sh must leave as it found it."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from pathlib import Path
 
@@ -32,6 +33,15 @@ def node_number(name: str) -> int:
 def node_subnet(node: dict) -> ipaddress.IPv4Network:
     """The pod subnet of real node i: 10.200.<i-1>.0/24 (node.env's POD_SUBNET for node 1)."""
     return ipaddress.ip_network(f"10.200.{node_number(node['metadata']['name']) - 1}.0/24")
+
+
+def one_rank_per_node(name: str) -> str:
+    """The `affinity` --set that keeps the pods of job `name` on different nodes (a required pod
+    anti-affinity on kubernetes.io/hostname)."""
+    apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname",
+         "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": name}}}]}}
+    return f"affinity={json.dumps(apart)}"
 
 
 def hosts_state() -> dict:

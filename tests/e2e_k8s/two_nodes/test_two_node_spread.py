@@ -6,14 +6,13 @@ bridges."""
 from __future__ import annotations
 
 import ipaddress
-import json
 from pathlib import Path
 
 import pytest
 
 from tests.e2e_k8s.kube import assert_complete, pod_index, prepare, release_selector, start_run, wait_until
 from tests.e2e_k8s.real import HOSTS, MIN_ACCURACY, final_accuracy, trained
-from tests.e2e_k8s.two_nodes.nodes import NODES, node_name, node_subnet
+from tests.e2e_k8s.two_nodes.nodes import NODES, node_name, node_subnet, one_rank_per_node
 
 
 @pytest.mark.timeout(900)
@@ -30,11 +29,8 @@ def test_two_ranks_train_on_two_real_nodes(two_nodes, tmp_path):
     assert (cluster.state_dir / "node-2" / "device-plugins" / "kubelet.sock").exists()
 
     name = "real-nodes"
-    apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"topologyKey": "kubernetes.io/hostname",
-         "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": name}}}]}}
     build = tmp_path / "build"
-    prepare(cluster, build, name, *sets, f"affinity={json.dumps(apart)}", base="cpu-local.json")
+    prepare(cluster, build, name, *sets, one_rank_per_node(name), base="cpu-local.json")
     run = start_run(cluster, build, timeout=400)
 
     def placed():
