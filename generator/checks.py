@@ -26,7 +26,7 @@ from . import engines, images, rules, set_values
 from .errors import EXCERPT, excerpt
 from .paths import SCHEMA_FILE, go_clean
 from .program import OWN_PROGRAM_WARNING
-from .rules import And, Clean, Eq, Fact, Gt, Int, Lt, Mod, Mul, Ne, Rule, Text
+from .rules import And, Clean, Eq, Fact, Gt, In, Int, Lt, Mod, Mul, Ne, Rule, Text
 from .targets import target
 
 
@@ -168,6 +168,13 @@ _DEVICES, _EXAMPLES = Mul(_HOSTS, _LOCAL), Int("training.train_examples")
 _MODEL_AXIS, _STRATEGY = Int("training.model_parallelism"), Text("training.strategy")
 _DTYPE, _PORT = Text("training.allreduce_dtype"), Int("metrics.port")
 
+
+def _system_dir(field: str) -> Rule:
+    return Rule(f"$.{field}.dir", In(Clean(Text(f"{field}.dir")), Fact("systemDirs", list(SYSTEM_DIRS))),
+                "'%s' is a system directory; choose a directory of its own", (Text(f"{field}.dir"),),
+                example={field: {"dir": "/tmp/"}})
+
+
 # The rules of every target that the rule vocabulary can say (generator/rules.py); the chart runs the
 # same, compiled into its templates/_rules.tpl.
 RULES = (
@@ -188,6 +195,8 @@ RULES = (
          example={"accelerator": "gpu", "local_device_count": MAX_GPUS_PER_HOST + 1}),
     Rule("$.checkpoint.dir", Eq(Clean(Text("data.dir")), Clean(Text("checkpoint.dir"))), "must differ from data.dir",
          example={"data": {"dir": "/x/"}, "checkpoint": {"dir": "/x//"}}),
+    _system_dir("data"),
+    _system_dir("checkpoint"),
     Rule("$.metrics.port", And(Gt(_PORT, 0), Lt(_PORT, 1024)),
          "%d is a privileged port; use 1024-65535 (the pods run as non-root), or 0 for no endpoint", (_PORT,),
          example={"metrics": {"port": 80}}),
@@ -216,9 +225,7 @@ def semantic_errors(values: dict) -> list[str]:
     for field, path in (("data.dir", data["dir"]), ("checkpoint.dir", checkpoint["dir"])):
         clean = go_clean(path)
         overlapped = [d for d in IMAGE_DIRS if clean == d or clean.startswith(d + "/") or d.startswith(clean + "/")]
-        if clean in SYSTEM_DIRS:
-            errors.append(f"$.{field}: '{path}' is a system directory; choose a directory of its own")
-        elif overlapped:
+        if overlapped and clean not in SYSTEM_DIRS:  # a system directory is RULES
             errors.append(f"$.{field}: '{path}' overlaps {overlapped[0]}, which the image or the kernel provides; "
                           "choose a directory of its own")
     first: dict[str, int] = {}

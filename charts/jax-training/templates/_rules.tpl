@@ -21,6 +21,12 @@
 {{- if (eq (clean $v.data.dir) (clean $v.checkpoint.dir)) }}
 {{- $errors = append $errors (printf "$.checkpoint.dir: must differ from data.dir") -}}
 {{- end -}}
+{{- if (has (clean $v.data.dir) $contract.systemDirs) }}
+{{- $errors = append $errors (printf "$.data.dir: '%s' is a system directory; choose a directory of its own" $v.data.dir) -}}
+{{- end -}}
+{{- if (has (clean $v.checkpoint.dir) $contract.systemDirs) }}
+{{- $errors = append $errors (printf "$.checkpoint.dir: '%s' is a system directory; choose a directory of its own" $v.checkpoint.dir) -}}
+{{- end -}}
 {{- if (and (gt (int $v.metrics.port) 0) (lt (int $v.metrics.port) 1024)) }}
 {{- $errors = append $errors (printf "$.metrics.port: %d is a privileged port; use 1024-65535 (the pods run as non-root), or 0 for no endpoint" (int $v.metrics.port)) -}}
 {{- end -}}

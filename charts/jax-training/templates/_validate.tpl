@@ -80,9 +80,7 @@ rule is reported, then the render fails.
 {{- $overlapped = append $overlapped $image -}}
 {{- end -}}
 {{- end -}}
-{{- if has $clean $contract.systemDirs -}}
-{{- $errors = append $errors (printf "$.%s.dir: '%s' is a system directory; choose a directory of its own" $field $dir) -}}
-{{- else if $overlapped -}}
+{{- if and $overlapped (not (has $clean $contract.systemDirs)) -}}
 {{- $errors = append $errors (printf "$.%s.dir: '%s' overlaps %s, which the image or the kernel provides; choose a directory of its own" $field $dir (first $overlapped)) -}}
 {{- end -}}
 {{- end -}}

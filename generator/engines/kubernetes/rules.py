@@ -9,6 +9,8 @@ from ...rules import And, Default, Eq, Gt, Int, Items, Keys, Len, Not, Or, Prese
 _PORT, _MONITOR = Int("metrics.port"), Present("metrics.pod_monitor")
 _CLAIM = Or(Present("persistence.existing_claim"), Present("persistence.enabled"))  # names.outputs_claim
 _KUBERNETES = "kubernetes"
+# An archive in the examples: Helm needs one to reach the rules (jaxgen makes its own and ignores it).
+_ARCHIVE = "aGVsbG8="
 
 
 def _one_source(field: str) -> Rule:
@@ -47,9 +49,10 @@ RULES = (
     Rule("$.image.source", And(Eq(Text("image.source"), "stock"), Row("runtimeJob")),
          "stock needs a target whose object holds the pod (indexed-job, jobset, jaxjob): a TrainJob's runtime "
          "makes its pods, with no container to install the trainer first", engine=_KUBERNETES,
-         example={"target": "trainjob", "image": {"source": "stock"}}),
+         example={"target": "trainjob", "image": {"source": "stock", "trainer_archive": _ARCHIVE}}),
     Rule("$.program.dir", And(Present("program.dir"), Row("runtimeJob")),
          "a program folder needs a target whose object holds the pod (indexed-job, jobset, jaxjob): a TrainJob's "
          "runtime makes its pods, with no container to unpack it first", engine=_KUBERNETES,
-         example={"target": "trainjob", "program": {"command": ["python", "train.py"], "dir": "."}}),
+         example={"target": "trainjob", "program": {"command": ["python", "train.py"], "dir": ".",
+                                                     "archive": _ARCHIVE}}),
 )
