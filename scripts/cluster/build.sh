@@ -4,7 +4,8 @@
 # (scripts/cluster/pause), and from the one control-plane module (scripts/cluster/controlplane)
 # kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet, kwok, CoreDNS, the JobSet
 # controller, the Kubeflow training-operator (JAXJob), the Kubeflow Trainer v2 controller manager
-# (TrainJob) with its TrainingRuntime CRD, and the Kueue controller manager with its CRDs.
+# (TrainJob) with its TrainingRuntime CRD, the Kueue controller manager with its CRDs, and kube-router
+# (scripts/cluster/kube-router: the real nodes' NetworkPolicy firewall).
 # Idempotent: a second run only refreshes the links in $JAXT_BIN.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
@@ -18,7 +19,8 @@ Builds the binaries of the local test control plane from the Go module proxy int
 $JAXT_CACHE/tools/<name>-<version>/ and links them into $JAXT_BIN.
 
   --core   build only etcd, the Kubernetes control plane, the kubelet and kwok (skip CoreDNS,
-           pause, the JobSet controller, the Kubeflow training-operator, Trainer v2 and Kueue)
+           pause, kube-router, the JobSet controller, the Kubeflow training-operator, Trainer v2
+           and Kueue)
 EOF
 }
 
@@ -98,11 +100,14 @@ go_module controlplane "$controlplane" "-X sigs.k8s.io/kwok/pkg/consts.Version=$
   kwok=sigs.k8s.io/kwok/cmd/kwok
 
 if ! $core_only; then
-  # The real-node tier: cluster DNS (the plugins its Corefile uses) and the pod sandbox process
-  # (its image is built locally).
+  # The real-node tier: cluster DNS (the plugins its Corefile uses), the pod sandbox process (its
+  # image is built locally) and the NetworkPolicy firewall.
   go_module controlplane "$controlplane" "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" \
     coredns=jax-training/cluster/controlplane/coredns
   go_module pause "$cluster_dir/pause" "" pause=jax-training/cluster/pause
+  go_module kube-router "$cluster_dir/kube-router" \
+    "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \
+    kube-router=github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
   go_module controlplane "$controlplane" \
     "-X sigs.k8s.io/jobset/pkg/version.GitVersion=$JOBSET_VERSION -X sigs.k8s.io/jobset/pkg/version.GitCommit=" \
     jobset-controller=sigs.k8s.io/jobset

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Generates the PKI of the test control plane into DIR (idempotent: existing files are kept):
 # a CA, the API server's serving cert, client certs (admin, controller-manager, scheduler,
-# kubelet client, a real node's kubelet, CoreDNS), the service-account signing key pair and a webhook serving cert for the
+# kubelet client, a real node's kubelet, CoreDNS, kube-router), the service-account signing key pair and a webhook serving cert for the
 # controllers that run outside the cluster on 127.0.0.1 (Kubeflow Trainer's also names its Service).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
@@ -51,6 +51,8 @@ cert trainer "/CN=$TRAINER_SERVICE" serverAuth "IP:127.0.0.1,DNS:localhost,DNS:$
 # The real node (node.sh): the kubelet's identity, and CoreDNS's (bound to a read-only role).
 cert node "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
 cert coredns "/CN=jax-training-coredns" clientAuth
+# up.sh --network-policy: kube-router's firewall (bound to a read-only role).
+cert kube-router "/CN=jax-training-kube-router" clientAuth
 
 # Service-account tokens: signed by the API server (private key), verified with the public key.
 [ -f sa.key ] || openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key 2>/dev/null

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stops the real nodes of STATE_DIR (up.sh --real-node or --real-nodes N, node.sh) and reverts every
-# change they made to the host: pods are deleted while the kubelets still run (so CNI tears their
+# change they made to the host: kube-router (up.sh --network-policy) goes first with its chains and
+# ipsets (network-policy.sh stop), pods are deleted while the kubelets still run (so CNI tears their
 # networks down), then the kubelets, CoreDNS and the containerds are stopped by pid, and the mounts,
 # the bridges, the lo address, the pod network's nat rule, the kubelets' iptables chains and
 # cgroups (and the cgroup roots of nodes 2..N), their /var/log/containers links and ip_forward are
@@ -41,6 +42,9 @@ stop() {  # NAME...: SIGTERM, then SIGKILL after 10 s
     kill -KILL "$pid" 2>/dev/null || true
   done
 }
+
+# 0. The NetworkPolicy firewall, if up.sh started one.
+"$here/network-policy.sh" stop "$state" || log "warning: stopping kube-router or removing its rules failed"
 
 # 1. Pods go while the kubelets and the API server still run.
 kubelets=(kubelet)

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the real-node tier needs, idempotently: containerd, runc, the CNI plugins, iptables,
-# buildah and debootstrap from Debian's packages (root), then builds the trainer image
-# (scripts/image.sh, cached). The node's Go binaries (kubelet, CoreDNS, pause) come from build.sh.
+# ipset (kube-router's NetworkPolicy firewall), buildah and debootstrap from Debian's packages (root),
+# then builds the trainer image (scripts/image.sh, cached). The node's Go binaries (kubelet, CoreDNS,
+# pause, kube-router) come from build.sh.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 [ $# -eq 0 ] || bad_usage "unknown argument: $1 (usage: scripts/cluster/node-setup.sh)"
 
 declare -A package_of=([containerd]=containerd [runc]=runc [/usr/lib/cni/bridge]=containernetworking-plugins
-  [iptables]=iptables [conntrack]=conntrack [buildah]=buildah [debootstrap]=debootstrap)
+  [iptables]=iptables [ipset]=ipset [conntrack]=conntrack [buildah]=buildah [debootstrap]=debootstrap)
 missing=()
 for cmd in "${!package_of[@]}"; do
   [ -x "$cmd" ] || PATH="$PATH:/usr/sbin:/sbin" command -v "$cmd" >/dev/null 2>&1 || missing+=("${package_of[$cmd]}")

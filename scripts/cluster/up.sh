@@ -4,7 +4,7 @@
 # that drive pods through their lifecycle) or, with --real-node, one real node (node.sh:
 # containerd, runc, bridge CNI, CoreDNS and a kubelet running real containers; with --real-nodes N,
 # N of them on this host, each with its own containerd, kubelet, cgroup root, bridge and pod
-# subnet), installs the CRDs of ../shared/crds and, unless --no-controllers, the JobSet controller, the Kubeflow training-operator
+# subnet; with --network-policy, NetworkPolicy enforced on them by kube-router's firewall), installs the CRDs of ../shared/crds and, unless --no-controllers, the JobSet controller, the Kubeflow training-operator
 # (JAXJob), the Kubeflow Trainer v2 controller (TrainJob, with the jax-distributed
 # ClusterTrainingRuntime of ../shared/crds) and Kueue (queueing of Jobs, JobSets and TrainJobs). Prints the KUBECONFIG path on stdout. Stop it with scripts/cluster/down.sh STATE_DIR.
 set -Eeuo pipefail
@@ -15,6 +15,7 @@ source "$here/versions.sh"
 usage() {
   cat <<EOF
 Usage: scripts/cluster/up.sh [--state-dir DIR] [--namespace NS] [--no-controllers] [--real-node | --real-nodes N]
+                             [--network-policy]
                              [--owner-pid PID] [--max-lifetime SECONDS] [--timeout SECONDS]
                              [--api-qps QPS] [--pods-ready-timeout SECONDS]
 
@@ -31,6 +32,10 @@ lines, stops what it started and exits non-zero.
   --real-nodes N          N real nodes on this host (1 to 8; --real-node is 1): each a kubelet with its
                           own containerd, root dir, cgroup root, bridge and pod subnet (node i:
                           10.200.<i-1>.0/24), pods reaching each other across them, one cluster DNS
+  --network-policy        with real nodes: enforce NetworkPolicy on them with kube-router's firewall
+                          (iptables and ipset; one kube-router for the host, whose nodes share its
+                          network; scripts/cluster/network-policy.sh); without it a NetworkPolicy is
+                          stored and ignored
   --owner-pid PID         stop the cluster as soon as process PID exits (e.g. the test runner)
   --max-lifetime SECONDS  stop the cluster after this long whatever happens (default: 3600)
   --timeout SECONDS       how long each component may take to become ready (default: 120)
@@ -45,6 +50,7 @@ EOF
 }
 
 state="" namespace="jax-e2e" controllers=true real_node=false real_nodes=1 owner_pid="" max_lifetime=3600 timeout=120 api_qps=""
+network_policy=false
 pods_ready_timeout=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -53,6 +59,7 @@ while [ $# -gt 0 ]; do
     --no-controllers) controllers=false ;;
     --real-node) real_node=true real_nodes=1 ;;
     --real-nodes) need_value "$@"; real_node=true real_nodes="$2"; shift ;;
+    --network-policy) network_policy=true ;;
     --owner-pid) need_value "$@"; owner_pid="$2"; shift ;;
     --max-lifetime) need_value "$@"; max_lifetime="$2"; shift ;;
     --timeout) need_value "$@"; timeout="$2"; shift ;;
@@ -80,6 +87,10 @@ source "$here/node.sh"
 [[ "$real_nodes" =~ ^[1-9][0-9]{0,3}$ ]] && [ "$real_nodes" -le "$MAX_REAL_NODES" ] ||
   bad_usage "--real-nodes must be an integer from 1 to $MAX_REAL_NODES, not '$real_nodes'"
 ! $real_node || node_check "$real_nodes"
+if $network_policy; then
+  $real_node || bad_usage "--network-policy needs --real-node or --real-nodes N (kwok's pods have no network)"
+  "$here/network-policy.sh" check
+fi
 crds_dir="$(cd "$JAXT_ROOT/.." && pwd)/shared/crds"
 [ -d "$crds_dir" ] || die "CRDs not found in $crds_dir (../shared/crds relative to the repository)"
 
@@ -112,10 +123,12 @@ socks = [socket.socket() for _ in range(13)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in socks])
 for s in socks: s.close()')
+service_network=10.96.0.0/16
 cat > "$state/env" <<EOF
 KUBECONFIG=$state/kubeconfig
 API_SERVER=https://127.0.0.1:$api_port
 NAMESPACE=$namespace
+SERVICE_NETWORK=$service_network
 EOF
 
 # --- certificates and kubeconfigs
@@ -195,7 +208,7 @@ start kube-apiserver "$JAXT_BIN/kube-apiserver" \
   --client-ca-file "$pki/ca.crt" \
   --service-account-issuer "https://127.0.0.1:$api_port" \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-  --service-cluster-ip-range 10.96.0.0/16 \
+  --service-cluster-ip-range "$service_network" \
   --authorization-mode "$authorization" --enable-admission-plugins "$admission" \
   --kubelet-client-certificate "$pki/kubelet-client.crt" --kubelet-client-key "$pki/kubelet-client.key" \
   --enable-priority-and-fairness=false --profiling=false "${apiserver_node_flags[@]}"
@@ -232,6 +245,28 @@ fi
 if $real_node; then
   node_up >&2
   for ((node_number = 2; node_number <= real_nodes; node_number++)); do node_add "$node_number" >&2; done
+  if $network_policy; then
+    # kube-router reads (only): pods, namespaces and NetworkPolicies, which decide who reaches a pod; its
+    # node, for its address; Services and endpoints, which it watches whatever of it runs.
+    kubeconfig "$state/kube-router.kubeconfig" kube-router
+    kubectl apply --server-side -f - >&2 <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: jax-training:kube-router}
+rules:
+- {apiGroups: [""], resources: [pods, namespaces, nodes, services, endpoints], verbs: [get, list, watch]}
+- {apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [get, list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: jax-training:kube-router}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: jax-training:kube-router}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: jax-training-kube-router}
+EOF
+    "$here/network-policy.sh" start "$state" >&2
+  fi
 else
   kubectl apply --server-side -f "$here/kwok/nodes.yaml" >&2
 fi

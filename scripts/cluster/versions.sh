@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034
 # Versions of the test control plane's binaries, read from the wrapper modules' go.mod (the single
-# place they are pinned): etcd's own, and the control-plane module's for everything else.
+# place they are pinned): etcd's own, kube-router's own, and the control-plane module's for everything else.
 _cluster_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 _modversion() { awk -v m="$2" '$1 == "require" && $2 == m { print $3 } $1 == m && $2 ~ /^v/ { print $2 }' "$1" | head -n1; }
 _controlplane="$_cluster_dir/controlplane/go.mod"
@@ -12,6 +12,7 @@ JOBSET_VERSION="$(_modversion "$_controlplane" sigs.k8s.io/jobset)"
 TRAINING_OPERATOR_VERSION="$(_modversion "$_controlplane" github.com/kubeflow/training-operator)"
 TRAINER_VERSION="$(_modversion "$_controlplane" github.com/kubeflow/trainer/v2)"
 KUEUE_VERSION="$(_modversion "$_controlplane" sigs.k8s.io/kueue)"
+KUBE_ROUTER_VERSION="$(_modversion "$_cluster_dir/kube-router/go.mod" github.com/cloudnativelabs/kube-router/v2)"
 # Where the training-operator reads its webhook serving certs (hard-coded upstream; Kubeflow
 # Trainer's status server reads the same path, given files of its own by up.sh).
 TRAINING_OPERATOR_CERT_DIR=/tmp/k8s-webhook-server/serving-certs
