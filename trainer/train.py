@@ -6,7 +6,7 @@ import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -219,43 +219,54 @@ def _phases(m: dict) -> dict:
     return {name: round(max(seconds[name], 0.0), 3) for name in goodput.PHASES}
 
 
-@dataclass
-class _Run:
-    """What the phases of a run share: built by _setup, advanced by _epoch, ended by _finish."""
+@dataclass(frozen=True)
+class Job:
+    """What the run is, fixed once it is set up: its settings and cluster, the data and strategy on
+    the devices, where its outputs go."""
 
     cfg: TrainConfig
     spec: ClusterSpec
-    log: Logger
-    writer: CheckpointWriter
-    stop: StopRequest
-    outputs: Path | None
-    metrics_path: Path | None
-    reporter: trainjob_status.Reporter | None
-    followers: list  # each sees every record and completed step
     jax: Any
     dataset: data.Dataset
     local_devices: int
     strategy: Any
-    state: Any  # on the devices
     train_data: Any  # on the devices
-    metrics: MetricsFile
-    final: dict  # the last epoch's record
+    outputs: Path | None
+    metrics_path: Path | None
     steps_per_epoch: int
     total: int  # steps of the whole run
-    step: int  # the global steps done
-    watchdog: Watchdog
-    pace: Pace
-    bucket: bucket.Bucket | None = None  # process 0's copy of the outputs in a bucket (--outputs-uri)
-    start_step: int = 0  # where this attempt started
-    saved_step: int = 0  # the newest checkpoint's step
     finished_before: bool = False  # process 0: the job had already finished; this attempt trains nothing
-
-    def __post_init__(self):
-        self.start_step = self.saved_step = self.step
 
     @property
     def rank0(self) -> bool:
         return self.spec.process_id == 0
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the phases save with, report to and stop by: built once, before the first step."""
+
+    log: Logger
+    writer: CheckpointWriter
+    stop: StopRequest
+    metrics: MetricsFile
+    followers: tuple  # each sees every record and completed step
+    reporter: trainjob_status.Reporter | None
+    watchdog: Watchdog
+    pace: Pace
+    bucket: bucket.Bucket | None  # process 0's copy of the outputs in a bucket (--outputs-uri)
+    faults: Faults
+
+
+@dataclass(frozen=True)
+class TrainingState:
+    """What one phase hands the next: a value, replaced (dataclasses.replace), never changed in place."""
+
+    state: Any  # on the devices
+    step: int  # the global steps done
+    start_step: int  # where this attempt started
+    saved_step: int  # the newest checkpoint's step
+    result: dict  # the last epoch's record (an earlier attempt's when this one resumes at the end)
 
 
 def train(cfg: TrainConfig, spec: ClusterSpec, faults: Faults = NO_FAULTS) -> int:
@@ -265,33 +276,26 @@ def train(cfg: TrainConfig, spec: ClusterSpec, faults: Faults = NO_FAULTS) -> in
     writer = CheckpointWriter(run_dir(cfg) / CHECKPOINTS if spec.process_id == 0 and cfg.checkpoint_dir else None,
                               cfg.fingerprint(), log, before_rename=faults.before_rename(log))
     try:
-        run = _setup(cfg, spec, writer, log)
+        job, services, training = _setup(cfg, spec, writer, log, faults)
         stopped = False
-        for epoch in range(run.step // run.steps_per_epoch, cfg.epochs):
-            stopped = _epoch(run, epoch, faults)
+        for epoch in range(training.step // job.steps_per_epoch, cfg.epochs):
+            training, stopped = _epoch(job, services, training, epoch)
             if stopped:
                 break
-        return _finish(run, stopped)
+        return _finish(job, services, training, stopped)
     except BaseException:
         writer.abandon()
         raise
 
 
-def _setup(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: Logger) -> _Run:
-    """Everything before the first step: the outputs claimed, the stop signals and the endpoints
-    installed, the data loaded, JAX up, the state on the devices (a checkpoint's when there is one)
-    and the start record written."""
+def _setup(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: Logger, faults: Faults):
+    """(job, services, training state): everything before the first step. The outputs claimed, the
+    stop signals and the endpoints installed, the data loaded, JAX up, the state on the devices (a
+    checkpoint's when there is one) and the start record written."""
     check_config(cfg)
     outputs = run_dir(cfg)
     rank0 = spec.process_id == 0
-    if rank0 and outputs:  # process 0 writes the job's outputs
-        checkpoint.check_writable(cfg.checkpoint_dir)
-        ownership.claim(outputs, cfg.run_name, cfg.fingerprint(), _bucket_uri(cfg))
-    store = bucket.of(cfg.outputs_uri, cfg.run_name, cfg.outputs_endpoint) if rank0 and outputs else None
-    if store:  # before anything reads the outputs: the bucket's newest checkpoint and metrics come first
-        store.check()
-        store.restore(outputs, log)
-        writer.bucket = store
+    store = _claim_outputs(cfg, outputs, writer, log) if rank0 and outputs else None
     stop = StopRequest(log)
     stop.install()
     log(f"cluster: {spec.describe()}")
@@ -301,9 +305,50 @@ def _setup(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     exporter.serve(cfg.metrics_port, log)
     # Process 0 also reports to Kubeflow Trainer's status server when the runtime provides one.
     reporter = trainjob_status.from_env(log) if rank0 else None
-    followers = [exporter, *([reporter] if reporter else [])]
+    followers = (exporter, *([reporter] if reporter else []))
     dataset, marks = _load(cfg, log)
+    job, state, step = _start_job(cfg, spec, dataset, outputs, metrics_path, log, marks)
+    metrics = writer.metrics = MetricsFile(metrics_path if rank0 else None,
+                                           lambda record: [f.observe(record) for f in followers])
+    services = Services(log, writer, stop, metrics, followers, reporter, Watchdog(cfg.hang_timeout, log),
+                        Pace(job.total, cfg.batch_size), store, faults)
+    training = TrainingState(state, step, step, step, _last_epoch(metrics_path if rank0 else None))
+    marks["started"] = time.time()
+    if rank0 and _finished_before(outputs, step, job.total):  # no attempt: nothing is trained, nothing recorded
+        return replace(job, finished_before=True), services, training
+    metrics.write({"event": "start", "step": step, "total_steps": job.total, "processes": spec.num_processes,
+                   "local_devices": job.local_devices, "strategy": cfg.strategy, "batch_size": cfg.batch_size,
+                   "precision": cfg.precision, "launched": round(marks["launched"], 3),
+                   "phases": _phases(marks)})
+    stop.training = True  # from here on a stop signal saves the state
+    return job, services, training
 
+
+def _claim_outputs(cfg: TrainConfig, outputs: Path, writer: CheckpointWriter, log: Logger) -> bucket.Bucket | None:
+    """Process 0 writes the job's outputs: it claims them, and restores them from the job's bucket
+    (--outputs-uri, returned) before anything reads them: its newest checkpoint and metrics come first."""
+    checkpoint.check_writable(cfg.checkpoint_dir)
+    ownership.claim(outputs, cfg.run_name, cfg.fingerprint(), _bucket_uri(cfg))
+    store = bucket.of(cfg.outputs_uri, cfg.run_name, cfg.outputs_endpoint)
+    if store:
+        store.check()
+        store.restore(outputs, log)
+        writer.bucket = store
+    return store
+
+
+def _last_epoch(metrics_path: Path | None) -> dict:
+    """The last epoch's record of the metrics file (read a record at a time), or {}: an earlier
+    attempt's figures when this one resumes at the end."""
+    final = {}
+    for record in results.Records(metrics_path):
+        final = record if record.get("event") == "epoch" else final
+    return final
+
+
+def _start_job(cfg: TrainConfig, spec: ClusterSpec, dataset: data.Dataset, outputs, metrics_path, log, marks):
+    """(job, state on the devices, its step): JAX up, the layout checked, the strategy made and the
+    data and the state (the seeded one, or the newest checkpoint's) put on the devices."""
     from trainer import runtime
 
     jax = runtime.initialize(spec, cfg.platform, cfg.init_timeout, cfg.heartbeat_timeout, log, cfg.cpu_threads,
@@ -317,25 +362,8 @@ def _setup(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     total = cfg.epochs * spe
     strategy, state, step = _initial_state(cfg, spec, jax, local_devices, total, log, marks)
     train_data = strategy.put_data(dataset.train_images, dataset.train_labels)
-    metrics = writer.metrics = MetricsFile(metrics_path if rank0 else None,
-                                           lambda record: [f.observe(record) for f in followers])
-    # The last epoch's figures, from an earlier attempt's records when this one resumes at the end.
-    final = {}  # the last epoch's record: the metrics file read a record at a time
-    for record in results.Records(metrics_path if rank0 else None):
-        final = record if record.get("event") == "epoch" else final
-    marks["started"] = time.time()
-    if rank0 and _finished_before(outputs, step, total):  # no attempt: nothing is trained, nothing recorded
-        return _Run(cfg, spec, log, writer, stop, outputs, metrics_path, reporter, followers, jax, dataset,
-                    local_devices, strategy, state, train_data, metrics, final, spe, total, step,
-                    Watchdog(cfg.hang_timeout, log), Pace(total, cfg.batch_size), store, finished_before=True)
-    metrics.write({"event": "start", "step": step, "total_steps": total, "processes": spec.num_processes,
-                   "local_devices": local_devices, "strategy": cfg.strategy, "batch_size": cfg.batch_size,
-                   "precision": cfg.precision, "launched": round(marks["launched"], 3),
-                   "phases": _phases(marks)})
-    stop.training = True  # from here on a stop signal saves the state
-    return _Run(cfg, spec, log, writer, stop, outputs, metrics_path, reporter, followers, jax, dataset, local_devices,
-                strategy, state, train_data, metrics, final, spe, total, step, Watchdog(cfg.hang_timeout, log),
-                Pace(total, cfg.batch_size), store)
+    job = Job(cfg, spec, jax, dataset, local_devices, strategy, train_data, outputs, metrics_path, spe, total)
+    return job, state, step
 
 
 def _finished_before(outputs: Path | None, step: int, total: int) -> bool:
@@ -345,12 +373,12 @@ def _finished_before(outputs: Path | None, step: int, total: int) -> bool:
     return bool(summary) and summary.get("steps") == total
 
 
-def _already_finished(run: _Run) -> str:
+def _already_finished(job: Job, step: int) -> str:
     """What a rerun of a finished job says: nothing trained, the results unchanged, how to train again."""
-    cfg = run.cfg
-    return (f"the job had already finished: its checkpoint is of step {run.step} of {run.total} "
-            f"({cfg.epochs} epoch{'' if cfg.epochs == 1 else 's'}); nothing was trained and its results in {run.outputs} are unchanged. "
-            + again(named("run_name"), named("epochs"), cfg.lr_schedule, run.step))
+    cfg = job.cfg
+    return (f"the job had already finished: its checkpoint is of step {step} of {job.total} "
+            f"({cfg.epochs} epoch{'' if cfg.epochs == 1 else 's'}); nothing was trained and its results in {job.outputs} are unchanged. "
+            + again(named("run_name"), named("epochs"), cfg.lr_schedule, step))
 
 
 def _load(cfg: TrainConfig, log: Logger):
@@ -386,123 +414,141 @@ def _initial_state(cfg: TrainConfig, spec: ClusterSpec, jax, local_devices: int,
     return strategy, strategy.put_state(host_state), step
 
 
-def _epoch(run: _Run, epoch: int, faults: Faults) -> bool:
-    """One pass over the training set, from run.step on (mid-epoch after a resume), in chunks of
-    steps; its record once it completes. True when a stop signal ended it early."""
-    cfg, spec, spe = run.cfg, run.spec, run.steps_per_epoch
-    perm = data.epoch_permutation(len(run.dataset.train_labels), cfg.seed, epoch)
+def _epoch(job: Job, services: Services, training: TrainingState, epoch: int) -> tuple[TrainingState, bool]:
+    """One pass over the training set, from training.step on (mid-epoch after a resume), in chunks of
+    steps; its record once it completes. (the training state after it, whether a stop signal ended it
+    early)."""
+    cfg, spec, spe, faults = job.cfg, job.spec, job.steps_per_epoch, services.faults
+    perm = data.epoch_permutation(len(job.dataset.train_labels), cfg.seed, epoch)
     # Every chunk is waited for (its losses are read back): several local CPU devices deadlock the
     # all-reduce otherwise (jax 0.10), and a log line or checkpoint needs its step done anyway.
     chunk = min(cfg.steps_per_dispatch, cfg.log_every, spe)
     indices = np.zeros((chunk, cfg.batch_size // spec.num_processes), np.int32)
     losses, corrects = [], []
-    s = run.step - epoch * spe
-    bar = progress(spe - s, f"epoch {epoch + 1}/{cfg.epochs}", run.rank0)
+    s = training.step - epoch * spe
+    bar = progress(spe - s, f"epoch {epoch + 1}/{cfg.epochs}", job.rank0)
     started = time.perf_counter()
     stopped = False
     while s < spe and not stopped:
         end = _chunk_end(cfg, s, spe, epoch * spe, chunk, faults.stops())
         for i in range(s, end):
             indices[i - s] = data.local_indices(perm, i, cfg.batch_size, spec.process_id, spec.num_processes)
-        run.state, chunk_losses, chunk_corrects = run.strategy.run(run.state, run.train_data, indices, end - s)
+        state, chunk_losses, chunk_corrects = job.strategy.run(training.state, job.train_data, indices, end - s)
+        training = replace(training, state=state, step=training.step + end - s)
         losses.extend(chunk_losses.tolist())
         corrects.extend(chunk_corrects.tolist())
-        run.step += end - s
         s = end
-        _stepped(run, bar, len(chunk_losses))
+        _stepped(services, training.step, bar, len(chunk_losses))
         if s % cfg.log_every == 0 or s == spe:
             if bar is None:
-                run.log.progress(f"epoch {epoch + 1}/{cfg.epochs}, batch {s}/{spe}, loss={losses[-1]:.4f}, "
-                                 f"{run.pace.describe()}")
-            run.metrics.write({"event": "step", "epoch": epoch + 1, "step": run.step, "loss": losses[-1],
-                               **run.pace.record()})
-        if cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0 and run.step < run.total:
-            _save(run.strategy, run.state, run.step, run.jax, run.writer)
-            run.saved_step = run.step
-            run.watchdog.beat(run.step)
-        faults.after_step(run.step, run.writer, run.log)
-        stopped = run.step < run.total and run.stop.agreed(spec.distributed)
+                services.log.progress(f"epoch {epoch + 1}/{cfg.epochs}, batch {s}/{spe}, loss={losses[-1]:.4f}, "
+                                      f"{services.pace.describe()}")
+            services.metrics.write({"event": "step", "epoch": epoch + 1, "step": training.step, "loss": losses[-1],
+                                    **services.pace.record()})
+        if cfg.checkpoint_every and training.step % cfg.checkpoint_every == 0 and training.step < job.total:
+            _save(job.strategy, training.state, training.step, job.jax, services.writer)
+            training = replace(training, saved_step=training.step)
+            services.watchdog.beat(training.step)
+        faults.after_step(training.step, services.writer, services.log)
+        stopped = training.step < job.total and services.stop.agreed(spec.distributed)
     if bar is not None:
         bar.close()
     if not stopped:
-        _epoch_record(run, epoch, losses, corrects, time.perf_counter() - started)
-    return stopped
+        training = replace(training, result=_epoch_record(job, services, training, epoch, losses, corrects,
+                                                          time.perf_counter() - started))
+    return training, stopped
 
 
-def _stepped(run: _Run, bar, steps: int) -> None:
+def _stepped(services: Services, step: int, bar, steps: int) -> None:
     """A chunk is done: the watchdog, the writer's news, the pace and the followers learn of it."""
-    run.watchdog.beat(run.step)
-    run.writer.poll()  # a finished background write: its log line, or its error
-    run.pace.stepped(run.step)
-    for follower in run.followers:
-        follower.stepped(run.step)
+    services.watchdog.beat(step)
+    services.writer.poll()  # a finished background write: its log line, or its error
+    services.pace.stepped(step)
+    for follower in services.followers:
+        follower.stepped(step)
     if bar is not None:
         bar.update(steps)
 
 
-def _epoch_record(run: _Run, epoch: int, losses: list, corrects: list, seconds: float) -> None:
-    """A completed epoch's loss and accuracies, in the log and the metrics (run.final)."""
-    cfg = run.cfg
+def _epoch_record(job: Job, services: Services, training: TrainingState, epoch: int, losses: list, corrects: list,
+                  seconds: float) -> dict:
+    """A completed epoch's loss and accuracies, in the log and the metrics; returned (the result so far)."""
+    cfg, log = job.cfg, services.log
     epoch_loss = float(np.mean(losses))
     train_acc = sum(corrects) / (len(corrects) * cfg.batch_size)
-    params_host = run.strategy.get_state(run.state)[0]
-    test_acc = _test_accuracy(run.jax, run.spec, params_host, run.dataset, cfg)
-    run.watchdog.beat(run.step)
-    run.log.progress(f"epoch {epoch + 1}/{cfg.epochs}, average epoch loss={epoch_loss:.4f}")
-    run.log.progress(f"epoch {epoch + 1}/{cfg.epochs}, train accuracy={train_acc:.4f}, test accuracy={test_acc:.4f}, "
-                     f"{seconds:.1f} s, {len(losses) * cfg.batch_size / seconds:.0f} examples/s")
-    run.final = {"event": "epoch", "epoch": epoch + 1, "step": run.step, "loss": epoch_loss,
-                 "train_accuracy": train_acc, "test_accuracy": test_acc, "seconds": round(seconds, 3),
-                 "batches": len(losses), "examples_per_second": len(losses) * cfg.batch_size / seconds}
-    run.metrics.write(run.final)
+    params_host = job.strategy.get_state(training.state)[0]
+    test_acc = _test_accuracy(job.jax, job.spec, params_host, job.dataset, cfg)
+    services.watchdog.beat(training.step)
+    log.progress(f"epoch {epoch + 1}/{cfg.epochs}, average epoch loss={epoch_loss:.4f}")
+    log.progress(f"epoch {epoch + 1}/{cfg.epochs}, train accuracy={train_acc:.4f}, test accuracy={test_acc:.4f}, "
+                 f"{seconds:.1f} s, {len(losses) * cfg.batch_size / seconds:.0f} examples/s")
+    record = {"event": "epoch", "epoch": epoch + 1, "step": training.step, "loss": epoch_loss,
+              "train_accuracy": train_acc, "test_accuracy": test_acc, "seconds": round(seconds, 3),
+              "batches": len(losses), "examples_per_second": len(losses) * cfg.batch_size / seconds}
+    services.metrics.write(record)
+    return record
 
 
-def _finish(run: _Run, stopped: bool) -> int:
+def _finish(job: Job, services: Services, training: TrainingState, stopped: bool) -> int:
     """After the last epoch or a stop: the last checkpoint on disk, the end record, the result
     (process 0) and the exit code."""
-    cfg, log, step = run.cfg, run.log, run.step
-    run.writer.wait()  # an earlier save's line before the stop's
+    log, step, writer = services.log, training.step, services.writer
+    writer.wait()  # an earlier save's line before the stop's
     if stopped:
-        cause = f"received {run.stop.signal_name}" if run.stop.signal_name else "a peer received a stop signal"
+        signal_name = services.stop.signal_name
+        cause = f"received {signal_name}" if signal_name else "a peer received a stop signal"
         log(f"preempted ({cause}): every process stops after step {step}")
     host_state = None
-    if run.finished_before:  # process 0 alone: its peers score the restored model with it below
-        log(_already_finished(run))
-        result = results.line(read_summary(run.outputs))
-        log(f"{RESULT_PREFIX}{result} (as before)")
-        terminate_with(termination_message(result, run.bucket.uri if run.bucket else run.outputs))
-    if run.saved_step != step:  # the same decision on every process (the save may be collective)
-        host_state = _save(run.strategy, run.state, step, run.jax, run.writer)
+    if job.finished_before:  # process 0 alone: its peers score the restored model with it below
+        log(_already_finished(job, step))
+        earlier = results.line(read_summary(job.outputs))
+        log(f"{RESULT_PREFIX}{earlier} (as before)")
+        terminate_with(termination_message(earlier, services.bucket.uri if services.bucket else job.outputs))
+    if training.saved_step != step:  # the same decision on every process (the save may be collective)
+        host_state = _save(job.strategy, training.state, step, job.jax, writer)
     closing = time.perf_counter()
-    run.writer.close()  # a stop signal's save and the final one are on disk before the process ends
-    if not run.finished_before:
-        run.metrics.write({"event": "preempted" if stopped else "end", "step": step,
-                           "save_seconds": round(time.perf_counter() - closing, 6)})
+    writer.close()  # a stop signal's save and the final one are on disk before the process ends
+    if not job.finished_before:
+        services.metrics.write({"event": "preempted" if stopped else "end", "step": step,
+                                "save_seconds": round(time.perf_counter() - closing, 6)})
     from trainer.runtime import CACHE_USE  # (runtime is imported once the job is set up)
 
     if CACHE_USE:
         log(f"compilation cache: {CACHE_USE['read']} programs read, {CACHE_USE['written']} written")
-    if run.reporter:
-        run.reporter.close()
-    code, word = exit_code_of(run.stop.signal_name) if stopped else (0, "completed")
+    if services.reporter:
+        services.reporter.close()
     if stopped:
-        if run.bucket:  # the stop's record too
-            run.bucket.upload_metrics(run.outputs)
-        after = ("nothing is saved without --checkpoint-dir, so a rerun starts over" if not cfg.checkpoint_dir else
-                 f"a rerun resumes here, from {run.bucket.uri}" if run.bucket else
-                 "its checkpoint is in this process's scratch folder, removed when the run ends, so a rerun starts "
-                 "over" if ephemeral_outputs() else
-                 "a rerun resumes here")
-        log(f"stopped at step {step} of {run.total}; exiting with {code} ({word}: {after})")
+        code = _stopped(job, services, step)
     else:
-        params_host = (host_state or run.strategy.get_state(run.state))[0]  # collective: every process calls it
-        final = run.final
-        if step == run.start_step:  # resumed at the end: score the restored model (collective too)
-            final = {**final, "test_accuracy": _test_accuracy(run.jax, run.spec, params_host, run.dataset, cfg)}
-        if run.rank0 and not run.finished_before:
-            _publish(cfg, run.spec, run.local_devices, run.metrics_path, final, step, params_host, run.outputs,
-                     run.bucket, log)
-        log("training completed.")  # every process: each one confirms its own end
-    if run.spec.distributed:
-        run.jax.distributed.shutdown()
+        code = 0
+        _completed(job, services, training, host_state)
+    if job.spec.distributed:
+        job.jax.distributed.shutdown()
     return code
+
+
+def _stopped(job: Job, services: Services, step: int) -> int:
+    """A stop signal ended the run at `step`: its record uploaded, what a rerun does; the exit code."""
+    store = services.bucket
+    code, word = exit_code_of(services.stop.signal_name)
+    if store:  # the stop's record too
+        store.upload_metrics(job.outputs)
+    after = ("nothing is saved without --checkpoint-dir, so a rerun starts over" if not job.cfg.checkpoint_dir else
+             f"a rerun resumes here, from {store.uri}" if store else
+             "its checkpoint is in this process's scratch folder, removed when the run ends, so a rerun starts "
+             "over" if ephemeral_outputs() else
+             "a rerun resumes here")
+    services.log(f"stopped at step {step} of {job.total}; exiting with {code} ({word}: {after})")
+    return code
+
+
+def _completed(job: Job, services: Services, training: TrainingState, host_state) -> None:
+    """The last step is done: the model scored when this attempt trained nothing, the result published."""
+    params_host = (host_state or job.strategy.get_state(training.state))[0]  # collective: every process calls it
+    final = training.result
+    if training.step == training.start_step:  # resumed at the end: score the restored model (collective too)
+        final = {**final, "test_accuracy": _test_accuracy(job.jax, job.spec, params_host, job.dataset, job.cfg)}
+    if job.rank0 and not job.finished_before:
+        _publish(job.cfg, job.spec, job.local_devices, job.metrics_path, final, training.step, params_host,
+                 job.outputs, services.bucket, services.log)
+    services.log("training completed.")  # every process: each one confirms its own end
