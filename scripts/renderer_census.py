@@ -11,7 +11,7 @@ Usage: python scripts/renderer_census.py [ROOT]   (ROOT: a checkout, this one by
 - chart_hand_written_lines: the lines of charts/jax-training/templates/ less the generated ones (a
   file that starts with the generated mark; a target template's row below its marker).
 - key_files: for each KEY, the hand-written files outside tests/ and docs/ that spell it
-  (`git grep -l -F KEY`, less the generated files).
+  (`git grep -l -F KEY`, less the generated files and this script).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ MIN_LENGTH = 6
 GENERATED_MARKS = ("{{/* Generated ",)
 TARGET_ROW_MARKER = "{{/* The target's row (generator/targets.py)"
 KEYS = ("hosts_count", "persistence", "outputs.uri")
-# generated files that a key may appear in (scripts/generate.py writes them); not hand-written
+# generated files that a key may appear in (scripts/generate.py writes them), and this script's KEYS
 GENERATED_FILES = ("charts/jax-training/values.yaml", "charts/jax-training/values.schema.json",
                    "charts/jax-training/README.md", "charts/jax-training/files/", "scripts/lib/contract.sh",
-                   "charts/jax-training/templates/_rules.tpl", "docs/")
+                   "charts/jax-training/templates/_rules.tpl", "scripts/renderer_census.py")
 _PLACEHOLDER = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|%[-+ #0]*\d*(?:\.\d+)?[a-zA-Z]|\{[^{}]*\}")
 _QUOTED = re.compile(r'"((?:[^"\\\n]|\\.)*)"|\'([^\'\n]*)\'|`([^`]*)`')
 
