@@ -8,7 +8,7 @@ import errno
 import os
 import sys
 
-from trainer import config, faults, supervisor
+from trainer import config, faults, supervisor, versions
 from trainer.cluster import resolve_cluster
 from trainer.errors import ConfigError, TrainerError, as_peer_lost, report, write_stdout
 from trainer.exit_codes import INTERRUPTED
@@ -110,6 +110,7 @@ def _run(argv: list[str] | None) -> int:
     try:
         if problem := missing("jax", "trainer", parser.prog):  # every command computes with jax or numpy
             raise ConfigError(problem)
+        versions.check()  # the jax and jaxlib this image or venv has, before jax is imported
         if args.command == "evaluate":
             from trainer.inference import evaluate
 

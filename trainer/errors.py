@@ -7,7 +7,7 @@ import re
 import sys
 
 from trainer import exit_codes
-from trainer.termination import terminate_with
+from trainer.termination import error_message, terminate_with
 
 
 class TrainerError(Exception):
@@ -150,7 +150,7 @@ def report(error: TrainerError, spec=None, distributed: bool = True) -> int:
     `spec`: the ClusterSpec, when it was resolved."""
     rank = spec.process_id if spec is not None else os.environ.get("JAX_PROCESS_ID") or "?"
     print(f"Rank {rank}: error: {error}" if distributed else f"error: {error}", file=sys.stderr, flush=True)
-    terminate_with(f"error (exit {error.exit_code}): {error}")
+    terminate_with(error_message(error.exit_code, error))
     if "jax" in sys.modules:
         from trainer.preemption import flush_and_exit
 

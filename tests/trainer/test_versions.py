@@ -9,9 +9,11 @@ from importlib.metadata import version
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 from tests.support.constraints import pinned, pins
 from tests.support.paths import REPO_ROOT
+from trainer import versions
 
 
 # The extras the image installs: the trainer's, and its bucket client (outputs.uri).
@@ -39,6 +41,16 @@ def test_the_declared_range_admits_every_pin():
         assert ranges[requirement.name].specifier.contains(pinned(requirement)), (requirement, ranges[requirement.name])
     jax_lines = {pinned(r) for r in pins() if r.name == "jax"}
     assert len(jax_lines) >= 2 and {v.split(".")[1] for v in jax_lines} >= {"10", "12"}, jax_lines
+
+
+def test_pip_and_the_trainers_start_up_check_have_one_range_of_jax():
+    """trainer/versions.py is the range's home: pyproject.toml states it for pip, the same."""
+    ranges = declared()
+    assert {name: str(ranges[name].specifier) for name in versions.PACKAGES} == {
+        name: str(SpecifierSet(versions.supported())) for name in versions.PACKAGES}
+    for requirement in pins():
+        if requirement.name in versions.PACKAGES:
+            assert versions.in_range(pinned(requirement)), requirement
 
 
 # Files that install Python packages or describe how; none of them may pin a version of its own.
