@@ -66,7 +66,7 @@ def rendered() -> set[tuple[str, str]]:
     found = set()
     for target in KUBERNETES:
         sets = ["persistence.enabled=true", "metrics.pod_monitor=true"]
-        sets += ["trainjob.own_runtime=true"] if target == "trainjob" else []
+        sets += ["trainjob.own_runtime=true"] if target == "trainjob" else ["image.source=stock"]  # its ConfigMap
         for doc in render_documents(load_values([str(EXAMPLES_DIR / "seed.json")], sets, target)):
             found.add((doc["apiVersion"].rpartition("/")[0], plural(doc["kind"])))
     return found
