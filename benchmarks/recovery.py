@@ -383,22 +383,23 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
     return figures
 
 
-def phases(marks: dict) -> dict:
+def phases(marks: dict, table: dict = PHASES) -> dict:
+    """The seconds of each phase of `table` (from mark, to mark, why) whose two marks were seen."""
     out = {}
-    for phase, (begin, end, _) in PHASES.items():
+    for phase, (begin, end, _) in table.items():
         if marks.get(begin) is not None and marks.get(end) is not None:
             out[phase] = round(marks[end] - marks[begin], 2)
     return out
 
 
-def summarize(runs: list[dict], pick=statistics.median) -> dict:
-    """Medians (or `pick`) over repeats of every mark and phase."""
+def summarize(runs: list[dict], pick=statistics.median, table: dict = PHASES) -> dict:
+    """Medians (or `pick`) over repeats of every mark and phase (of `table`)."""
     def agg(values):
         values = [v for v in values if v is not None]
         return round(pick(values), 2) if values else None
     keys = [k for k, v in runs[0].items() if isinstance(v, (int, float))]
     summary = {k: agg([r.get(k) for r in runs]) for k in keys}
-    summary["phases"] = {p: agg([r["phases"].get(p) for r in runs]) for p in PHASES}
+    summary["phases"] = {p: agg([r["phases"].get(p) for r in runs]) for p in table}
     return summary
 
 
