@@ -114,7 +114,8 @@ def test_setup_sh_sets_up_nothing_when_a_part_is_unknown(tmp_path):
 def test_run_sh_refuses_a_slurm_build_before_it_looks_for_a_cluster(tmp_path):
     build = tmp_path / "build"
     prepared = subprocess.run(["bash", str(SCRIPTS / "prepare.sh"), str(EXAMPLES_DIR / "seed.json"),
-                               "--target", "slurm", "-o", str(build)], capture_output=True, text=True, timeout=120)
+                               "--target", "slurm", "--set", "data.dir=/shared/mnist",
+                               "--set", "checkpoint.dir=/shared/runs", "-o", str(build)], capture_output=True, text=True, timeout=120)
     assert prepared.returncode == 0, prepared.stderr
     proc = subprocess.run(["bash", str(SCRIPTS / "run.sh"), str(build)], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "KUBECONFIG": "/nonexistent"})

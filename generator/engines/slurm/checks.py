@@ -63,6 +63,7 @@ def slurm_errors(values: dict) -> list[str]:
                       "SLURM job's coordinator port is picked from by job id; choose a port below "
                       f"{SLURM_PORTS.start}")
 
+    errors += _container_default_dirs(values)
     for key in ("partition", "account", "time", "output"):
         value = slurm[key]
         if isinstance(value, str) and DIRECTIVE_UNSAFE.search(value):
@@ -92,4 +93,20 @@ def slurm_errors(values: dict) -> list[str]:
         if "valueFrom" in entry:
             errors.append(f"$.env[{i}].valueFrom: not supported by target slurm (no Kubernetes API there); "
                           "give a literal value")
+    return errors
+
+
+def _container_default_dirs(values: dict) -> list[str]:
+    """data.dir and checkpoint.dir left at their defaults, which are paths inside the Kubernetes pods'
+    containers: on slurm they are directories of the nodes that the script creates before srun (at the
+    root of each node, which fails for a user and litters it for root)."""
+    from ...values import defaults  # values reaches this module through the checks
+
+    errors = []
+    for key in ("data", "checkpoint"):
+        directory = values[key]["dir"]
+        if directory == defaults()[key]["dir"]:
+            errors.append(f"$.{key}.dir: {directory} is the default for Kubernetes, a path in the pods' containers; "
+                          f"on slurm name a directory of the nodes' shared filesystem, e.g. "
+                          f"--set {key}.dir=/scratch/$USER/{'mnist' if key == 'data' else 'runs'}")
     return errors

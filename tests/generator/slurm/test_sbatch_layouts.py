@@ -28,8 +28,12 @@ LAYOUTS = {
 }
 
 
+# The nodes' directories, which a slurm render needs named (the defaults are container paths).
+HOST_DIRS = ("--set", "data.dir=/shared/mnist", "--set", "checkpoint.dir=/shared/runs")
+
+
 def render(*args: str) -> str:
-    result = jaxgen("render", "--target", "slurm", *args)
+    result = jaxgen("render", "--target", "slurm", *HOST_DIRS, *args)
     assert result.exit_code == 0, result.stderr
     return result.stdout
 

@@ -62,6 +62,7 @@ def test_hostile_values_arrive_verbatim(shims, tmp_path_factory, data_name, ckpt
     work = tmp_path_factory.mktemp("run")
     values = load_values([], [
         "target=slurm", "slurm.nodes=1", f"slurm.python={shims / 'record-python'}",
+        "data.dir=/shared/mnist", "checkpoint.dir=/shared/runs",  # replaced below, after validation
     ])
     values["data"]["dir"] = f"{work}/data/{data_name}"
     values["checkpoint"]["dir"] = f"{work}/ckpt/{ckpt_name}"
@@ -78,7 +79,7 @@ def test_hostile_values_arrive_verbatim(shims, tmp_path_factory, data_name, ckpt
 def test_a_users_program_arrives_verbatim(shims, tmp_path_factory):
     """program.command replaces `python -m trainer`: srun runs it with its args, each word intact."""
     work = tmp_path_factory.mktemp("run")
-    values = load_values([], ["target=slurm", "slurm.nodes=1"])
+    values = load_values([], ["target=slurm", "slurm.nodes=1", "data.dir=/shared/mnist", "checkpoint.dir=/shared/runs"])
     values["program"] = {"command": [str(shims / "record-python"), "my train.py"], "args": ["--x", "$(touch pwned)"]}
     values["data"]["dir"], values["checkpoint"]["dir"] = f"{work}/data", f"{work}/ckpt"
     record = run_script(render_sbatch(values), shims, work)

@@ -25,6 +25,9 @@ BAD = {
     "env overrides the rank": (["env[0].name=JAX_PROCESS_ID,env[0].value=x"], "$.env[0].name"),
     "env overrides SLURM": (["env[0].name=OK,env[0].value=x,env[1].name=SLURM_PROCID,env[1].value=x"], "$.env[1].name"),
     "metrics port among the coordinator's": (["metrics.port=61440"], "$.metrics.port"),
+    # the defaults are paths in the Kubernetes pods' containers, which the script would create on each node
+    "data.dir left at the container default": (["checkpoint.dir=/shared/runs"], "$.data.dir"),
+    "checkpoint.dir left at the container default": (["data.dir=/shared/mnist"], "$.checkpoint.dir"),
     "env from the Kubernetes API": (["env[0].name=POD,env[0].valueFrom.fieldRef.fieldPath=metadata.name"],
                                     "$.env[0].valueFrom"),
 }
@@ -57,3 +60,15 @@ def test_every_name_the_ranks_are_read_from_is_refused(name):
     assert name in PROCESS_ENV or re.fullmatch(SLURM_TASK_ENV, name)
     result = jaxgen("render", "--target", "slurm", "--set", f"slurm.nodes=1,env[0].name={name},env[0].value=eight")
     assert result.exit_code == 2 and f"$.env[0].name: {name} is set for each" in result.stderr, result.stderr
+
+
+def test_the_nodes_directories_are_named_by_the_user():
+    """A render with the container defaults is refused with a line that says what to set; named, they are
+    the directories the script creates before srun."""
+    refused = jaxgen("render", "--target", "slurm")
+    assert refused.exit_code == 2
+    assert ("$.checkpoint.dir: /checkpoints is the default for Kubernetes, a path in the pods' containers; "
+            "on slurm name a directory of the nodes' shared filesystem, e.g. --set checkpoint.dir=") in refused.stderr
+    script = jaxgen("render", "--target", "slurm", "--set", "data.dir=/shared/mnist", "--set", "checkpoint.dir=/shared/runs")
+    assert script.exit_code == 0, script.stderr
+    assert "mkdir -p /shared/mnist /shared/runs\n" in script.stdout
