@@ -171,3 +171,15 @@ def test_a_link_inside_the_folder_travels_as_its_file(tmp_path):
     (folder / "main.py").symlink_to("train.py")
     with tarfile.open(fileobj=io.BytesIO(shipping.program_archive(str(folder)))) as tar:
         assert tar.extractfile("main.py").read() == b"print('hi')\n"
+
+
+@pytest.mark.parametrize("target", ["indexed-job", "jobset", "jaxjob"])
+def test_a_shipping_render_is_valid_for_every_supported_kubernetes(tmp_path, target):
+    from tests.support.manifests import KUBERNETES_VERSIONS, validation_problems
+    for version in KUBERNETES_VERSIONS:
+        values = {"name": "s-valid", "target": target, "kube_version": version, "image": {"source": "stock"},
+                  "program": {"command": ["python", "allreduce.py"], "dir": str(SEED)}}
+        docs = jaxgen_documents(write_values(tmp_path, f"s-{version}", values))
+        assert "ConfigMap" in [d["kind"] for d in docs]
+        for doc in docs:
+            assert validation_problems(doc, version) == [], (version, doc["kind"])
