@@ -10,7 +10,7 @@
 # firewall controller it never set up, which holds no iptables or ipset handle).
 #
 # Usage: scripts/cluster/network-policy.sh check | start STATE_DIR | stop STATE_DIR
-#   check  fails when this host cannot run it (no ipset) or its chains are already there
+#   check  fails when this host cannot run it (no ipset, no br_netfilter) or its chains are already there
 #   start  starts it with STATE_DIR/kube-router.kubeconfig (up.sh makes it, with its RBAC), logs to
 #          STATE_DIR/logs/kube-router.log, pid in STATE_DIR/pids/kube-router.pid; returns once its
 #          chains are in the filter table
@@ -33,6 +33,10 @@ check() {
   for tool in ipset iptables-save iptables-restore; do
     command -v "$tool" >/dev/null || die "$tool is required to enforce NetworkPolicy (scripts/setup.sh node installs it)"
   done
+  # Pods of one node talk through its bridge: iptables sees that traffic only with br_netfilter on.
+  [ "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null)" = 1 ] ||
+    die "net.bridge.bridge-nf-call-iptables is not 1 (module br_netfilter): iptables would not see the traffic" \
+      "between the pods of one node"
   [ -z "$(ours)" ] || die "kube-router's chains are already in this host's filter table (another cluster's enforcer?):" \
     "stop it with scripts/cluster/down.sh"
 }
