@@ -17,7 +17,7 @@ import click
 from .engines.kubernetes.policy import DNS_LABEL_MAX
 from .errors import Unreachable, UserError, printable
 from .options import Integer, NonEmptyPath
-from .runs import DEFAULT_OUTPUTS
+from .runstore.runs import DEFAULT_OUTPUTS
 
 EXIT_INVALID, EXIT_UNREACHABLE = 2, 3
 DNS_LABEL = re.compile(rf"^[a-z0-9]([-a-z0-9]{{0,{DNS_LABEL_MAX - 2}}}[a-z0-9])?$")  # every job name, a namespace
@@ -49,28 +49,6 @@ def _where(command):
     return command
 
 
-class LocalJobs:
-    """The runs of `jaxgen run` under an outputs folder, as engines.base.Jobs."""
-
-    def __init__(self, outputs_dir: Path):
-        self.outputs_dir = outputs_dir
-
-    def status(self, name: str):
-        from . import local_jobs
-
-        return local_jobs.status(name, self.outputs_dir)
-
-    def jobs(self):
-        from . import local_jobs
-
-        return local_jobs.jobs(self.outputs_dir)
-
-    def logs(self, name: str, rank: int, follow: bool, echo) -> int:
-        from . import local_jobs
-
-        return local_jobs.logs(name, Path(self.outputs_dir), rank, follow, echo)
-
-
 def jobs_where(context, namespace, slurm, local, outputs_dir):
     """The jobs the options name (engines.base.Jobs): a Kubernetes cluster by default, SLURM, or this
     machine's runs."""
@@ -79,6 +57,8 @@ def jobs_where(context, namespace, slurm, local, outputs_dir):
     if slurm and local:
         raise UserError("--slurm and --local: choose one")
     if local:
+        from .runstore.local import LocalJobs
+
         return LocalJobs(outputs_dir)
     return engines.ENGINES["slurm" if slurm else "kubernetes"].jobs_at(context, namespace)
 

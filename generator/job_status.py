@@ -1,5 +1,5 @@
 """What `jaxgen status` and `jaxgen list` show of a job, whatever runs it: one JobStatus, filled by an
-engine (generator/engines/*/jobs.py, generator/local_jobs.py) from what the target already has, and
+engine (generator/engines/*/jobs.py, generator/runstore/local.py) from what the target already has, and
 printed as text or JSON. The training figures come from one of three places, read here: the
 trainer's Prometheus series (trainer/monitoring.py), its metrics.jsonl records (trainer/metrics.py)
 or a TrainJob's status.trainerStatus (trainer/trainjob_status.py)."""

@@ -11,9 +11,10 @@ import click
 
 from trainer.extras import missing
 
-from . import confined, yaml_text
+from . import yaml_text
 from .errors import UserError, excerpt, printable
 from .options import NonEmptyPath
+from .runstore import confined
 
 
 # The fields each plotted record must carry as numbers (the trainer's metrics.jsonl writes them).

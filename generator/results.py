@@ -1,6 +1,6 @@
 """`jaxgen results DIR`: the result of a finished run, from its outputs directory (trainer/outputs.py):
 the summary lines, and curves.png drawn from its metrics; for a job's folder of runs
-(generator/runs.py), their history first. `jaxgen run` and scripts/run.sh end with it."""
+(generator/runstore/runs.py), their history first. `jaxgen run` and scripts/run.sh end with it."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import click
 from trainer import outputs
 from trainer.extras import missing
 
-from . import bucket, runs
+from . import bucket
 from .errors import UserError, printable
 from .options import Integer, NonEmptyPath
 from .plot import number_text, curves, draw, read_metrics, read_records
+from .runstore import runs
 
 NOT_FINISHED = 1  # the directory holds no summary: the run did not finish (or is still running)
 
@@ -25,7 +26,7 @@ def _is_run(path: Path) -> bool:
 
 
 def find_run(path: Path) -> Path:
-    """`path` itself when it is a run's outputs directory or a job's folder of runs (generator/runs.py),
+    """`path` itself when it is a run's outputs directory or a job's folder of runs (generator/runstore/runs.py),
     else the one of them inside it."""
     if not path.is_dir():
         raise UserError(f"{path}: " + ("not a directory" if path.exists() else "no such directory"))

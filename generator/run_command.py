@@ -12,7 +12,7 @@ from trainer.extras import missing
 
 from .errors import UserError
 from .options import NonEmptyPath, variables_files, variables_options
-from .runs import DEFAULT_OUTPUTS
+from .runstore.runs import DEFAULT_OUTPUTS
 from .targets import LOCAL as LOCAL_TARGETS
 
 

@@ -267,7 +267,7 @@ done
 stop_logs
 
 # --- the job's results: from its bucket or its claim into BUILD_DIR/results/NAME/<run id> (as run.sh --local keeps them)
-confined() { project_python -m generator.confined "$@"; }
+confined() { project_python -m generator.runstore.confined "$@"; }
 fetch_results() {
   local manifest="$build/release/results-pod.json" dest="$build/results/$NAME" pod="$NAME-results" message
   if [ -n "${OUTPUTS_URI:-}" ]; then  # process 0 kept them in the job's bucket (outputs.uri)
@@ -292,12 +292,12 @@ fetch_results() {
   local part="$build/results/.$NAME.fetching"
   rm -rf "$part" && mkdir -p "$build/results"
   # Regular files and folders only: a link the job left in its outputs is never followed here
-  # (generator/confined.py); what was left out is named in one line.
+  # (generator/runstore/confined.py); what was left out is named in one line.
   if kube exec "$pod" -c results -- python -c "$(confined pack-script)" "/outputs/$NAME" checkpoints xla-cache \
        2>"$tmp/results.err" | confined extract "$part" --pod-log "$tmp/results.err" 2>"$tmp/extract.err"; then
     [ ! -s "$tmp/extract.err" ] || log "$(cat "$tmp/extract.err")"
     kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
-    # a run folder of its own beside the earlier runs' (DEST/<run id>, DEST/latest: generator/runs.py)
+    # a run folder of its own beside the earlier runs' (DEST/<run id>, DEST/latest: generator/runstore/runs.py)
     jaxgen keep-run "$part" "$dest" --exit-code "$1" || true
   else
     log "warning: cannot copy the results from pod $pod: $(cat "$tmp/results.err" "$tmp/extract.err" | grep -v '^dropped: ' | tail -n1)"

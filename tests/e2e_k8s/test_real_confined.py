@@ -57,7 +57,7 @@ def test_links_planted_by_a_job_change_nothing_outside_its_results(real, tmp_pat
             "hard (hard link)") in output, output[-3000:]
 
     assert snapshot(operator) == before  # the operator's file and folder are untouched
-    job = build / "results" / name  # a run folder of its own (generator/runs.py); `latest` is ours
+    job = build / "results" / name  # a run folder of its own (generator/runstore/runs.py); `latest` is ours
     [results] = [p for p in job.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")]
     kept = sorted(str(p.relative_to(results)) for p in results.rglob("*"))
     assert [p.name for p in job.rglob("*") if p.is_symlink()] in ([], ["latest"]), kept

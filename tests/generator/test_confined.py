@@ -11,8 +11,8 @@ import tarfile
 
 import pytest
 
-from generator import confined
-from generator.engines.kubernetes.local.collect import collect
+from generator.runstore import confined
+from generator.runstore.intake import collect
 from tests.support.jaxgen import jaxgen
 from tests.support.paths import REPO_ROOT
 
@@ -112,13 +112,13 @@ def test_pack_script_and_extract_command(tmp_path, outside):
     plant(job, outside)
     dest.parent.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    script = subprocess.run([sys.executable, "-m", "generator.confined", "pack-script"], env=env,
+    script = subprocess.run([sys.executable, "-m", "generator.runstore.confined", "pack-script"], env=env,
                             capture_output=True, text=True, check=True).stdout
     pod_log = tmp_path / "pod.err"
     with open(pod_log, "w") as log:
         archive = subprocess.run([sys.executable, "-c", script, str(job), "checkpoints", "xla-cache"],
                                  stdout=subprocess.PIPE, stderr=log, check=True).stdout
-    extract = subprocess.run([sys.executable, "-m", "generator.confined", "extract", str(dest), "--pod-log", str(pod_log)],
+    extract = subprocess.run([sys.executable, "-m", "generator.runstore.confined", "extract", str(dest), "--pod-log", str(pod_log)],
                              input=archive, env=env, capture_output=True, check=True)
     assert extract.stderr.decode() == ("not copied (only regular files and folders are): curves.png (symlink), "
                                        "escape (symlink), hard (hard link), pipe (not a regular file), "
@@ -129,7 +129,7 @@ def test_pack_script_and_extract_command(tmp_path, outside):
     packed = subprocess.run([sys.executable, "-c", script, str(tmp_path / "outputs" / "linked")], capture_output=True)
     assert packed.returncode == 1 and packed.stdout == b"" and b"linked: not a folder" in packed.stderr
     fresh = dest.with_name("fresh")
-    bad = subprocess.run([sys.executable, "-m", "generator.confined", "extract", str(fresh)], input=b"not a tar",
+    bad = subprocess.run([sys.executable, "-m", "generator.runstore.confined", "extract", str(fresh)], input=b"not a tar",
                          env=env, capture_output=True)
     assert bad.returncode == 1 and bad.stderr.decode().startswith(f"error: {fresh}: cannot unpack the results:")
 

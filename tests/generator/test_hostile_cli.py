@@ -332,7 +332,7 @@ def test_what_a_results_copy_left_out_is_named_escaped(tmp_path):
         tar.addfile(member)
     log = tmp_path / "pod.err"
     log.write_text(f"dropped: model{ESCAPES} (symlink)\n")
-    extract = subprocess.run([sys.executable, "-m", "generator.confined", "extract", str(tmp_path / "dest"),
+    extract = subprocess.run([sys.executable, "-m", "generator.runstore.confined", "extract", str(tmp_path / "dest"),
                               "--pod-log", str(log)], input=buffer.getvalue(), capture_output=True, timeout=60,
                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert extract.returncode == 0, extract.stderr
@@ -380,7 +380,7 @@ def test_every_reader_of_a_run_s_metrics_streams_them_in_bounded_memory(huge_met
 
 
 def test_a_clock_stepped_back_between_two_runs_never_shows_the_older_as_the_job_s_state(tmp_path, monkeypatch):
-    from generator import runs
+    from generator.runstore import runs
 
     kept = []
     for now, status, code in ((2_000_000_000.0, "finished", 0), (1_900_000_000.0, "failed", 3)):  # then 27 h back
@@ -435,7 +435,7 @@ def test_the_pod_s_list_of_what_it_left_out_is_read_in_bounded_memory(tmp_path):
         for n in range(200_000):
             f.write(f"dropped: link-{n} (symlink)\n")
         f.write("dropped: last (symlink)")  # the log's end, without its newline
-    extract = subprocess.run(["prlimit", f"--as={1 << 30}", sys.executable, "-m", "generator.confined", "extract",
+    extract = subprocess.run(["prlimit", f"--as={1 << 30}", sys.executable, "-m", "generator.runstore.confined", "extract",
                               str(tmp_path / "dest"), "--pod-log", str(log)], input=b"\0" * 10240, capture_output=True,
                              timeout=120, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     said = extract.stderr.decode()
@@ -456,16 +456,17 @@ def test_an_error_naming_a_job_s_file_prints_it_escaped(tmp_path):
 def test_a_clock_stepped_back_during_a_local_run_never_makes_its_wall_time_negative(tmp_path, monkeypatch):
     import time
 
-    from generator import runs
     from generator.engines.kubernetes.local import collect
     from generator.engines.kubernetes.local.plan import LocalJob, ProcessPlan
+    from generator.runstore import intake, runs
 
-    plan = ProcessPlan(0, "job-0", ["python", "--checkpoint-dir", str(tmp_path / "claims"), "--run-name", "job"], {})
+    plan = ProcessPlan(0, "job-0", ["python"], {})
     started = time.time()
-    record = collect.RunRecord(tmp_path / "outputs" / "job", runs.new_run_id(started), started)
+    record = intake.RunRecord(tmp_path / "outputs" / "job", runs.new_run_id(started), started)
     record.folder.mkdir(parents=True)
-    monkeypatch.setattr(collect.time, "time", lambda: started - 3600)  # the clock steps back an hour
-    collect.finish(LocalJob([plan], tmp_path / "scratch"), "job", record, 1, lambda line: None)
+    monkeypatch.setattr(intake.time, "time", lambda: started - 3600)  # the clock steps back an hour
+    job = LocalJob([plan], tmp_path / "scratch", outputs_dir=tmp_path / "claims" / "job")
+    collect.finish(job, "job", record, 1, lambda line: None)
     monkeypatch.undo()
     assert 0.0 <= runs.read_record(record.path)["wall_seconds"] < 60
 
@@ -474,7 +475,7 @@ def test_the_pod_side_copy_names_what_it_left_out_one_line_each_as_printable_sho
     import subprocess
     import sys
 
-    from generator import confined
+    from generator.runstore import confined
     from generator.errors import printable
     from tests.support.paths import REPO_ROOT
 
@@ -486,7 +487,7 @@ def test_the_pod_side_copy_names_what_it_left_out_one_line_each_as_printable_sho
         archive = subprocess.run([sys.executable, "-c", confined.PACK, str(tmp_path / "outputs" / "job")],
                                  stdout=subprocess.PIPE, stderr=err, check=True, timeout=60).stdout
     assert log.read_text() == f"{confined.DROPPED}{printable(name)} (symlink)\n"
-    extract = subprocess.run([sys.executable, "-m", "generator.confined", "extract", str(tmp_path / "dest"),
+    extract = subprocess.run([sys.executable, "-m", "generator.runstore.confined", "extract", str(tmp_path / "dest"),
                               "--pod-log", str(log)], input=archive, capture_output=True, timeout=60,
                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     said = extract.stderr.decode()

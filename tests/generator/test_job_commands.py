@@ -167,7 +167,7 @@ def test_a_metrics_line_of_50_mb_is_skipped_in_bounded_memory(tmp_path):
     skipped in pieces, never held whole, and the records around it still count."""
     import tracemalloc
 
-    from generator import local_jobs
+    from generator.runstore import local as local_jobs
     from trainer.results import read_records
 
     run = tmp_path / "huge"

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from generator import runs
-from generator.engines.kubernetes.local.collect import RunRecord, finish
+from generator.engines.kubernetes.local.collect import finish
 from generator.engines.kubernetes.local.plan import LocalJob, ProcessPlan
+from generator.runstore import runs
+from generator.runstore.intake import RunRecord
 from tests.support.paths import REPO_ROOT
 from trainer import outputs
 
@@ -29,12 +30,12 @@ def finished_run(tmp_path: Path) -> list[str]:
     (source / outputs.MODEL).mkdir(parents=True)
     (source / outputs.MODEL / outputs.MODEL_FILE).write_bytes(b"")
     (source / outputs.SUMMARY).write_text(json.dumps({"test_accuracy": 0.98, "epochs": 1, "steps": 2}))
-    plan = ProcessPlan(0, "job-0", ["python", "--checkpoint-dir", str(tmp_path / "claims"), "--run-name", "job"], {})
+    plan = ProcessPlan(0, "job-0", ["python"], {})
     started = time.time() - 60
     record = RunRecord(tmp_path / "outputs" / "job", runs.new_run_id(started), started)
     record.folder.mkdir(parents=True)
     said = []
-    finish(LocalJob([plan], tmp_path / "scratch"), "job", record, 0, said.append)
+    finish(LocalJob([plan], tmp_path / "scratch", outputs_dir=source), "job", record, 0, said.append)
     return said
 
 

@@ -10,7 +10,7 @@ import pytest
 from tests.support.procs import small_train_args, start, trainer_argv, wait_all
 from tests.support.s3 import CREDENTIALS
 from tests.trainer.test_bucket import BUCKET, PREFIX, RUN, bucket_args, one_line_error, server  # noqa: F401
-from generator import runs
+from generator.runstore import runs
 from trainer import exit_codes, ownership
 from trainer.errors import CheckpointError
 
@@ -62,14 +62,14 @@ def test_a_stopped_local_bucket_run_says_it_resumes_from_the_bucket(tmp_path, pe
     import signal
     import time
 
-    from generator.engines.kubernetes.local.collect import RunRecord, finish
+    from generator.engines.kubernetes.local.collect import finish
     from generator.engines.kubernetes.local.plan import LocalJob, ProcessPlan
+    from generator.runstore.intake import RunRecord
 
     volume = tmp_path / ("claims" if persistent else "scratch/rank-0") / "checkpoints"
-    argv = ["python", "-m", "trainer", "train", "--checkpoint-dir", str(volume), "--run-name", "mnist",
-            "--outputs-uri", f"s3://{BUCKET}/{PREFIX}/"]
-    job = LocalJob([ProcessPlan(0, "mnist-0", argv, {})], tmp_path / "scratch",
-                   pod_dirs=[] if persistent else [volume])
+    job = LocalJob([ProcessPlan(0, "mnist-0", ["python", "-m", "trainer", "train"], {})], tmp_path / "scratch",
+                   pod_dirs=[] if persistent else [volume], outputs_dir=volume / "mnist",
+                   outputs_uri=f"s3://{BUCKET}/{PREFIX}/mnist")
     (volume / "mnist").mkdir(parents=True)
     record = RunRecord(tmp_path / "outputs" / "mnist", "20260101T000000.000Z-0000", time.time() - 5)
     record.folder.mkdir(parents=True)
@@ -86,10 +86,9 @@ def test_restarted_local_processes_of_a_bucket_job_resume_from_the_bucket(tmp_pa
     from generator.engines.kubernetes.policy import CHECKPOINTS_VOLUME
 
     volume = tmp_path / "scratch" / "rank-0" / "checkpoints"
-    argv = ["python", "-m", "trainer", "train", "--checkpoint-dir", str(volume), "--run-name", "mnist",
-            "--outputs-uri", f"s3://{BUCKET}/{PREFIX}"]
-    job = LocalJob([ProcessPlan(0, "mnist-0", argv, {})], tmp_path / "scratch", pod_dirs=[volume],
-                   volume_dirs={CHECKPOINTS_VOLUME: {0: volume}})
+    job = LocalJob([ProcessPlan(0, "mnist-0", ["python", "-m", "trainer", "train"], {})], tmp_path / "scratch",
+                   pod_dirs=[volume], volume_dirs={CHECKPOINTS_VOLUME: {0: volume}}, outputs_dir=volume / "mnist",
+                   outputs_uri=f"s3://{BUCKET}/{PREFIX}/mnist")
     said: list[str] = []
     Runner(job, 0, None, echo=said.append)._new_pods()
     assert said == [f"[jaxgen] the {CHECKPOINTS_VOLUME} volume is a scratch folder of each process, new with each "

@@ -63,7 +63,7 @@ def test_every_model_trains_resumes_and_exports_locally(tmp_path, name, strategy
     out = proc.output
     assert re.search(r"\[mnist-cpu-0\] Rank 0: resuming from the checkpoint of step 8\b", out), out[-4000:]
     assert "all 2 processes completed" in out
-    results = tmp_path / "outputs" / "mnist-cpu" / "latest"  # the newest finished run (generator/runs.py)
+    results = tmp_path / "outputs" / "mnist-cpu" / "latest"  # the newest finished run (generator/runstore/runs.py)
     summary = json.loads((results / "summary.json").read_text())
     assert summary["steps"] == 16 and summary["resumed_from"] == [8]
     assert summary["config"]["model"] == name and summary["config"]["strategy"] == strategy

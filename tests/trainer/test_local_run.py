@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from generator import runs
+from generator.runstore import runs
 from generator.engines.kubernetes.local.plan import local_values, plan_job
 from generator.targets import restart_budget
 from generator.engines.kubernetes import render_documents

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from generator import runs
+from generator.runstore import runs
 from generator.engines.kubernetes.local.supervise import LINE_BYTES
 from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
 from tests.support.procs import kill, start, wait_all, wait_for_text

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from generator import runs
+from generator.runstore import runs
 from tests.support.paths import EXAMPLES_DIR, MNIST_DIR
 from tests.support.procs import kill, start, wait_all, wait_for_text
 from trainer import exit_codes

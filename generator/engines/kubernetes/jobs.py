@@ -21,6 +21,7 @@ from . import kueue
 from ...errors import UserError
 from ...job_status import FAILED, PENDING, QUEUED, RUNNING, STOPPED, SUCCEEDED, JobStatus
 from .kubectl import ClusterError, Kubectl, NotFound
+from .outputs import NOT_RECORDED, recorded
 from .policy import (INSTANCE_LABEL, METRICS_PORT_NAME, NODE_LOST_EFFECT, NODE_LOST_TAINTS, OUT_OF_SERVICE_TAINT,
                      PROJECT_SELECTOR)
 
@@ -190,23 +191,19 @@ class _Job:
         return node
 
     def results(self) -> str:
-        """Where the outputs are: the trainer's bucket (--outputs-uri/--run-name), else its
-        --checkpoint-dir/--run-name, on the volume mounted there."""
-        spec = self.pod_spec()
+        """Where the outputs are, as the job object records it (outputs.py), never the container's args: the
+        bucket's copy, else the directory on the volume of process 0's container mounted there."""
+        found = recorded(self.obj)
+        if found is None:
+            return NOT_RECORDED
+        if found.uri:
+            return f"{found.uri} (jaxgen results {found.uri} fetches it)"
+        spec, where = self.pod_spec(), found.directory
         container = next((c for c in spec.get("containers") or [] if c.get("name") == self.workload.container), None)
-        if not container:
-            return ""
-        args = container.get("args") or []
-        flag = lambda name: args[args.index(name) + 1] if name in args[:-1] else None  # noqa: E731
-        directory, run_name, uri = flag("--checkpoint-dir"), flag("--run-name"), flag("--outputs-uri")
-        if uri:
-            where = f"{uri.rstrip('/')}/{run_name}" if run_name else uri
-            return f"{where} (jaxgen results {where} fetches it)"
-        if not directory:
-            return ""
-        where = f"{directory}/{run_name}" if run_name else directory
+        if container is None:  # no pod yet of a kind whose object holds no pod spec (TrainJob): no volume known
+            return where
         mounts = sorted((m for m in container.get("volumeMounts") or []
-                         if directory == m["mountPath"] or directory.startswith(m["mountPath"].rstrip("/") + "/")),
+                         if where == m["mountPath"] or where.startswith(m["mountPath"].rstrip("/") + "/")),
                         key=lambda m: len(m["mountPath"]))
         volumes = {v["name"]: v for v in spec.get("volumes") or []}
         volume = volumes.get(mounts[-1]["name"], {}) if mounts else {}

@@ -13,8 +13,9 @@ Volumes live as long as on a cluster: an emptyDir is per pod and emptied when th
 a restart with the default checkpoint volume starts over, as it would in a cluster); a
 PersistentVolumeClaim is a directory under the outputs folder that outlives the run (a rerun
 resumes from it). At the end, the job's outputs (model, metrics, summary) are collected from
-process 0's checkpoint volume into <outputs>/<name>/, as scripts/run.sh fetches them from a
-cluster, and their summary is printed (`jaxgen results`).
+where the rendered job object records them (its outputs annotations) on process 0's volume into a run
+of <outputs>/<name>/ (generator/runstore/), as scripts/run.sh fetches them from a cluster, and their
+summary is printed (`jaxgen results`).
 
 plan.py makes the processes of the pod spec, supervise.py runs and restarts them, signals.py stops
 them, collect.py keeps their results, run.py puts these together.

@@ -1,14 +1,11 @@
-"""The end of a local run: what process 0 wrote is copied into a run folder of its own
-(<outputs>/<name>/<run id>, generator/runs.py), as scripts/run.sh fetches it from a cluster, and its
-result is printed (`jaxgen results`), or why there is none."""
+"""The end of a local run: what process 0 wrote is kept in a run folder of its own (generator/runstore/
+intake.py), as scripts/run.sh fetches it from a cluster, and its result is printed (`jaxgen results`), or
+why there is none."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer import outputs
@@ -16,8 +13,8 @@ from trainer.config import fields_named, flag
 from trainer.exit_codes import describe_exit
 from trainer.extras import runnable
 
-from .... import confined, runs
-from ....errors import UserError
+from ....runstore import confined, runs
+from ....runstore.intake import RunRecord, finished_before
 from .plan import LocalJob, last_flag_value
 
 LR_SCHEDULE = fields_named("lr_schedule")[0]
@@ -38,43 +35,6 @@ def resumes_from(job: LocalJob, source: Path | None) -> str | None:
     return str(source / outputs.CHECKPOINTS)
 
 
-def _written_since(source: Path, since: float) -> bool:
-    """Whether anything in the outputs directory (not its checkpoints) was written since `since`."""
-    for path in source.rglob("*"):
-        if outputs.CHECKPOINTS in path.relative_to(source).parts[:1]:
-            continue
-        try:
-            if path.lstat().st_mtime >= since:
-                return True
-        except OSError:
-            pass
-    return False
-
-
-def collect(source: Path | None, staging: Path, since: float) -> tuple[bool, list[str]]:
-    """Copy what this run wrote into the new folder `staging` (not the checkpoints or the compilation
-    cache, nor a summary an earlier run left in a persistent volume): regular files and folders only,
-    a link is never followed (generator/confined.py). Returns whether this run's summary is there, and
-    what was left out (links, devices…) by relative path."""
-    if source is None or not source.is_dir() or not _written_since(source, since):
-        staging.mkdir(parents=True)
-        return False, []  # refused or stopped before it wrote anything: nothing here is this run's
-    stale = [outputs.SUMMARY] if (source / outputs.SUMMARY).exists() and \
-        (source / outputs.SUMMARY).stat().st_mtime < since else []
-    dropped = confined.copy_tree(source, staging, skip=(outputs.CHECKPOINTS, outputs.XLA_CACHE, *stale))
-    return (staging / outputs.SUMMARY).exists(), dropped
-
-
-def finished_before(source: Path | None, since: float) -> bool:
-    """Whether a run that ended well trained nothing because its job had already finished: the summary
-    and the metrics in its outputs (a claim's) are an earlier run's, untouched since this run began."""
-    try:
-        return source is not None and all((source / f).stat().st_mtime < since
-                                          for f in (outputs.SUMMARY, outputs.METRICS))
-    except OSError:
-        return False
-
-
 def _again(job: LocalJob) -> str:
     """How to train the finished job again, as `jaxgen run` sets it (trainer/outputs.py again)."""
     schedule = last_flag_value(job.plans[0].argv, flag(LR_SCHEDULE)) if job.plans else None
@@ -84,25 +44,6 @@ def _again(job: LocalJob) -> str:
 def status_of(code: int) -> str:
     return "finished" if code == 0 else "stopped" if code - 128 in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) \
         else "failed"
-
-
-@dataclass
-class RunRecord:
-    """One run of a job kept in <outputs>/<name>/<run_id>/ (generator/runs.py)."""
-
-    folder: Path  # <outputs>/<name>
-    run_id: str
-    started: float  # time.time()
-    clock: float = field(default_factory=time.monotonic)  # the same moment, for the run's wall time
-
-    @property
-    def path(self) -> Path:
-        return self.folder / self.run_id
-
-    @property
-    def log_dir(self) -> Path:
-        """Where its processes' logs are written while it runs (runs.live_logs), moved into it at its end."""
-        return runs.live_logs(self.folder, self.run_id)
 
 
 def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -> None:
@@ -120,25 +61,12 @@ def finish(job: LocalJob, name: str, record: RunRecord | None, code: int, say) -
             + (f" (the newest: {earlier})" if earlier else "") + "; no new run is recorded. " + _again(job))
         shutil.rmtree(record.log_dir, ignore_errors=True)
         return
-    staging = record.folder / f".{record.run_id}.collecting"
-    try:
-        summarised, dropped = collect(source, staging, record.started)
-        if record.log_dir.is_dir():  # its processes' logs, every attempt's, a failed run's too
-            os.rename(record.log_dir, staging / runs.LOGS)
-        finished = summarised and code == 0
-        ended = time.time()  # a record's date; the wall time is measured on the monotonic clock
-        runs.write_record(staging, {"run_id": record.run_id, "name": name, "status": status_of(code),
-                                    "exit_code": code, "started": round(record.started, 3),
-                                    "ended": round(ended, 3),
-                                    "wall_seconds": round(time.monotonic() - record.clock, 1),
-                                    # where a rerun resumes from: the bucket's or a claim's checkpoints (an
-                                    # emptyDir's are gone)
-                                    "checkpoints": resumable})
-        os.rename(staging, record.path)
-    except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise UserError(f"--outputs {record.folder.parent}: cannot keep the run's results: "
-                        f"{error.strerror or error}") from None
+    summarised, dropped = record.keep(source, name, status_of(code), code,
+                                      # where process 0 wrote its outputs, and where a rerun resumes from: the
+                                      # bucket's or a claim's checkpoints (an emptyDir's are gone)
+                                      outputs=str(source) if source else None, outputs_uri=job.outputs_uri or None,
+                                      checkpoints=resumable)
+    finished = summarised and code == 0
     earlier = runs.latest(record.folder)
     if finished:
         runs.set_latest(record.folder, record.run_id)

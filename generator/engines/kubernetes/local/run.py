@@ -1,6 +1,6 @@
 """`jaxgen run`'s work on the Kubernetes engine: the job rendered as for the cluster, its pods run as
 local processes (plan.py) under supervision (supervise.py), stop signals trapped (signals.py), and the
-results kept in a run folder of their own (collect.py)."""
+results kept in a run folder of their own (collect.py, through generator/runstore/)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from pathlib import Path
 
 from trainer import contract
 
-from .... import runs
 from ....errors import UserError
+from ....runstore import runs
+from ....runstore.intake import RunRecord
 from ....targets import restart_budget
 from ..render import render_documents
-from .collect import RunRecord, finish, outputs_of
+from .collect import finish, outputs_of
 from .plan import local_values, plan_job
 from .signals import Stopped, trap_stop_signals
 from .supervise import Runner

@@ -22,7 +22,7 @@ from trainer.fencing import ATTEMPT_ENV
 from trainer.supervisor import die_with_parent
 
 from ....errors import UserError
-from ....runs import log_name
+from ....runstore.runs import log_name
 from ..policy import CHECKPOINTS_VOLUME
 from .collect import outputs_of, resumes_from
 from .plan import LocalJob, engine_env, free_ports

@@ -6,9 +6,9 @@ names what it dropped in one line; a write replaces whatever stands at its path 
 replaced, never written through). Both read and create every entry relative to an open folder
 (dir_fd, O_NOFOLLOW), so nothing is resolved through a link on the way.
 
-For a copy out of a claim, scripts/run.sh runs PACK (`python -m generator.confined pack-script`)
+For a copy out of a claim, scripts/run.sh runs PACK (`python -m generator.runstore.confined pack-script`)
 in a pod that mounts it: a tar stream of the regular files (not hard linked) and folders of the
-job's outputs, naming the rest on stderr; `python -m generator.confined extract DEST --pod-log LOG`
+job's outputs, naming the rest on stderr; `python -m generator.runstore.confined extract DEST --pod-log LOG`
 unpacks it into the new folder DEST the same way and prints one line naming everything left out.
 """
 
@@ -25,7 +25,7 @@ from typing import BinaryIO, Collection
 
 from trainer import outputs
 
-from .errors import printable
+from ..errors import printable
 
 NOFOLLOW = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW
@@ -237,7 +237,7 @@ def main(argv: list[str]) -> int:
         print(PACK)
         return 0
     if len(argv) not in (2, 4) or argv[0] != "extract" or argv[2:3] not in ([], ["--pod-log"]):
-        print("usage: python -m generator.confined pack-script | extract DEST [--pod-log LOG]  (a tar stream on stdin)",
+        print("usage: python -m generator.runstore.confined pack-script | extract DEST [--pod-log LOG]  (a tar stream on stdin)",
               file=sys.stderr)
         return 2
     try:

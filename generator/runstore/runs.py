@@ -27,7 +27,7 @@ from pathlib import Path
 
 from trainer import outputs
 
-from .errors import UserError
+from ..errors import UserError
 
 DEFAULT_OUTPUTS = "jax-training-outputs"  # where `jaxgen run` keeps results, and status --local reads them
 

@@ -3,7 +3,7 @@
 A run's outputs directory (trainer/outputs.py: run.json, metrics.jsonl, checkpoints/, summary.json)
 is found anywhere under the folder: the results `jaxgen run` collects at the end, and a claim's
 directory (persistence.enabled) that a running job writes now. The newest one of a name is the run.
-A job folder of `jaxgen run` (generator/runs.py) says more: while its lock is held the run is the
+A job folder of `jaxgen run` (runs.py) says more: while its lock is held the run is the
 outputs its process 0 writes now (a scratch emptyDir too), else its newest kept run, failed or not."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from pathlib import Path
 from trainer import exit_codes, outputs
 from trainer.results import iter_records
 
-from . import job_status, runs
-from .errors import UserError
-from .job_status import FAILED, RUNNING, STOPPED, SUCCEEDED, JobStatus
+from .. import job_status
+from ..errors import UserError
+from ..job_status import FAILED, RUNNING, STOPPED, SUCCEEDED, JobStatus
+from . import runs
 
 MAX_DEPTH = 4  # <outputs>/<name>, <outputs>/claims/<claim>/<name>, and one more level of run ids
 
@@ -108,6 +109,22 @@ def jobs(folder: Path) -> list[JobStatus]:
     now = time.time()
     return sorted((_status(name, d, now, live) for name, (d, live) in _runs(folder).items()),
                   key=lambda s: -(s.age_seconds or 0))
+
+
+class LocalJobs:
+    """The runs of `jaxgen run` under an outputs folder, as engines.base.Jobs."""
+
+    def __init__(self, outputs_dir: Path):
+        self.outputs_dir = Path(outputs_dir)
+
+    def status(self, name: str) -> JobStatus:
+        return status(name, self.outputs_dir)
+
+    def jobs(self) -> list[JobStatus]:
+        return jobs(self.outputs_dir)
+
+    def logs(self, name: str, rank: int, follow: bool, echo) -> int:
+        return logs(name, self.outputs_dir, rank, follow, echo)
 
 
 READ_BYTES = 64 * 1024  # one read of a log
