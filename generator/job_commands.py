@@ -60,7 +60,8 @@ def jobs_where(context, namespace, slurm, local, outputs_dir):
         from .runstore.local import LocalJobs
 
         return LocalJobs(outputs_dir)
-    return engines.ENGINES["slurm" if slurm else "kubernetes"].jobs_at(context, namespace)
+    engine = engines.selected(slurm=slurm)
+    return engine.jobs_at(engines.options(engine, context=context, namespace=namespace))
 
 
 def _check_name(name: str) -> str:

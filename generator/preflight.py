@@ -35,7 +35,7 @@ def check_command(file, extra_files, sets, set_strings, set_jsons, target, kubec
     Each problem is one line saying what to install or set. Exit 0: all there; 2: something is
     missing or the variables are invalid; 3: the cluster cannot be asked (the offline checks ran:
     the values, their rules and the image)."""
-    from .engines import engine_of
+    from .engines import engine_of, options
     from .errors import Unreachable
     from .images import unpublished
     from .values import defaults, load_values
@@ -45,7 +45,8 @@ def check_command(file, extra_files, sets, set_strings, set_jsons, target, kubec
         values["namespace"] = namespace
     offline = ["values", "rules"]  # load_values checked the schema and the rules: no cluster needed
     try:
-        passed, failed, warned, where = engine_of(values).check(values, kubeconfig, context)
+        engine = engine_of(values)
+        passed, failed, warned, where = engine.check(values, options(engine, kubeconfig=kubeconfig, context=context))
         unreachable = ""
     except Unreachable as error:
         passed, failed, warned, where = list(offline), [], getattr(error, "warned", []), ""

@@ -5,7 +5,7 @@ functions) and the dispatcher (engines/__init__.py) picks it; the commands impor
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from ..job_status import JobStatus
 
@@ -24,7 +24,11 @@ class Jobs(Protocol):
 
 @runtime_checkable
 class Engine(Protocol):
-    """One engine family: renders the variables of its targets, holds their rules, and reaches their jobs."""
+    """One engine family: renders the variables of its targets, holds their rules, and reaches their jobs
+    where its own options (its Options: a Kubernetes cluster's kubeconfig, context and namespace; none
+    for SLURM) point."""
+
+    Options: Callable[..., Any]  # a dataclass of this engine's options (engines.options builds one)
 
     def render_text(self, values: dict) -> str:
         """The render as one text (YAML documents, or the sbatch script)."""
@@ -44,12 +48,11 @@ class Engine(Protocol):
     def release_files(self, values: dict) -> dict[str, str]:
         """What scripts/prepare.sh keeps beside the render, in release/ (`jaxgen render --release`)."""
 
-    def check(self, values: dict, kubeconfig: str | None,
-              context: str | None) -> tuple[list[str], list[str], list[str], str]:
+    def check(self, values: dict, options) -> tuple[list[str], list[str], list[str], str]:
         """`jaxgen check`: (what is there, what is missing as one line each, what may go wrong as one
         line each, where it asked)."""
 
-    def jobs_at(self, context: str | None, namespace: str | None) -> Jobs:
+    def jobs_at(self, options) -> Jobs:
         """The jobs of this engine where the options point."""
 
     def run_local(self, values: dict, kept: Path | None, work_dir: str | None, keep: bool) -> int:

@@ -130,7 +130,7 @@ def test_every_engine_offers_the_whole_interface():
                        "run_local"):
             wanted = list(inspect.signature(getattr(Engine, member)).parameters)[1:]  # less self
             assert list(inspect.signature(getattr(engine, member)).parameters)[:len(wanted)] == wanted, (name, member)
-    assert isinstance(engines.ENGINES["slurm"].jobs_at(None, None), Jobs)
+    assert isinstance(engines.ENGINES["slurm"].jobs_at(engines.ENGINES["slurm"].Options()), Jobs)
 
 
 def test_an_engine_imports_no_other_engine_and_not_the_dispatcher():

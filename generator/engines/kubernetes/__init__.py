@@ -5,23 +5,33 @@ runner of its pod spec (local/)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from .checks import errors, warnings
 from .release import release_files
 from .render import PodContext, files, render_documents, render_text, stream
 
-__all__ = ["PodContext", "check", "errors", "files", "jobs_at", "release_files", "render_documents", "render_text",
-           "run_local", "stream", "warnings"]
+__all__ = ["Options", "PodContext", "check", "errors", "files", "jobs_at", "release_files", "render_documents",
+           "render_text", "run_local", "stream", "warnings"]
 
 
-def check(values: dict, kubeconfig: str | None, context: str | None) -> tuple[list[str], list[str], list[str], str]:
+@dataclass(frozen=True)
+class Options:
+    """Where the cluster is, as kubectl takes it (None: kubectl's own choice: $KUBECONFIG, the current
+    context, the context's namespace)."""
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str | None = None
+
+
+def check(values: dict, options: Options) -> tuple[list[str], list[str], list[str], str]:
     from .kubectl import ClusterError, Forbidden, Kubectl
     from .preflight import check as ask
     from .preflight import offline_warnings
 
     try:
-        kube = Kubectl(context, values["namespace"] or None, kubeconfig)
+        kube = Kubectl(options.context, values["namespace"] or None, options.kubeconfig)
         if problem := kube.config_problem():
             raise ClusterError(problem)
         try:
@@ -36,10 +46,10 @@ def check(values: dict, kubeconfig: str | None, context: str | None) -> tuple[li
     return passed, failed, warned, f"namespace {kube.namespace}"
 
 
-def jobs_at(context: str | None, namespace: str | None):
+def jobs_at(options: Options):
     from .jobs import ClusterJobs
 
-    return ClusterJobs(context, namespace)
+    return ClusterJobs(options.context, options.namespace)
 
 
 def run_local(values: dict, kept: Path | None, work_dir: str | None, keep: bool) -> int:

@@ -3,6 +3,7 @@ its values, and the jobs squeue and sacct know."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import UserError
@@ -10,19 +11,25 @@ from ...output import release_record as release_files
 from .checks import slurm_errors as errors
 from .render import files, render_sbatch as render_text, stream
 
-__all__ = ["check", "errors", "files", "jobs_at", "release_files", "render_text", "run_local", "stream", "warnings"]
+__all__ = ["Options", "check", "errors", "files", "jobs_at", "release_files", "render_text", "run_local", "stream",
+           "warnings"]
 
 
 def warnings(values: dict) -> list[str]:
     return []
 
 
-def check(values: dict, kubeconfig: str | None, context: str | None) -> tuple[list[str], list[str], list[str], str]:
+@dataclass(frozen=True)
+class Options:
+    """None: squeue and sacct ask the cluster this machine is a client of."""
+
+
+def check(values: dict, options: Options) -> tuple[list[str], list[str], list[str], str]:
     raise UserError(f"target {values['target']}: jaxgen check asks a Kubernetes cluster; a SLURM script is "
                     "checked by sbatch --test-only")
 
 
-def jobs_at(context: str | None, namespace: str | None):
+def jobs_at(options: Options):
     from . import jobs
 
     return jobs
