@@ -2,9 +2,9 @@
 // only its firewall runs), from the Go module proxy, in a module of its own: it is built against the
 // Kubernetes client of its release (v0.29), far older than the control plane's. v2.1.0 is the only
 // version the proxy serves. Its reported flaw (GHSA-phqm-jgc3-qf8g: Services' externalIPs and
-// LoadBalancer IPs unchecked) is in the service proxy, which does not run here; the dependencies with
-// known fixes (golang.org/x/net, x/sys, x/oauth2, gRPC, protobuf) are raised to newer
-// releases than it requires.
+// LoadBalancer IPs unchecked) is in the service proxy, which does not run here. Its dependencies are
+// raised to current releases (go get, then go mod tidy): golang.org/x/net, x/oauth2, gRPC and
+// protobuf have had advisories fixed since the versions it requires.
 module jax-training/cluster/kube-router
 
 go 1.26.0
