@@ -1,6 +1,6 @@
 """At start the trainer checks what it got: jax and jaxlib within the tested range (trainer/versions.py),
 the platform its job was rendered for (--platform, from `accelerator`). A mismatch is one line in the
-log and in the pod's termination message, with a documented exit code."""
+log and in the pod's termination message, with a documented exit code, and `jaxgen status` shows it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from generator.engines.kubernetes import jobs
+from generator.job_status import FAILED
 from tests.support.paths import REPO_ROOT
 from tests.support.procs import small_train_args, start, wait_all
 from trainer import exit_codes, versions
@@ -76,3 +78,25 @@ def test_a_platform_the_image_cannot_run_is_one_line_and_the_termination_message
     assert errors[0].startswith("Rank 0: error: --platform gpu: no usable GPU backend (")
     assert message == error_message(exit_codes.DEVICE_COUNT, errors[0].removeprefix("Rank 0: error: "))
     assert "Traceback" not in "\n".join(lines)
+
+
+def failed_job(pod_message: str) -> jobs._Job:
+    """A failed Indexed Job whose pod's trainer container ended with `pod_message` as its termination message."""
+    workload = jobs.KINDS["Job"].workload
+    job = {"kind": "Job", "metadata": {"name": "mnist", "uid": "u1"},
+           "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "PodFailurePolicy",
+                                      "message": "Container trainer for pod default/mnist-0-x failed with exit "
+                                                 "code 2 matching FailJob rule at index 0"}]}}
+    pod = {"metadata": {"name": "mnist-0-x", "labels": {"batch.kubernetes.io/job-name": "mnist"},
+                        "ownerReferences": [{"uid": "u1"}], "creationTimestamp": "2026-01-01T00:00:00Z"},
+           "status": {"phase": "Failed", "containerStatuses": [
+               {"name": workload.container, "state": {"terminated": {"exitCode": 2, "message": pod_message}}}]}}
+    return jobs._Job(job, [pod], [])
+
+
+def test_jaxgen_status_of_a_failed_job_shows_the_trainers_line():
+    line = error_message(exit_codes.CONFIG, "this Python has jax 0.9.0; the trainer is tested with ...")
+    assert failed_job(line).phase() == (FAILED, f"pod mnist-0-x: {line}")
+    # A pod that left no error line (killed, or a result): the Job's own reason, as before.
+    assert failed_job("").phase() == (FAILED, "Container trainer for pod default/mnist-0-x failed with exit code 2 "
+                                              "matching FailJob rule at index 0")

@@ -15,6 +15,7 @@ from datetime import datetime
 from trainer.contract import METRICS_PATH
 from trainer.integers import parse_count
 from trainer.outputs import result_of_message
+from trainer.termination import error_of_message
 
 from ... import job_status, targets
 from . import kueue
@@ -147,11 +148,20 @@ class _Job:
                     return f"pod {pod['metadata']['name']} unschedulable: {condition.get('message', '')}"
         return ""
 
+    def trainer_error(self) -> str:
+        """The trainer's own line of why it failed: the newest pod's termination message that is an error."""
+        for pod in sorted(self.pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True):
+            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+                message = ((cs.get("state") or {}).get("terminated") or {}).get("message", "")
+                if cs.get("name") == self.workload.container and (line := error_of_message(message)):
+                    return f"pod {pod['metadata']['name']}: {line}"
+        return ""
+
     def phase(self) -> tuple[str, str]:
         conditions = self.conditions()
         if "Failed" in conditions:
             c = conditions["Failed"]
-            return FAILED, c.get("message") or c.get("reason", "")
+            return FAILED, self.trainer_error() or c.get("message") or c.get("reason", "")
         if self.workload.succeeded in conditions:
             return SUCCEEDED, ""
         if "Suspended" in conditions or self.suspended():
