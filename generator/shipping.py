@@ -1,6 +1,6 @@
 """What travels with a Kubernetes job in its ConfigMap, `<name>-shipped`: on a stock image
 (image.source stock) the trainer package of this checkout and the pinned packages to install where the
-image lacks them; a program folder (program.dir). A first container (data/pod-start.py) unpacks them
+image lacks them; a program folder (program.dir). A first container (pod-start.py) unpacks them
 into the pod's run folder. The archives are byte-for-byte reproducible (sorted entries, no times, no
 owners), so a render and `helm --set-file` of the same checkout and folder agree.
 
@@ -21,8 +21,8 @@ from pathlib import Path
 
 from .errors import UserError, excerpt, printable
 
-# The files the ConfigMap carries as they are (pod-start.py, sitecustomize.py, stock-requirements.txt);
-# the chart has copies (make generate).
+# The files the ConfigMap carries as they are (pod-start.py, sitecustomize.py, stock-requirements.txt):
+# links to the chart's shipped/, which the chart's templates read.
 POD_FILES = Path(__file__).resolve().parent / "data"
 TRAINER_DIR = Path(__file__).resolve().parents[1] / "trainer"
 SHIPPED_DIR = "/jax-training/shipped"  # the ConfigMap, read-only

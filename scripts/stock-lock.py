@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write generator/data/stock-requirements.txt (the chart copies it: make generate): what a stock image's pods install when the
+"""Write charts/jax-training/shipped/stock-requirements.txt (jaxgen reads it through generator/data/): what a stock image's pods install when the
 image lacks it (image.source stock), each package at its version of trainer/constraints.txt with the
 sha256 of every Linux wheel PyPI has of it (x86_64 and aarch64, CPython 3.11 to 3.14), for pip's
 --require-hashes. Run it by hand (it reads PyPI) after changing trainer/constraints.txt; a test fails
@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCK = ROOT / "generator" / "data" / "stock-requirements.txt"
+LOCK = ROOT / "charts" / "jax-training" / "shipped" / "stock-requirements.txt"
 CONSTRAINTS = ROOT / "trainer" / "constraints.txt"
 # The trainer extra's packages (pyproject.toml) and what they need, in install order; the s3 extra
 # (boto3) is left out: a stock image's job keeps its outputs on a volume.

@@ -1,5 +1,5 @@
 {{/* Code that travels with the job: its ConfigMap, the first container that unpacks it
-(files/pod-start.py), their volumes, the trainer container's PYTHONPATH and working directory (the twin
+(shipped/pod-start.py), their volumes, the trainer container's PYTHONPATH and working directory (the twin
 of generator/engines/kubernetes/shipped.py). Helm cannot read the checkout or a folder: the archives
 come as base64 through --set-file image.trainer_archive=FILE and program.archive=FILE
 (python -m generator.shipping trainer | program DIR). */}}

@@ -1,5 +1,5 @@
 """The pod's parts for code that travels with the job (generator/shipping.py): its ConfigMap, the first
-container that unpacks it (files/pod-start.py), their volumes, and the trainer container's PYTHONPATH
+container that unpacks it (shipped/pod-start.py), their volumes, and the trainer container's PYTHONPATH
 and working directory. The chart's twin is templates/_shipped.tpl."""
 
 from __future__ import annotations
