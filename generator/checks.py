@@ -26,7 +26,7 @@ from . import engines, images, rules, set_values
 from .errors import EXCERPT, excerpt
 from .paths import SCHEMA_FILE, go_clean
 from .program import OWN_PROGRAM_WARNING
-from .rules import And, Clean, Eq, Fact, Gt, In, Int, Lt, Mod, Mul, Ne, Rule, Text
+from .rules import And, Clean, Contains, Eq, Fact, Gt, In, Int, LastPart, Lt, Matches, Mod, Mul, Ne, Not, Rule, Text
 from .targets import target
 
 
@@ -167,6 +167,11 @@ _HOSTS, _LOCAL, _BATCH = Int("hosts_count"), Int("local_device_count"), Int("tra
 _DEVICES, _EXAMPLES = Mul(_HOSTS, _LOCAL), Int("training.train_examples")
 _MODEL_AXIS, _STRATEGY = Int("training.model_parallelism"), Text("training.strategy")
 _DTYPE, _PORT = Text("training.allreduce_dtype"), Int("metrics.port")
+# A tag or a digest written into image.repository (a registry's port is part of the repository), or a
+# repository no runtime can pull (the pods would wait in InvalidImageName).
+_REPOSITORY = Text("image.repository")
+_DIGEST, _TAG = Contains(_REPOSITORY, "@"), Contains(LastPart(_REPOSITORY, "/"), ":")
+_PULLABLE = Matches(_REPOSITORY, Fact("imageRepositoryPattern", images.REPOSITORY_PATTERN))
 
 
 def _system_dir(field: str) -> Rule:
@@ -197,6 +202,16 @@ RULES = (
          example={"data": {"dir": "/x/"}, "checkpoint": {"dir": "/x//"}}),
     _system_dir("data"),
     _system_dir("checkpoint"),
+    Rule("$.image.repository", _DIGEST, "'%s' holds a digest; give it as image.digest", (_REPOSITORY,),
+         example={"image": {"repository": "trainer@sha256:" + "a" * 64}}),
+    Rule("$.image.repository", And(Not(_DIGEST), _TAG), "'%s' holds a tag; give it as image.tag (a registry's port, "
+         "as in localhost:5000/trainer, is part of the repository)", (_REPOSITORY,),
+         example={"image": {"repository": "localhost:5000/trainer:v2"}}),
+    Rule("$.image.repository",
+         And(Not(_DIGEST), Not(_TAG), Not(_PULLABLE)),
+         "'%s' is not an image repository: [registry[:port]/]path, path components of letters and digits joined by "
+         "one '.', one or two '_' or dashes, separated by one '/'", (_REPOSITORY,),
+         example={"image": {"repository": "team..ml/trainer"}}),
     Rule("$.metrics.port", And(Gt(_PORT, 0), Lt(_PORT, 1024)),
          "%d is a privileged port; use 1024-65535 (the pods run as non-root), or 0 for no endpoint", (_PORT,),
          example={"metrics": {"port": 80}}),
@@ -241,7 +256,6 @@ def semantic_errors(values: dict) -> list[str]:
             errors.append(f"$.env[{i}].name: {name} is already set by $.env[{first[name]}]; "
                           "a container takes each name once")
         first.setdefault(name, i)
-    errors += images.repository_errors(values)
     if not values["program"]["command"]:  # the built-in trainer: its outputs go where the variables say
         for i, arg in enumerate(values["program"]["args"]):
             for option, variable in sorted(OUTPUT_FLAGS.items()):

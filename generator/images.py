@@ -67,21 +67,6 @@ _REGISTRY = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])
 REPOSITORY_PATTERN = rf"^(?:{_REGISTRY}/)?{_COMPONENT}(?:/{_COMPONENT})*$"
 
 
-def repository_errors(values: dict) -> list[str]:
-    """A tag or a digest written into image.repository (a registry's port is part of the repository),
-    or a repository no runtime can pull (the pods would wait in InvalidImageName)."""
-    repository = values["image"]["repository"]
-    if "@" in repository:
-        return [f"$.image.repository: '{repository}' holds a digest; give it as image.digest"]
-    if ":" in repository.rsplit("/", 1)[-1]:
-        return [f"$.image.repository: '{repository}' holds a tag; give it as image.tag (a registry's port, as in "
-                "localhost:5000/trainer, is part of the repository)"]
-    if not re.fullmatch(REPOSITORY_PATTERN, repository):
-        return [f"$.image.repository: '{repository}' is not an image repository: [registry[:port]/]path, path "
-                "components of letters and digits joined by one '.', one or two '_' or dashes, separated by one '/'"]
-    return []
-
-
 def unpublished(values: dict, default_repository: str) -> str:
     """Why the image cannot be pulled where the job runs: the default repository, which no release has
     published yet ("" for any other image)."""

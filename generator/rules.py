@@ -5,7 +5,8 @@ two renderers refuse the same values with the same words by construction.
 
 A condition is built from a small vocabulary that has a Helm template expression for each word:
 values (Int, Text, Present, Items), facts (Fact: files/contract.json; Row: the target's row),
-literals, comparisons, and/or/not, membership, integer arithmetic and Go's path.Clean. A rule that
+literals, comparisons, and/or/not, membership, integer arithmetic, Go's path.Clean and a few text
+tests (Contains, LastPart, Matches). A rule that
 needs more (a loop, a regular expression, a helper template) stays hand-written in both places.
 """
 
@@ -14,6 +15,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Callable
+
+import re2
 
 from .paths import go_clean
 
@@ -182,6 +185,42 @@ class Default(_Op):
     def helm(self):
         first, second = self.operands
         return f"(int (default {second.helm()} {first.helm()}))"
+
+
+class Contains(_Op):
+    """Whether a text holds a part (Sprig's `contains PART TEXT`)."""
+
+    def value(self, values):
+        text, part = self._values(values)
+        return part in text
+
+    def helm(self):
+        text, part = self.operands
+        return f"(contains {part.helm()} {text.helm()})"
+
+
+class LastPart(_Op):
+    """A text's part after its last separator, the whole text without one (Sprig's `splitList SEP TEXT | last`)."""
+
+    def value(self, values):
+        text, separator = self._values(values)
+        return text.rsplit(separator, 1)[-1]
+
+    def helm(self):
+        text, separator = self.operands
+        return f"(splitList {separator.helm()} {text.helm()} | last)"
+
+
+class Matches(_Op):
+    """Whether a regular expression matches in a text, as Go's regexp (RE2) finds it (Sprig's `regexMatch`)."""
+
+    def value(self, values):
+        text, pattern = self._values(values)
+        return re2.search(pattern, text) is not None
+
+    def helm(self):
+        text, pattern = self.operands
+        return f"(regexMatch {pattern.helm()} {text.helm()})"
 
 
 class Keys(_Op):

@@ -60,3 +60,17 @@ def test_the_slurm_nodes_rule_binds_slurm_targets_only():
     assert "$.slurm.nodes: 3 nodes for 2 tasks leaves nodes idle" in validation_errors(
         merge(defaults(), {**idle, "target": "slurm"}))
     assert validation_errors(merge(defaults(), {**idle, "target": "indexed-job"})) == []
+
+
+def test_the_text_words_give_sprigs_arguments_in_sprigs_order():
+    """Sprig takes the part or pattern first (contains PART TEXT); the words take the text first, as Python."""
+    from generator.rules import Contains, LastPart, Matches, Text
+
+    text = Text("image.repository")
+    values = {"image": {"repository": "localhost:5000/trainer:v2"}}
+    assert (Contains(text, "@").helm(), Contains(text, "@").value(values)) == ('(contains "@" $v.image.repository)',
+                                                                                False)
+    assert LastPart(text, "/").helm() == '(splitList "/" $v.image.repository | last)'
+    assert LastPart(text, "/").value(values) == "trainer:v2"
+    assert Matches(text, "^[a-z]+$").helm() == '(regexMatch "^[a-z]+$" $v.image.repository)'
+    assert Matches(text, "trainer:v2$").value(values) and not Matches(text, "^[a-z]+$").value(values)

@@ -27,6 +27,15 @@
 {{- if (has (clean $v.checkpoint.dir) $contract.systemDirs) }}
 {{- $errors = append $errors (printf "$.checkpoint.dir: '%s' is a system directory; choose a directory of its own" $v.checkpoint.dir) -}}
 {{- end -}}
+{{- if (contains "@" $v.image.repository) }}
+{{- $errors = append $errors (printf "$.image.repository: '%s' holds a digest; give it as image.digest" $v.image.repository) -}}
+{{- end -}}
+{{- if (and (not (contains "@" $v.image.repository)) (contains ":" (splitList "/" $v.image.repository | last))) }}
+{{- $errors = append $errors (printf "$.image.repository: '%s' holds a tag; give it as image.tag (a registry's port, as in localhost:5000/trainer, is part of the repository)" $v.image.repository) -}}
+{{- end -}}
+{{- if (and (not (contains "@" $v.image.repository)) (not (contains ":" (splitList "/" $v.image.repository | last))) (not (regexMatch $contract.imageRepositoryPattern $v.image.repository))) }}
+{{- $errors = append $errors (printf "$.image.repository: '%s' is not an image repository: [registry[:port]/]path, path components of letters and digits joined by one '.', one or two '_' or dashes, separated by one '/'" $v.image.repository) -}}
+{{- end -}}
 {{- if (and (gt (int $v.metrics.port) 0) (lt (int $v.metrics.port) 1024)) }}
 {{- $errors = append $errors (printf "$.metrics.port: %d is a privileged port; use 1024-65535 (the pods run as non-root), or 0 for no endpoint" (int $v.metrics.port)) -}}
 {{- end -}}

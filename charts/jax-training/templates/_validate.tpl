@@ -120,14 +120,6 @@ rule is reported, then the render fails.
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- $repository := $v.image.repository -}}
-{{- if contains "@" $repository -}}
-{{- $errors = append $errors (printf "$.image.repository: '%s' holds a digest; give it as image.digest" $repository) -}}
-{{- else if contains ":" (splitList "/" $repository | last) -}}
-{{- $errors = append $errors (printf "$.image.repository: '%s' holds a tag; give it as image.tag (a registry's port, as in localhost:5000/trainer, is part of the repository)" $repository) -}}
-{{- else if not (regexMatch $contract.imageRepositoryPattern $repository) -}}
-{{- $errors = append $errors (printf "$.image.repository: '%s' is not an image repository: [registry[:port]/]path, path components of letters and digits joined by one '.', one or two '_' or dashes, separated by one '/'" $repository) -}}
-{{- end -}}
 {{- if not $v.program.command -}}
 {{- range $i, $arg := $v.program.args | default list -}}
 {{- range $option, $variable := $contract.outputFlags -}}
