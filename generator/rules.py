@@ -187,40 +187,20 @@ class Default(_Op):
         return f"(int (default {second.helm()} {first.helm()}))"
 
 
-class Contains(_Op):
-    """Whether a text holds a part (Sprig's `contains PART TEXT`)."""
-
-    def value(self, values):
-        text, part = self._values(values)
-        return part in text
-
-    def helm(self):
-        text, part = self.operands
-        return f"(contains {part.helm()} {text.helm()})"
+def _text_op(name: str, doc: str, go: str, python: Callable) -> type:
+    """A word over a text and one more operand; Go's form is a format of {text} and {other}, as Sprig
+    takes the other (a part, a separator, a pattern) first."""
+    return type(name, (_Op,), {"__doc__": doc, "value": lambda self, values: python(*self._values(values)),
+                               "helm": lambda self: go.format(text=self.operands[0].helm(),
+                                                              other=self.operands[1].helm())})
 
 
-class LastPart(_Op):
-    """A text's part after its last separator, the whole text without one (Sprig's `splitList SEP TEXT | last`)."""
-
-    def value(self, values):
-        text, separator = self._values(values)
-        return text.rsplit(separator, 1)[-1]
-
-    def helm(self):
-        text, separator = self.operands
-        return f"(splitList {separator.helm()} {text.helm()} | last)"
-
-
-class Matches(_Op):
-    """Whether a regular expression matches in a text, as Go's regexp (RE2) finds it (Sprig's `regexMatch`)."""
-
-    def value(self, values):
-        text, pattern = self._values(values)
-        return re2.search(pattern, text) is not None
-
-    def helm(self):
-        text, pattern = self.operands
-        return f"(regexMatch {pattern.helm()} {text.helm()})"
+Contains = _text_op("Contains", "Whether a text holds a part.", "(contains {other} {text})",
+                    lambda text, part: part in text)
+LastPart = _text_op("LastPart", "A text's part after its last separator (the whole text without one).",
+                    "(splitList {other} {text} | last)", lambda text, separator: text.rsplit(separator, 1)[-1])
+Matches = _text_op("Matches", "Whether a pattern matches in a text, as Go's regexp (RE2) finds it.",
+                   "(regexMatch {other} {text})", lambda text, pattern: re2.search(pattern, text) is not None)
 
 
 class Keys(_Op):
