@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -419,6 +420,9 @@ def figures(nodes: Nodes, job: Job, fault: float, node: dict, action: float | No
 def summarize(runs: list[dict]) -> dict:
     """benchmarks.recovery's medians over repeats, and how many runs needed a person and completed."""
     summary = recovery.summarize(runs, table=PHASES)
+    for key in ("test_accuracy", "resumed_step"):  # not to 2 decimals
+        values = [r[key] for r in runs if r.get(key) is not None]
+        summary[key] = statistics.median_low(values) if values else None
     summary["needed_a_person"] = sum("stuck_after" in r for r in runs)
     summary["completed"] = sum(bool(r.get("completed")) for r in runs)
     return summary

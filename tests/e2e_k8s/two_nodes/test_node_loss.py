@@ -1,0 +1,79 @@
+"""A node taken away under a job of every Kubernetes target at once (benchmarks/node_loss.py's round:
+rank 0 of each on node 1, rank 1 on node 2; scripts/cluster/node-fault.sh takes node 2 away).
+
+- power-off (kubelet, containerd and containers SIGKILLed, never to return): the node is NotReady
+  and tainted within the node controller's grace period, every rank-1 pod is evicted
+  failure.node_lost_seconds later, and then no target goes on alone: only the node's kubelet ends
+  an evicted pod, so no rank 1 is replaced (`jaxgen status` says so and names the action). The
+  out-of-service taint (the documented action) lets the pod garbage collector delete the pods; every
+  target then replaces rank 1 on node 1, resumes from its last checkpoint and finishes.
+- drain: the graceful path; rank 1 of each job saves on SIGTERM, every target replaces it on node 1
+  without a person and resumes from exactly that step.
+Each test gives the node back (powered on; uncordoned) before it ends.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import node_loss
+from generator.targets import KUBERNETES
+from tests.e2e_k8s.kube import SCRIPTS
+from tests.support.paths import REPO_ROOT
+
+TARGETS = list(KUBERNETES)
+# failure.node_lost_seconds' default, which the jobs here render
+NODE_LOST_SECONDS = json.loads((REPO_ROOT / "variables" / "schema.json").read_text())[
+    "properties"]["failure"]["properties"]["node_lost_seconds"]["default"]
+
+
+def nodes_of(two_nodes, image) -> node_loss.Nodes:
+    cluster, _ = two_nodes
+    return node_loss.Nodes(cluster.state_dir, cluster.env, cluster.namespace, image[0])
+
+
+def test_node_fault_takes_only_nodes_2_to_n(two_nodes):
+    cluster, _ = two_nodes
+    fault = [SCRIPTS / "cluster" / "node-fault.sh", cluster.state_dir]
+    for args, said in ((["1", "power-off"], "runs the cluster DNS"),
+                       (["jax-training-node-3", "power-off"], "is no real node 2..N"),
+                       (["2", "unplug"], "unknown fault 'unplug'")):
+        done = cluster.run([*fault, *args], check=False)
+        assert done.returncode == 2 and said in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+
+
+@pytest.mark.timeout(1500)
+def test_power_off_every_target_waits_for_the_out_of_service_taint_then_resumes(two_nodes, image, tmp_path):
+    results = node_loss.fault_round(nodes_of(two_nodes, image), TARGETS, "power-off", 1, tmp_path,
+                                    person_after=300, act_on_eviction=True)
+    for target, r in results.items():
+        assert 0 < r["node_not_ready"] <= 60 and r["node_tainted"] <= r["node_not_ready"] + 5, (target, r)
+        # evicted node_lost_seconds after the taint (a JobSet's and a TrainJob's restart deletes it earlier)
+        assert r["victim_deleting"] <= r["node_tainted"] + NODE_LOST_SECONDS + 10, (target, r)
+        if r["victim_evicted"] is not None:
+            assert NODE_LOST_SECONDS <= r["victim_evicted"] - r["node_tainted"] <= NODE_LOST_SECONDS + 10, (target, r)
+        # and then no step since the fault: stuck, and jaxgen status says on what
+        assert "stuck_after" in r, (target, r)
+        status = r["status_when_stuck"]
+        assert "jax-training-node-2 NotReady" in status and "only the node's kubelet can end them" in status, status
+        assert "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute" in status, status
+        # nothing replaced rank 1 before the taint; then it went, was replaced, and the job went on
+        assert r["person_action"] < r["victim_gone"] and r["person_action"] < r["new_pods_created"], (target, r)
+        assert r["new_pods_created"] < r["first_step"], (target, r)
+        assert "still_stuck_after_action" not in r and r["completed"], (target, r)
+        assert node_loss.CHECKPOINT_EVERY <= r["resumed_step"] <= r["last_step_logged_before"], (target, r)
+        assert r["resumed_step"] % node_loss.CHECKPOINT_EVERY == 0, (target, r)
+
+
+@pytest.mark.timeout(1200)
+def test_drain_moves_rank_1_of_every_target_gracefully(two_nodes, image, tmp_path):
+    results = node_loss.fault_round(nodes_of(two_nodes, image), TARGETS, "drain", 1, tmp_path, person_after=300)
+    for target, r in results.items():
+        assert "stuck_after" not in r and r["completed"], (target, r)
+        assert r["node_not_ready"] is None, (target, r)  # the node stayed Ready, cordoned
+        # the step saved on SIGTERM is the one every rank resumes from
+        assert r["stop_saved_step"] is not None and r["resumed_step"] == r["stop_saved_step"], (target, r)
+        assert r["victim_deleting"] < r["new_pods_created"] < r["first_step"], (target, r)
+
