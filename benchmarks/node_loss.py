@@ -46,7 +46,7 @@ from pathlib import Path
 
 from benchmarks import recovery
 from benchmarks.cli import report_options, stamp
-from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish, read_report
+from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish, read_report, write_report
 from benchmarks.recovery import PodWatch, Session, cluster_lock, rank_of, records, run
 from generator.engines.kubernetes.policy import NODE_LOST_EFFECT, NODE_LOST_TAINTS, OUT_OF_SERVICE_TAINT
 from generator.targets import KUBERNETES as TARGETS
@@ -456,6 +456,12 @@ def markdown(report: dict) -> str:
                        "a step.")])
 
 
+def results_of(runs: dict[str, list], errors: dict[str, list]) -> dict:
+    """Per target × fault × rank: its runs, their medians and the errors of the rounds that failed."""
+    return {cell: {"runs": runs.get(cell, []), "median": summarize(runs[cell]) if runs.get(cell) else None,
+                   "errors": errors.get(cell, [])} for cell in dict.fromkeys([*runs, *errors])}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.node_loss", description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", default=",".join(TARGETS), help=f"comma-separated, of {', '.join(TARGETS)}")
@@ -504,11 +510,9 @@ def main(argv=None) -> int:
                             log(f"{fault} × rank {rank}: {e}")
                             for cell in cells:
                                 errors.setdefault(cell, []).append(str(e)[:2000])
-                        log(json.dumps(runs, default=str)[-3000:])
-            for cell in dict.fromkeys([*runs, *errors]):
-                cell_runs = runs.get(cell, [])
-                report["results"][cell] = {"runs": cell_runs, "median": summarize(cell_runs) if cell_runs else None,
-                                           "errors": errors.get(cell, [])}
+                        report["results"] = results_of(runs, errors)
+                        if args.output:  # what a run stopped early has measured so far
+                            write_report(args.output, json.dumps(report, indent=2, ensure_ascii=False))
         finally:
             subprocess.run([str(SCRIPTS / "cluster" / "down.sh"), str(state)], capture_output=True, timeout=300, check=False)
     publish(report, load_before, args.output, lambda r: json.dumps(r, indent=2, ensure_ascii=False))
