@@ -23,7 +23,8 @@ import chart_version  # noqa: E402
 import failure_docs  # noqa: E402
 import kubernetes_definitions  # noqa: E402
 from generator import checks, images, kubernetes_versions, rules, targets  # noqa: E402
-from generator.engines.kubernetes import checks as kubernetes_checks, policy, rules as kubernetes_rules  # noqa: E402
+from generator.engines.kubernetes import chart_files, checks as kubernetes_checks, policy  # noqa: E402
+from generator.engines.kubernetes import rules as kubernetes_rules  # noqa: E402
 from generator.engines.slurm import checks as slurm_checks  # noqa: E402
 from trainer import cluster, config, exit_codes, models  # noqa: E402
 
@@ -86,18 +87,18 @@ def outputs() -> dict[Path, str]:
         CHART / "values.yaml": chart_docs.values_yaml(schema),
         CHART / "README.md": chart_docs.readme((CHART / "README.md").read_text(), schema),
         CHART / "Chart.yaml": chart_version.updated((CHART / "Chart.yaml").read_text()),
-        CHART / "files" / "contract.json": policy.chart_json(),
+        CHART / "files" / "contract.json": chart_files.chart_json(),
         CHART / "files" / "exit-codes.json": exit_codes.as_json(),
         CHART / "files" / "trainer-flags.json": config.flags_json(),
         CHART / "files" / "models.json": models.facts_json(),
         CHART / "files" / "warnings.json": kubernetes_checks.warnings_json(),
         # every rule table; the compiler keeps those of every engine and of Kubernetes
         CHART / "templates" / "_rules.tpl": rules.helm_template(
-            checks.RULES + kubernetes_rules.RULES + slurm_checks.RULES, json.loads(policy.chart_json())),
+            checks.RULES + kubernetes_rules.RULES + slurm_checks.RULES, json.loads(chart_files.chart_json())),
         CHART / "files" / "image-variants.json": images.variants_json(),
         CHART / "files" / "kubernetes-versions.json": kubernetes_versions.chart_json(),
         ROOT / "docs" / "kubernetes.md": failure_docs.page((ROOT / "docs" / "kubernetes.md").read_text()),
-        ROOT / "scripts" / "lib" / "contract.sh": policy.shell_facts(),
+        ROOT / "scripts" / "lib" / "contract.sh": chart_files.shell_facts(),
         # each Kubernetes target's row, at the end of its own Helm template
         **{CHART / targets.chart_template_path(name): targets.chart_template(
             name, (CHART / targets.chart_template_path(name)).read_text()) for name in targets.KUBERNETES},

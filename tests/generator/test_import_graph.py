@@ -21,6 +21,7 @@ from tests.support.paths import REPO_ROOT
 PACKAGE = REPO_ROOT / "generator"
 ENGINES_PACKAGE = "engines"
 INTERFACE = "engines.base"  # what an engine is, to the commands: engine-neutral
+FACTS = "engines.kubernetes.policy"  # the Kubernetes facts: importing nothing of generator/, readable by all
 
 
 def module_name(path, package=PACKAGE) -> str:
@@ -91,11 +92,15 @@ def _engine(module: str) -> str | None:
 
 def internals_reached(imports: dict[str, set[str]]) -> list[tuple[str, str]]:
     """(module, engine module) for each import of an engine's own module from outside the engines:
-    a command or helper may import only the dispatcher, the interface and an engine's facts (its
-    `policy` module: constants the engine-neutral checks and the generated chart files read, no
-    behaviour)."""
+    a command or helper may import only the dispatcher, the interface and the Kubernetes facts (FACTS,
+    which imports nothing of generator/: facts_importing())."""
     return sorted((module, other) for module, imported in imports.items() if _engine(module) is None
-                  for other in imported if _engine(other) and not other.endswith(".policy"))
+                  for other in imported if _engine(other) and other != FACTS)
+
+
+def facts_importing(imports: dict[str, set[str]]) -> list[str]:
+    """What FACTS imports of generator/ (nothing: its writers are the engine's chart_files.py)."""
+    return sorted(imports[FACTS])
 
 
 def strays(imports: dict[str, set[str]]) -> list[tuple[str, str]]:
@@ -114,6 +119,17 @@ def test_no_import_cycle(top):
 
 def test_no_command_or_helper_reaches_an_engines_own_modules():
     assert internals_reached(graph()) == []
+
+
+def test_the_kubernetes_facts_import_nothing_of_the_generator():
+    assert facts_importing(graph()) == []
+
+
+def test_the_facts_completion_index_field_is_the_target_tables_index_label():
+    from generator.engines.kubernetes.policy import COMPLETION_INDEX_FIELD
+    from generator.targets import COMPLETION_INDEX_KEY
+
+    assert COMPLETION_INDEX_FIELD == f"metadata.annotations['{COMPLETION_INDEX_KEY}']"
 
 
 def test_every_engine_of_the_table_is_a_package_of_its_own():
@@ -158,6 +174,11 @@ PLANTED = {  # a file of the package, the line planted in it, and the rule that 
                                            lambda g: internals_reached(g) == [("job_commands", "engines.kubernetes.jobs")]),
     "command reaches an engine package": ("cli.py", "from .engines import slurm",
                                           lambda g: internals_reached(g) == [("cli", "engines.slurm")]),
+    "command reaches the chart writers": ("job_commands.py", "from .engines.kubernetes import chart_files",
+                                          lambda g: internals_reached(g) == [("job_commands",
+                                                                              "engines.kubernetes.chart_files")]),
+    "the facts import the generator": ("engines/kubernetes/policy.py", "from ... import targets",
+                                       lambda g: facts_importing(g) == ["targets"]),
     "cycle through a lazy import": ("targets.py", "def f():\n    from . import checks",
                                     lambda g: cycle(g) is not None),
     "engine imports another": ("engines/slurm/render.py", "from ..kubernetes import hosts",
@@ -173,7 +194,8 @@ def test_each_rule_fails_on_a_planted_violation(tmp_path, case):
     copy = tmp_path / "generator"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "templates", "data"))
     clean = graph(copy)
-    assert not (internals_reached(clean) or cycle(clean) or strays(clean) or helpers_reaching_an_engine(clean))
+    assert not (internals_reached(clean) or cycle(clean) or strays(clean) or helpers_reaching_an_engine(clean)
+                or facts_importing(clean))
     file, line, broken = PLANTED[case]
     with open(copy / file, "a") as f:
         f.write("\n" + line + "\n")

@@ -2,20 +2,16 @@
 Helm chart) and the scripts read them. What the trainer process itself reads (its env names, metrics
 path, exit codes, ports) is trainer/contract.py's.
 
-The chart reads these facts from charts/jax-training/files/contract.json and the shell scripts from
-scripts/lib/contract.sh, both written from here by `make generate` (a test checks they are current);
-the hand-written schema's name-length limits are filled in from here too (scripts/generate.py).
+Facts only: this module imports nothing of generator/, so it closes no import cycle (the one engine
+module a command may import, tests/generator/test_import_graph.py). The chart reads
+these facts from charts/jax-training/files/contract.json and the shell scripts from
+scripts/lib/contract.sh, both written by chart_files.py on `make generate` (a test checks they are
+current); the hand-written schema's name-length limits are filled in from here too.
 """
 
 from __future__ import annotations
 
-import json
-
-from trainer import cluster, contract, exit_codes
-from trainer.fencing import ATTEMPT_ENV
-
-from ... import images, targets
-from . import kueue
+from trainer import exit_codes
 
 # The labels every object and pod of a release carries, and so the selector that finds them all.
 APP_NAME = "jax-training"
@@ -29,8 +25,9 @@ def release_selector(name: str) -> str:
 
 
 # The pod annotation an Indexed Job (and a JobSet's child Job) numbers its pods with (the target
-# table's index label); the renders pass it to the trainer as JAX_PROCESS_ID through the downward API.
-COMPLETION_INDEX_FIELD = f"metadata.annotations['{targets.COMPLETION_INDEX_KEY}']"
+# table's index label, targets.COMPLETION_INDEX_KEY, which a test holds equal: this module imports no
+# generator/ module); the renders pass it to the trainer as JAX_PROCESS_ID through the downward API.
+COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 # Kubernetes' limits: a DNS-1123 label (a pod hostname, a label value), a DNS-1123 subdomain (an
 # object name such as a claimName), a qualified name (a label key: an optional subdomain prefix, a
@@ -151,62 +148,3 @@ def pod_failure_policy(container: str, failure_rules=POD_FAILURE_RULES) -> dict:
         else:
             rules.append({"action": action, "onPodConditions": [{"type": match, "status": "True"}]})
     return {"rules": rules}
-
-
-def chart_json() -> str:
-    """charts/jax-training/files/contract.json: the facts the chart's templates read, this module's and
-    the trainer's (trainer/contract.py) that the pods carry."""
-    facts = {
-        "completionIndexField": COMPLETION_INDEX_FIELD,
-        "dnsLabelMax": DNS_LABEL_MAX,
-        "dnsSubdomainMax": DNS_SUBDOMAIN_MAX,
-        "annotationsMaxBytes": ANNOTATIONS_MAX_BYTES,
-        "maxGpusPerHost": contract.MAX_GPUS_PER_HOST,
-        "systemDirs": list(contract.SYSTEM_DIRS),
-        "imageDirs": list(contract.IMAGE_DIRS),
-        "imageRepositoryPattern": images.REPOSITORY_PATTERN,
-        "quantitySuffixes": QUANTITY_SUFFIXES,
-        "standardResources": list(STANDARD_RESOURCES),
-        "hugePagesPrefix": HUGE_PAGES_PREFIX,
-        "nativeResourceDomain": NATIVE_RESOURCE_DOMAIN,
-        "runAsId": RUN_AS_ID,
-        "processEnv": list(contract.PROCESS_ENV),
-        "internalEnv": list(contract.INTERNAL_ENV),
-        "renderedEnv": list(RENDERED_ENV),
-        "unbufferedEnv": UNBUFFERED_ENV,
-        "bucketCredentialsEnv": list(BUCKET_CREDENTIALS_ENV),
-        "outputFlags": contract.OUTPUT_FLAGS,
-        "pathFlags": list(contract.PATH_FLAGS),
-        "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
-        "attemptEnv": ATTEMPT_ENV,
-        "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
-        "inPlaceRestart": IN_PLACE_RESTART,
-        "childJobFailureRules": [{"action": action, "match": match} for action, match in CHILD_JOB_FAILURE_RULES],
-        "jobSetFailureRules": list(JOBSET_FAILURE_RULES),
-        "metricsPortName": METRICS_PORT_NAME,
-        "metricsPath": contract.METRICS_PATH,
-        "gpuResource": GPU_RESOURCE,
-        "nodeLostTaints": list(NODE_LOST_TAINTS),
-        "nodeLostEffect": NODE_LOST_EFFECT,
-        "checkpointsVolume": CHECKPOINTS_VOLUME,
-        "outputsAnnotations": {"dir": OUTPUTS_DIR_ANNOTATION, "uri": OUTPUTS_URI_ANNOTATION},
-        "nameLabel": NAME_LABEL,
-        "instanceLabel": INSTANCE_LABEL,
-        "queueLabel": kueue.QUEUE_LABEL,
-        "priorityLabel": kueue.PRIORITY_LABEL,
-        "topologyAnnotation": kueue.TOPOLOGY_ANNOTATION,
-        # The targets of other engines: the chart refuses them (every other target has its row).
-        "otherEngineTargets": [name for name in targets.NAMES if name not in targets.KUBERNETES],
-    }
-    return json.dumps(facts, indent=1) + "\n"
-
-
-def shell_facts() -> str:
-    """scripts/lib/contract.sh: the facts as the shell scripts source them."""
-    return ("# Generated from generator/engines/kubernetes/policy.py by `make generate`; do not edit.\n"
-            "# shellcheck shell=bash disable=SC2034\n"
-            f"RUN_AS_ID={RUN_AS_ID}\n"
-            "# The label of a job queued to Kueue (run.sh says such a job is queued, not suspended).\n"
-            f"QUEUE_LABEL={kueue.QUEUE_LABEL}\n"
-            "# The selector of every object and pod of release $1.\n"
-            f'release_selector() {{ echo "{PROJECT_SELECTOR},{INSTANCE_LABEL}=$1"; }}\n')
