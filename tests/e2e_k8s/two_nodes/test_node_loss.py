@@ -48,6 +48,7 @@ def test_node_fault_takes_only_nodes_2_to_n(two_nodes):
 def test_power_off_every_target_waits_for_the_out_of_service_taint_then_resumes(two_nodes, image, tmp_path):
     results = node_loss.fault_round(nodes_of(two_nodes, image), TARGETS, "power-off", 1, tmp_path,
                                     person_after=300, act_on_eviction=True)
+    print(json.dumps(results, indent=1))  # the measurement, shown with pytest -rP
     for target, r in results.items():
         assert 0 < r["node_not_ready"] <= 60 and r["node_tainted"] <= r["node_not_ready"] + 5, (target, r)
         # evicted node_lost_seconds after the taint (a JobSet's and a TrainJob's restart deletes it earlier)
@@ -70,6 +71,7 @@ def test_power_off_every_target_waits_for_the_out_of_service_taint_then_resumes(
 @pytest.mark.timeout(1200)
 def test_drain_moves_rank_1_of_every_target_gracefully(two_nodes, image, tmp_path):
     results = node_loss.fault_round(nodes_of(two_nodes, image), TARGETS, "drain", 1, tmp_path, person_after=300)
+    print(json.dumps(results, indent=1))
     for target, r in results.items():
         assert "stuck_after" not in r and r["completed"], (target, r)
         assert r["node_not_ready"] is None, (target, r)  # the node stayed Ready, cordoned
