@@ -440,7 +440,7 @@ def markdown(report: dict) -> str:
              "|---|---|" + "---|" * (len(COLUMNS) + 3)]
     phase_lines = ["| target × fault × rank lost | " + " | ".join(PHASES) + " |", "|---|" + "---|" * len(PHASES)]
     for key, result in report["results"].items():
-        m = result.get("median")
+        m = summarize(result["runs"]) if result["runs"] else None  # (from the runs: a report's own may be older)
         if not m:
             lines.append(f"| {key} | 0 | failed: {result['errors'][0][:160]} |")
             continue

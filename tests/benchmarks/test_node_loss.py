@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from benchmarks import node_loss
+from benchmarks.procs import read_report
 from tests.support.paths import REPO_ROOT
 
 FAULT = 1000.0
@@ -58,9 +59,10 @@ def test_a_lost_node_round_gives_its_marks_phases_and_table():
     assert phases["pod_end"] == 9.5 and phases["replacement"] == 0.8 and phases["to_first_step"] == 16.3
     run = {**marks, "stuck_after": 200.0, "resumed_step": 80, "test_accuracy": 0.9555, "completed": True,
            "phases": phases}
-    summary = node_loss.summarize([run, {**run, "first_step": 300.0}])
+    runs = [run, {**run, "first_step": 300.0}]
+    summary = node_loss.summarize(runs)
     assert summary["first_step"] == 278.45 and summary["needed_a_person"] == 2 and summary["completed"] == 2
-    report = {"results": {"indexed-job × power-off × rank 1": {"runs": [run, run], "median": summary, "errors": []},
+    report = {"results": {"indexed-job × power-off × rank 1": {"runs": runs, "median": summary, "errors": []},
                           "jobset × drain × rank 0": {"runs": [], "median": None, "errors": ["drain failed"]}},
               "undisturbed_accuracy": 0.9555, "cpus": 2, "person_after": 200, "revision": {"commit": "abc"}}
     table = node_loss.markdown(report)
@@ -75,3 +77,15 @@ def test_bad_options_are_refused_before_anything_starts(args, option):
     done = subprocess.run([sys.executable, "-m", "benchmarks.node_loss", *args], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and option in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_committed_report_makes_its_table():
+    report = read_report(REPO_ROOT / "benchmarks" / "results" / "node-loss.json.gz")
+    table = node_loss.markdown(report)
+    for key, result in report["results"].items():
+        row = next(line for line in table.splitlines() if line.startswith(f"| {key} | {len(result['runs'])} |"))
+        assert f"| {node_loss.summarize(result['runs'])['first_step']:.1f} |" in row, row
+    shown = subprocess.run([sys.executable, "-m", "benchmarks.node_loss", "--markdown",
+                            str(REPO_ROOT / "benchmarks" / "results" / "node-loss.json.gz")],
+                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and shown.stdout == table + "\n", shown.stderr
