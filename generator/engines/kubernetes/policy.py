@@ -70,14 +70,6 @@ NODE_LOST_EFFECT = "NoExecute"
 OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 
 
-def node_lost_tolerations(user_tolerations: list[dict], seconds: int) -> list[dict]:
-    """The tolerations of NODE_LOST_TAINTS for `seconds`, less those whose key a user toleration
-    names with the NoExecute effect or none (which matches every effect)."""
-    named = {t.get("key") for t in user_tolerations if t.get("effect") in (None, "", NODE_LOST_EFFECT)}
-    return [{"key": key, "operator": "Exists", "effect": NODE_LOST_EFFECT, "tolerationSeconds": seconds}
-            for key in NODE_LOST_TAINTS if key not in named]
-
-
 # The pod volume mounted at checkpoint.dir: the job's outputs.
 CHECKPOINTS_VOLUME = "checkpoints"
 # The job object's record of where its outputs are (generator/runstore/location.py): the directory in
@@ -135,16 +127,3 @@ JOBSET_FAILURE_RULES = (
          "has condition DisruptionTarget matching FailJob rule"]},
     {"name": "PermanentError", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
 )
-
-
-def pod_failure_policy(container: str, failure_rules=POD_FAILURE_RULES) -> dict:
-    """Failure rules (POD_FAILURE_RULES, CHILD_JOB_FAILURE_RULES) as a podFailurePolicy for the
-    trainer's container."""
-    rules = []
-    for action, match in failure_rules:
-        if match in ("fail", "ignore", "retry"):
-            codes = {"containerName": container, "operator": "In", "values": exit_codes.codes(match)}
-            rules.append({"action": action, "onExitCodes": codes})
-        else:
-            rules.append({"action": action, "onPodConditions": [{"type": match, "status": "True"}]})
-    return {"rules": rules}

@@ -170,11 +170,16 @@ class PodContext:
         return resources
 
     def tolerations(self) -> list[dict]:
-        """The user's tolerations, the GPU resource's on GPU pods, and those of a lost node (policy.py)."""
+        """The user's tolerations, the GPU resource's on GPU pods, and those of a lost node
+        (policy.NODE_LOST_TAINTS for failure.node_lost_seconds), less those whose key a user toleration
+        names with the NoExecute effect or none (which matches every effect)."""
         tolerations = list(self.v["tolerations"])
         if self.v["accelerator"] == "gpu":
             tolerations.append({"key": policy.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
-        return tolerations + policy.node_lost_tolerations(self.v["tolerations"], self.v["failure"]["node_lost_seconds"])
+        named = {t.get("key") for t in self.v["tolerations"] if t.get("effect") in (None, "", policy.NODE_LOST_EFFECT)}
+        return tolerations + [{"key": key, "operator": "Exists", "effect": policy.NODE_LOST_EFFECT,
+                               "tolerationSeconds": self.v["failure"]["node_lost_seconds"]}
+                              for key in policy.NODE_LOST_TAINTS if key not in named]
 
     def volume(self, name: str, source: dict) -> dict:
         return {"name": name, **(source or {"emptyDir": {}})}
@@ -190,10 +195,16 @@ class PodContext:
         return targets.workload(self.v).container
 
     def pod_failure_policy(self, child: bool = False) -> dict:
-        """The podFailurePolicy (policy.py) of an Indexed Job, or with `child` of a Job a
-        JobSet owns."""
-        rules = policy.CHILD_JOB_FAILURE_RULES if child else policy.POD_FAILURE_RULES
-        return policy.pod_failure_policy(self.container_name(), rules)
+        """The podFailurePolicy of an Indexed Job, or with `child` of a Job a JobSet owns: the failure
+        rules of policy.py, an exit-code action of trainer/exit_codes.py or a pod condition each."""
+        rules = []
+        for action, match in policy.CHILD_JOB_FAILURE_RULES if child else policy.POD_FAILURE_RULES:
+            if match in ("fail", "ignore", "retry"):
+                codes = {"containerName": self.container_name(), "operator": "In", "values": exit_codes.codes(match)}
+                rules.append({"action": action, "onExitCodes": codes})
+            else:
+                rules.append({"action": action, "onPodConditions": [{"type": match, "status": "True"}]})
+        return {"rules": rules}
 
     def container_restart_rules(self) -> list[dict]:
         """The Indexed Job container's in-place restarts (policy.IN_PLACE_RESTART); none where the
