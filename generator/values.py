@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import struct
 import sys
-from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -15,19 +13,9 @@ import yaml
 from . import set_values, yaml_text
 from .merging import merge
 from .checks import json_path, validation_errors
+from .defaults import defaults
 from .errors import UserError, ValidationFailed, excerpt, printable
 from .names import DEFAULT_NAMESPACE
-from .paths import VALUES_FILE
-
-
-@lru_cache(maxsize=1)
-def _defaults() -> dict:
-    return yaml_text.load(VALUES_FILE.read_text())
-
-
-def defaults() -> dict:
-    """The defaults of charts/jax-training/values.yaml (a fresh copy)."""
-    return copy.deepcopy(_defaults())
 
 
 def read_document(path: str) -> dict:

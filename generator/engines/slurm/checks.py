@@ -11,6 +11,7 @@ from trainer.cluster import SLURM_PORTS
 from trainer.contract import MAX_GPUS_PER_HOST
 
 from ... import rules
+from ...defaults import defaults
 from ...errors import excerpt
 from ...names import outputs_claim
 from ...rules import Gt, Int, Rule
@@ -100,8 +101,6 @@ def _container_default_dirs(values: dict) -> list[str]:
     """data.dir and checkpoint.dir left at their defaults, which are paths inside the Kubernetes pods'
     containers: on slurm they are directories of the nodes that the script creates before srun (at the
     root of each node, which fails for a user and litters it for root)."""
-    from ...values import defaults  # values reaches this module through the checks
-
     errors = []
     for key in ("data", "checkpoint"):
         directory = values[key]["dir"]
