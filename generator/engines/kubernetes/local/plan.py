@@ -146,8 +146,9 @@ def _map_paths(text: str, mounts: list[tuple[str, Path]]) -> str:
 
 def local_values(values: dict) -> dict:
     """The variables as this machine runs them: its devices are forced CPU devices, so the built-in
-    trainer is rendered for accelerator cpu (a program of your own keeps its arguments as written)."""
-    return {**values, "accelerator": "cpu"}
+    trainer is rendered for accelerator cpu (a program of your own keeps its arguments as written),
+    and it runs the checkout's trainer, whatever image a stock job names (nothing to unpack)."""
+    return {**values, "accelerator": "cpu", "image": {**values["image"], "source": "built"}}
 
 
 def plan_job(values: dict, docs: list[dict], run_dir: Path, claims_dir: Path | None = None) -> LocalJob:
