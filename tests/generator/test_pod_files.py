@@ -101,3 +101,16 @@ def test_without_the_hook_the_same_program_cannot_start(tmp_path):
     done = subprocess.run([sys.executable, str(SEED / "allreduce.py")], cwd=SEED, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode != 0 and "Number of processes must be defined" in done.stderr, done.stderr[-2000:]
+
+
+def test_jaxgen_run_of_a_stock_job_runs_the_checkouts_trainer(tmp_path):
+    """The local engine runs the render's container as a process: a stock job's PYTHONPATH there is the
+    checkout's (nothing unpacks the pod's run folder on this machine)."""
+    from generator.engines.kubernetes.local.plan import REPO_ROOT, local_values, plan_job
+    from generator.engines.kubernetes.render import render_documents
+    from generator.values import load_values
+    from tests.support.paths import EXAMPLES_DIR
+
+    values = local_values(load_values([str(EXAMPLES_DIR / "cpu-local.json")], ["image.source=stock"]))
+    job = plan_job(values, render_documents(values), tmp_path)
+    assert job.plans[0].env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO_ROOT)
