@@ -15,10 +15,11 @@ import sys
 
 import pytest
 
+from tests.e2e_k8s import kubeflow_sdk
 from tests.e2e_k8s.kube import (SCRIPTS, assert_complete, finish, prepare, release_selector, start_run,
                                 wait_until)
-from tests.e2e_k8s.real import (MIN_ACCURACY, PERSISTENCE, assert_results_fetched, containerd_cli, containerd_task,
-                                 final_accuracy, outputs_volume, train, trained)
+from tests.e2e_k8s.real import (HOSTS, MIN_ACCURACY, PERSISTENCE, assert_results_fetched, containerd_cli,
+                                 containerd_task, final_accuracy, outputs_volume, train, trained)
 from generator.engines.kubernetes.checks import EMPTYDIR_WARNING
 from generator.targets import KUBERNETES
 from tests.support.examples import target_of
@@ -109,7 +110,8 @@ def progress_shown(cluster, name: str, run) -> str | None:
 @pytest.mark.parametrize("target", [name for name in KUBERNETES if name != target_of(EXAMPLES_DIR / "cpu-local.json")])
 def test_operator_targets_train(real, tmp_path, target):
     """Each target trains; a TrainJob's progress shows in `kubectl get trainjob` while it trains
-    (the Trainer's status server, which the test cluster turns on), and is complete once it is done."""
+    (the Trainer's status server, which the test cluster turns on), and is complete once it is done;
+    the Kubeflow SDK's TrainerClient lists it, gets it, reads its logs and waits for it."""
     cluster, sets = real
     name = f"real-{target}"
     build = tmp_path / "build"
@@ -120,16 +122,21 @@ def test_operator_targets_train(real, tmp_path, target):
             print(wait_until("progress in `kubectl get trainjob`", lambda: progress_shown(cluster, name, run),
                              timeout=300, interval=1,
                              diagnose=lambda: cluster.kubectl("get", "trainjob", name, "-o", "yaml").stdout))
+            kubeflow_sdk.assert_running(kubeflow_sdk.trainer_client(cluster), name)
         output = trained(run)
     finally:
         if run.poll() is None:
             run.kill()
     assert final_accuracy(output) >= MIN_ACCURACY, output[-3000:]
     if target == "trainjob":
-        status = cluster.get("trainjob", name)["status"]["trainerStatus"]
+        job = cluster.get("trainjob", name)
+        status = job["status"]["trainerStatus"]
         assert (status["progressPercentage"], status["estimatedRemainingSeconds"]) == (100, 0), status
         metrics = {m["name"]: m["value"] for m in status["metrics"]}
         assert metrics["test_accuracy"] == f"{final_accuracy(output):.4f}", status
+        # real_sets' limits name no cpu: the render's take requests.cpu, the device the SDK reads
+        cpu = job["spec"]["trainer"]["resourcesPerNode"]["requests"]["cpu"]
+        kubeflow_sdk.assert_finished(kubeflow_sdk.trainer_client(cluster), name, HOSTS, cpu, "training completed.")
     # `jaxgen status` and `jaxgen logs` of the finished job, whatever its kind
     after = _status(cluster, name)
     assert after["phase"] == "Succeeded" and after["result"].startswith(f"test accuracy {final_accuracy(output):.4f}")
