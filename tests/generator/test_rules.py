@@ -20,7 +20,7 @@ PLANTED = Rule("$.hosts_count", Gt(Int("hosts_count"), 7), "%d planted hosts", (
 def test_the_generated_template_is_marked_and_holds_no_slurm_rule():
     text = (CHART_DIR / "templates" / "_rules.tpl").read_text()
     assert text.startswith(rules.GENERATED_HEADER)
-    assert slurm_checks.RULES and not any(rule.path in text for rule in slurm_checks.RULES)
+    assert slurm_checks.RULES and not any(rule.message in text for rule in slurm_checks.RULES)
 
 
 @pytest.mark.parametrize("engine, compiled", [(None, True), ("kubernetes", True), ("slurm", False)])
@@ -74,3 +74,15 @@ def test_the_text_words_give_sprigs_arguments_in_sprigs_order():
     assert LastPart(text, "/").value(values) == "trainer:v2"
     assert Matches(text, "^[a-z]+$").helm() == '(regexMatch "^[a-z]+$" $v.image.repository)'
     assert Matches(text, "trainer:v2$").value(values) and not Matches(text, "^[a-z]+$").value(values)
+
+
+@pytest.mark.parametrize("rule", slurm_checks.RULES, ids=lambda rule: rule.path)
+def test_each_slurm_rule_refuses_its_example(rule):
+    """The slurm engine's rules, which the chart never sees: jaxgen refuses each one's example with it."""
+    from generator.checks import validation_errors
+    from generator.merging import merge
+    from generator.values import defaults
+
+    values = merge(defaults(), rule.example)
+    assert rule.error(values) in validation_errors(values)
+    assert rule.error(merge(defaults(), {"target": "slurm"})) is None

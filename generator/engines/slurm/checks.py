@@ -13,8 +13,7 @@ from trainer.contract import MAX_GPUS_PER_HOST
 from ... import rules
 from ...defaults import defaults
 from ...errors import excerpt
-from ...names import outputs_claim
-from ...rules import Gt, Int, Rule
+from ...rules import And, Gt, Int, Lit, Lt, Or, Present, Rule, Text
 
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole name: fullmatch, never $
 # An #SBATCH line is split by sbatch itself, not by the shell: no quoting is possible there.
@@ -28,9 +27,26 @@ BASH_READONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOP
 
 
 # This engine's rules that the rule vocabulary can say (generator/rules.py; never compiled into the chart).
+_SLURM, _PORT = "slurm", Int("metrics.port")
+_FIRST_PORT, _LAST_PORT = Lit(SLURM_PORTS.start), Lit(SLURM_PORTS.stop - 1)
 RULES = (
     Rule("$.slurm.nodes", Gt(Int("slurm.nodes"), Int("hosts_count")), "%d nodes for %d tasks leaves nodes idle",
-         (Int("slurm.nodes"), Int("hosts_count")), "slurm", example={"target": "slurm", "slurm": {"nodes": 3}}),
+         (Int("slurm.nodes"), Int("hosts_count")), _SLURM, example={"target": "slurm", "slurm": {"nodes": 3}}),
+    # the Kubernetes keys a SLURM job has no use for
+    Rule("$.queue_name", Present("queue_name"), "a Kueue queue is for Kubernetes targets; a SLURM job queues in its "
+         "partition (set queue_name '' and slurm.partition)", engine=_SLURM,
+         example={"target": "slurm", "queue_name": "team"}),
+    Rule("$.persistence", Or(Present("persistence.existing_claim"), Present("persistence.enabled")),
+         "a PersistentVolumeClaim is for Kubernetes targets; on slurm checkpoint.dir is on the shared filesystem "
+         "(set persistence.enabled false and persistence.existing_claim '')", engine=_SLURM,
+         example={"target": "slurm", "persistence": {"enabled": True}}),
+    Rule("$.metrics.pod_monitor", Present("metrics.pod_monitor"), "a PodMonitor is for Kubernetes targets, not %s",
+         (Text("target"),), _SLURM, example={"target": "slurm", "metrics": {"pod_monitor": True}}),
+    # the coordinator's port is taken from this range by job id
+    Rule("$.metrics.port", And(Gt(_PORT, SLURM_PORTS.start - 1), Lt(_PORT, SLURM_PORTS.stop)),
+         "%d is in %d-%d, where a SLURM job's coordinator port is picked from by job id; choose a port below %d",
+         (_PORT, _FIRST_PORT, _LAST_PORT, _FIRST_PORT), _SLURM,
+         example={"target": "slurm", "metrics": {"port": SLURM_PORTS.start}}),
 )
 
 
@@ -49,20 +65,6 @@ def slurm_errors(values: dict) -> list[str]:
             errors.append(f"$.slurm.nodes: {tasks // nodes} tasks x {values['local_device_count']} GPUs = "
                           f"{per_node} GPUs per node (max {MAX_GPUS_PER_HOST}); use more nodes")
 
-    if values["queue_name"]:
-        errors.append("$.queue_name: a Kueue queue is for Kubernetes targets; a SLURM job queues in its partition "
-                      "(set queue_name '' and slurm.partition)")
-
-    if outputs_claim(values):
-        errors.append("$.persistence: a PersistentVolumeClaim is for Kubernetes targets; on slurm checkpoint.dir "
-                      "is on the shared filesystem (set persistence.enabled false and persistence.existing_claim '')")
-    if values["metrics"]["pod_monitor"]:
-        errors.append(f"$.metrics.pod_monitor: a PodMonitor is for Kubernetes targets, not {values['target']}")
-    metrics_port = values["metrics"]["port"]
-    if metrics_port in SLURM_PORTS:  # the coordinator's port is taken from this range by job id
-        errors.append(f"$.metrics.port: {metrics_port} is in {SLURM_PORTS.start}-{SLURM_PORTS.stop - 1}, where a "
-                      "SLURM job's coordinator port is picked from by job id; choose a port below "
-                      f"{SLURM_PORTS.start}")
 
     errors += _container_default_dirs(values)
     for key in ("partition", "account", "time", "output"):
