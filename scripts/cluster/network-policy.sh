@@ -60,14 +60,15 @@ start() {
     --run-firewall=true --run-router=false --run-service-proxy=false \
     --service-cluster-ip-range "$service_network" --health-port 0 --metrics-port 0 \
     >>"$state/logs/kube-router.log" 2>&1 </dev/null &
-  echo $! >"$state/pids/kube-router.pid"
-  local deadline=$((SECONDS + 60))
+  local pid=$! deadline=$((SECONDS + 60))
+  echo "$pid" >"$state/pids/kube-router.pid"
   until grep -q -- '-j KUBE-ROUTER-FORWARD' <<<"$(iptables -t filter -S FORWARD)"; do
-    pid_of >/dev/null || { tail -n 15 "$state/logs/kube-router.log" >&2; die "kube-router exited"; }
+    # (kill -0, not pid_of: until the child has exec'd, its command line is this script's)
+    kill -0 "$pid" 2>/dev/null || { tail -n 15 "$state/logs/kube-router.log" >&2; die "kube-router exited"; }
     [ $SECONDS -lt $deadline ] || die "kube-router set up no chains in 60 s (log: $state/logs/kube-router.log)"
     sleep 0.2
   done
-  log "NetworkPolicy enforced by kube-router (pid $(cat "$state/pids/kube-router.pid"), node $NODE_NAME)"
+  log "NetworkPolicy enforced by kube-router (pid $pid, node $NODE_NAME)"
 }
 
 stop() {
