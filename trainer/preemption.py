@@ -61,12 +61,13 @@ class StopRequest:
 
     def install(self) -> None:
         """Catch the stop signals (main thread only). A Python handler must exist for the wakeup
-        fd to be written; it does nothing itself."""
+        fd to be written; it does nothing itself. The fd comes first: a signal between the two would
+        find the new handler and no fd, and be lost (Ctrl-C's KeyboardInterrupt, before, is not)."""
         read_fd, write_fd = os.pipe()
         os.set_blocking(write_fd, False)
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         for sig in STOP_SIGNALS:
             signal.signal(sig, lambda signum, frame: None)
-        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         threading.Thread(target=self._watch, args=(read_fd,), name="stop-signals", daemon=True).start()
 
     def _watch(self, read_fd: int) -> None:
