@@ -246,7 +246,9 @@ def jaxgen_render(mode: Mode, log) -> dict:
     commands = {"seed": argv}
     for target in LARGE_TARGETS:
         commands[target] = [*argv, "--set", f"hosts_count={LARGE_HOSTS}", "--set", "local_device_count=1",
-                            "--set", f"training.batch_size={LARGE_HOSTS * 8}", "--set", f"target={target}"]
+                            "--set", f"training.batch_size={LARGE_HOSTS * 8}", "--set", f"target={target}",
+                            # the nodes' directories, which a slurm render needs named (not container paths)
+                            "--set", "data.dir=/shared/mnist", "--set", "checkpoint.dir=/shared/runs"]
     samples = {name: [] for name in commands}
     for _ in range(mode.jaxgen_repeats):
         for name, command in commands.items():

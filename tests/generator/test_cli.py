@@ -208,8 +208,9 @@ def _volumes(node) -> list[dict]:
 
 @pytest.mark.parametrize("target", [name for name in NAMES if name not in KUBERNETES])
 def test_a_target_without_pods_has_no_emptydir_warning(target):
-    result = jaxgen("render", "--target", target)
-    assert result.exit_code == 0 and result.stderr == ""
+    host_dirs = ["--set", "data.dir=/shared/mnist", "--set", "checkpoint.dir=/shared/runs"]  # slurm's must be named
+    result = jaxgen("render", "--target", target, *host_dirs)
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
 
 
 def test_results_of_a_run_that_did_not_finish_or_of_no_run(tmp_path):
