@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,8 +18,8 @@ from tests.e2e_k8s.kube import SCRIPTS
 
 
 def host_state() -> dict:
-    """What a real node changes on the host: links, addresses, iptables chains and rules, mounts,
-    kubepods cgroups, ip_forward."""
+    """What a real node changes on the host: links, addresses, iptables chains and rules, ipsets (the
+    NetworkPolicy firewall's), mounts, kubepods cgroups, ip_forward."""
     def out(*args):
         return subprocess.run(args, capture_output=True, text=True, timeout=30).stdout
     return {
@@ -26,6 +27,7 @@ def host_state() -> dict:
                         for line in out("ip", "-o", "link", "show").splitlines()),
         "addresses": out("ip", "-o", "addr", "show").replace("\\", ""),
         "iptables": {t: out("iptables", "-t", t, "-S") for t in ("filter", "nat", "mangle")},
+        "ipsets": out("ipset", "list", "-n") if shutil.which("ipset") else None,
         "mounts": sorted(line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()),
         "kubepods": sorted(str(p) for p in Path("/sys/fs/cgroup").glob("*/kubepods")),
         "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text(),

@@ -23,7 +23,7 @@ from tests.e2e_k8s.two_nodes.nodes import NODES, hosts_state
 from tests.support.paths import MNIST_DIR
 
 # up.sh's options for this package's cluster: one place to add what a test here needs of it.
-UP_OPTIONS = ["--real-nodes", str(NODES)]
+UP_OPTIONS = ["--real-nodes", str(NODES), "--network-policy"]  # test_network_policy.py: kube-router enforces it
 
 
 @pytest.fixture(scope="package")
