@@ -97,9 +97,11 @@ def test_the_built_in_trainer_trains_on_a_stock_image(request, stock, source, tm
     prepare(cluster, build, name, *sets, *TRAINING, base="cpu-local.json", target=TARGET)
     with pod_start_logs_on_failure(cluster, name):
         output = train(cluster, build, 600 + 600 * EPOCHS)
-    assert final_accuracy(output) >= MIN_ACCURACY, output[-3000:]
+    accuracy = final_accuracy(output)
+    assert accuracy >= MIN_ACCURACY, output[-3000:]
     seconds = apply_to_first_step(cluster, name)
-    print(json.dumps({"image": source, "apply_to_first_step_s": round(seconds, 1)}), file=sys.stderr)
+    print(json.dumps({"image": source, "target": TARGET, "test_accuracy": accuracy,
+                      "apply_to_first_step_s": round(seconds, 1)}), file=sys.stderr)
     cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
     assert cluster.release_objects(name) == []
     assert cluster.items("configmaps", release_selector(name)) == []
