@@ -44,6 +44,7 @@ def test_node_fault_takes_only_nodes_2_to_n(two_nodes):
         assert done.returncode == 2 and said in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
 
 
+@pytest.mark.node_loss
 @pytest.mark.timeout(1500)
 def test_power_off_every_target_waits_for_the_out_of_service_taint_then_resumes(two_nodes, image, tmp_path):
     results = node_loss.fault_round(nodes_of(two_nodes, image), TARGETS, "power-off", 1, tmp_path,
@@ -68,6 +69,7 @@ def test_power_off_every_target_waits_for_the_out_of_service_taint_then_resumes(
         assert r["resumed_step"] % node_loss.CHECKPOINT_EVERY == 0, (target, r)
 
 
+@pytest.mark.node_loss
 @pytest.mark.timeout(1200)
 def test_drain_moves_rank_1_of_every_target_gracefully(two_nodes, image, tmp_path):
     results = node_loss.fault_round(nodes_of(two_nodes, image), TARGETS, "drain", 1, tmp_path, person_after=300)
