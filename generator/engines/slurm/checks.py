@@ -40,6 +40,9 @@ RULES = (
          "a PersistentVolumeClaim is for Kubernetes targets; on slurm checkpoint.dir is on the shared filesystem "
          "(set persistence.enabled false and persistence.existing_claim '')", engine=_SLURM,
          example={"target": "slurm", "persistence": {"enabled": True}}),
+    Rule("$.program.dir", Present("program.dir"), "a folder sent with the job is for Kubernetes targets; a SLURM "
+         "task runs in the folder sbatch was run from (on the shared filesystem): run sbatch there and leave "
+         "program.dir empty", engine=_SLURM, example={"target": "slurm", "program": {"dir": "train"}}),
     Rule("$.metrics.pod_monitor", Present("metrics.pod_monitor"), "a PodMonitor is for Kubernetes targets, not %s",
          (Text("target"),), _SLURM, example={"target": "slurm", "metrics": {"pod_monitor": True}}),
     # the coordinator's port is taken from this range by job id

@@ -28,6 +28,7 @@ BAD = {
     # the defaults are paths in the Kubernetes pods' containers, which the script would create on each node
     "data.dir left at the container default": (["checkpoint.dir=/shared/runs"], "$.data.dir"),
     "checkpoint.dir left at the container default": (["data.dir=/shared/mnist"], "$.checkpoint.dir"),
+    "a folder sent with the job": (["program.dir=train"], "$.program.dir"),
     "env from the Kubernetes API": (["env[0].name=POD,env[0].valueFrom.fieldRef.fieldPath=metadata.name"],
                                     "$.env[0].valueFrom"),
 }
