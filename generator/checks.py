@@ -269,9 +269,9 @@ def semantic_errors(values: dict) -> list[str]:
 def warnings(values: dict) -> list[str]:
     """What valid values still lose or will not do: what the target's engine says (outputs on a volume
     that dies with its pod, a queue that is ignored), and a program of the user's own that cannot bring
-    up distributed JAX by itself on this engine."""
+    up distributed JAX by itself on this engine (a program folder's shipped sitecustomize lets it)."""
     found = engines.warnings(values)
-    if values["program"]["command"] and target(values).own_program_init:
+    if values["program"]["command"] and not values["program"]["dir"] and target(values).own_program_init:
         found.append(OWN_PROGRAM_WARNING % target(values).own_program_init)
     return found
 

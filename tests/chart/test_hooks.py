@@ -142,3 +142,21 @@ def test_the_network_policy_admits_the_hook_to_the_coordinator_port_only(target,
                 if any(peer.get("podSelector", {}).get("matchLabels", {}).items() <= pod["metadata"]["labels"].items()
                        for peer in rule["from"] if peer.keys() == {"podSelector"})]
     assert [rule["ports"] for rule in admitted] == [[{"port": 2345, "protocol": "TCP"}]]
+
+
+@pytest.mark.parametrize("target", [t for t in KUBERNETES if t != "trainjob"])  # a TrainJob ships no folder
+def test_a_shipped_program_folder_is_not_warned_about_its_initialize(target, tmp_path):
+    """program.dir ships a sitecustomize with which jax.distributed.initialize() with no arguments finds
+    its peers: neither renderer warns that it cannot."""
+    folder = tmp_path / "prog"
+    folder.mkdir()
+    (folder / "mine.py").write_text("import jax\njax.distributed.initialize()\n")
+    values = {"name": "nt", "namespace": "ml", "target": target,
+              "program": {"command": ["python3", "mine.py"], "dir": str(folder), "archive": "aGVsbG8="}}
+    path = write_values(tmp_path, "shipped", values)
+    rendered = jaxgen("render", str(path))
+    assert rendered.exit_code == 0 and rendered.stderr == f"warning: {EMPTYDIR_WARNING}\n", rendered.stderr
+    result = helm("install", "nt", str(CHART_DIR), "-f", str(path), "--dry-run=client", "--namespace", "ml")
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert notes.count("warning:") == 1 and f"warning: {EMPTYDIR_WARNING}\n" in notes, notes
