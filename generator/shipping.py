@@ -1,4 +1,4 @@
-"""What travels with a Kubernetes job in its ConfigMap, `<name>-shipped`: on a stock image
+"""What travels with a Kubernetes job in its ConfigMap, `<name>-shipped-<digest of its contents>`: on a stock image
 (image.source stock) the trainer package of this checkout and the pinned packages to install where the
 image lacks them; a program folder (program.dir). A first container (pod-start.py) unpacks them
 into the pod's run folder. The archives are byte-for-byte reproducible (sorted entries, no times, no
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import io
 import os
 import stat
@@ -133,6 +134,15 @@ def config_map(values: dict) -> tuple[dict, dict]:
         data["sitecustomize.py"] = (POD_FILES / "sitecustomize.py").read_text()
         binary["program.tar.gz"] = encoded(program_archive(values["program"]["dir"]))
     return data, binary
+
+
+def content_digest(data: dict, binary: dict) -> str:
+    """What names the ConfigMap after its contents (the chart's jax-training.shippedName computes the same):
+    the sha256 of one `key=sha256(value)` line per entry, keys sorted, first 10 hex digits. A render of other
+    code is another ConfigMap, so pods restarted under a running job never unpack code their peers lack."""
+    entries = {**data, **binary}
+    lines = [f"{key}={hashlib.sha256(entries[key].encode()).hexdigest()}" for key in sorted(entries)]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:10]
 
 
 def main(argv: list[str]) -> None:

@@ -82,6 +82,30 @@ def test_both_renderers_ship_the_same(case, tmp_path):
         assert spec["initContainers"][0]["command"][-2:] == ["--index-url", "http://10.0.0.1/simple"]
 
 
+def test_other_code_is_another_immutable_config_map(tmp_path):
+    """The ConfigMap is named after its contents and immutable, in both renderers: a job rendered again
+    after one file of its folder changed mounts another ConfigMap, so a pod restarted under the running
+    job cannot unpack code its peers do not run."""
+    names = []
+    for version in ("1", "2"):
+        folder = tmp_path / f"program-{version}"
+        folder.mkdir()
+        (folder / "train.py").write_text(f"VERSION = {version}\n")
+        values = _values("indexed-job-built-program", str(folder))
+        (tmp_path / version).mkdir()
+        path, result = _helm(tmp_path / version, values)
+        assert result.returncode == 0, result.stderr
+        for documents in (jaxgen_documents(path), result.documents()):
+            config_map = next(d for d in documents if d["kind"] == "ConfigMap")
+            assert config_map["immutable"] is True
+            job = next(d for d in documents if d["kind"] == "Job")
+            volumes = {v["name"]: v for v in _pod_spec(job)["volumes"]}
+            assert volumes[shipping.VOLUME]["configMap"]["name"] == config_map["metadata"]["name"]
+            names.append(config_map["metadata"]["name"])
+    assert names[0] == names[1] != names[2] == names[3], names
+    assert all(name.startswith("s-program-shipped-") for name in names), names
+
+
 def _pod_spec(doc: dict) -> dict:
     node = doc["spec"]
     for key in ("replicatedJobs", "jaxReplicaSpecs"):

@@ -20,9 +20,31 @@ true
 {{- end -}}
 {{- end -}}
 
-{{/* The ConfigMap's name. */}}
+{{/* The ConfigMap's data and binaryData (JSON {"data", "binaryData"}). */}}
+{{- define "jax-training.shippedContents" -}}
+{{- $data := dict "pod-start.py" (.Files.Get "shipped/pod-start.py") -}}
+{{- $binary := dict -}}
+{{- if eq .Values.image.source "stock" -}}
+{{- $_ := set $data "stock-requirements.txt" (.Files.Get "shipped/stock-requirements.txt") -}}
+{{- $_ := set $binary "trainer.tar.gz" .Values.image.trainer_archive -}}
+{{- end -}}
+{{- if .Values.program.dir -}}
+{{- $_ := set $data "sitecustomize.py" (.Files.Get "shipped/sitecustomize.py") -}}
+{{- $_ := set $binary "program.tar.gz" .Values.program.archive -}}
+{{- end -}}
+{{- toJson (dict "data" $data "binaryData" $binary) -}}
+{{- end -}}
+
+{{/* The ConfigMap's name, after its contents (it is immutable: other code is another ConfigMap), as
+generator/shipping.py's content_digest: sha256 of one key=sha256(value) line per entry, keys sorted. */}}
 {{- define "jax-training.shippedName" -}}
-{{- printf "%s-shipped" (include "jax-training.name" .) -}}
+{{- $contents := include "jax-training.shippedContents" . | fromJson -}}
+{{- $entries := merge (dict) $contents.data $contents.binaryData -}}
+{{- $lines := list -}}
+{{- range $key := keys $entries | sortAlpha -}}
+{{- $lines = append $lines (printf "%s=%s" $key (sha256sum (index $entries $key))) -}}
+{{- end -}}
+{{- printf "%s-shipped-%s" (include "jax-training.name" .) (join "\n" $lines | sha256sum | trunc 10) -}}
 {{- end -}}
 
 {{/* The first container (JSON list). */}}

@@ -11,23 +11,24 @@ INIT_CONTAINER = "pod-start"
 TEMPLATE = "shipped-configmap.yaml.j2"
 
 
-def config_map_name(values: dict) -> str:
-    return f"{values['name']}-shipped"
-
-
 class Shipped:
     """The template functions; `pod` is the render's PodContext (image, security context, resources)."""
 
     def __init__(self, values: dict, pod):
         self.v, self.pod = values, pod
+        self._config_map: dict | None = None
 
     def shipped(self) -> bool:
         return shipping.shipped(self.v)
 
     def config_map(self) -> dict:
-        """The ConfigMap's name, data and binaryData (base64), for templates/shipped-configmap.yaml.j2."""
-        data, binary = shipping.config_map(self.v)
-        return {"name": config_map_name(self.v), "data": data, "binary": binary}
+        """The ConfigMap's name (after its contents: it is immutable), data and binaryData (base64), for
+        templates/shipped-configmap.yaml.j2; packed once per render."""
+        if self._config_map is None:
+            data, binary = shipping.config_map(self.v)
+            name = f"{self.v['name']}-shipped-{shipping.content_digest(data, binary)}"
+            self._config_map = {"name": name, "data": data, "binary": binary}
+        return self._config_map
 
     def init_containers(self) -> list[dict]:
         resources = {part: {name: value for name, value in amounts.items() if name != policy.GPU_RESOURCE}
@@ -59,7 +60,7 @@ class Shipped:
                 {"name": shipping.RUN_VOLUME, "mountPath": shipping.RUN_DIR}]
 
     def volumes(self) -> list[dict]:
-        return [{"name": shipping.VOLUME, "configMap": {"name": config_map_name(self.v)}},
+        return [{"name": shipping.VOLUME, "configMap": {"name": self.config_map()["name"]}},
                 {"name": shipping.RUN_VOLUME, "emptyDir": {}}]
 
     def working_dir(self) -> str:
