@@ -13,7 +13,8 @@ from trainer.contract import MAX_GPUS_PER_HOST
 from ... import rules
 from ...defaults import defaults
 from ...errors import excerpt
-from ...rules import And, Gt, Int, Lit, Lt, Or, Present, Rule, Text
+from ...paths import go_clean
+from ...rules import And, Eq, Gt, Int, Lit, Lt, Or, Present, Rule, Text
 
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # whole name: fullmatch, never $
 # An #SBATCH line is split by sbatch itself, not by the shell: no quoting is possible there.
@@ -43,6 +44,9 @@ RULES = (
     Rule("$.program.dir", Present("program.dir"), "a folder sent with the job is for Kubernetes targets; a SLURM "
          "task runs in the folder sbatch was run from (on the shared filesystem): run sbatch there and leave "
          "program.dir empty", engine=_SLURM, example={"target": "slurm", "program": {"dir": "train"}}),
+    Rule("$.image.source", Eq(Text("image.source"), "stock"), "a stock image with the trainer sent along is for "
+         "Kubernetes targets; a SLURM task runs slurm.python, or slurm.container_image", engine=_SLURM,
+         example={"target": "slurm", "image": {"source": "stock"}}),
     Rule("$.metrics.pod_monitor", Present("metrics.pod_monitor"), "a PodMonitor is for Kubernetes targets, not %s",
          (Text("target"),), _SLURM, example={"target": "slurm", "metrics": {"pod_monitor": True}}),
     # the coordinator's port is taken from this range by job id
@@ -109,7 +113,7 @@ def _container_default_dirs(values: dict) -> list[str]:
     errors = []
     for key in ("data", "checkpoint"):
         directory = values[key]["dir"]
-        if directory == defaults()[key]["dir"]:
+        if go_clean(directory) == go_clean(defaults()[key]["dir"]):  # /checkpoints/ and /checkpoints/. too
             errors.append(f"$.{key}.dir: {directory} is the default for Kubernetes, a path in the pods' containers; "
                           f"on slurm name a directory of the nodes' shared filesystem, e.g. "
                           f"--set {key}.dir=/scratch/$USER/{'mnist' if key == 'data' else 'runs'}")

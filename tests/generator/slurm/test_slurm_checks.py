@@ -29,6 +29,9 @@ BAD = {
     "data.dir left at the container default": (["checkpoint.dir=/shared/runs"], "$.data.dir"),
     "checkpoint.dir left at the container default": (["data.dir=/shared/mnist"], "$.checkpoint.dir"),
     "a folder sent with the job": (["program.dir=train"], "$.program.dir"),
+    "a stock image": (["image.source=stock"], "$.image.source"),
+    "the container default, spelled otherwise": (["data.dir=/data/mnist/", "checkpoint.dir=/checkpoints/."],
+                                                 "$.checkpoint.dir"),
     "env from the Kubernetes API": (["env[0].name=POD,env[0].valueFrom.fieldRef.fieldPath=metadata.name"],
                                     "$.env[0].valueFrom"),
 }
