@@ -53,8 +53,9 @@ def _entries(folder: Path) -> list[tuple[Path, str]]:
     folder or is no file is refused in one line naming program.dir."""
     entries = []
     for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in dirs + sorted(files):
+        # hidden entries (.git, .env, .venv, …) stay behind: credentials must not travel in a ConfigMap
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        for name in dirs + sorted(f for f in files if not f.startswith(".")):
             path = Path(root) / name
             relative = path.relative_to(folder).as_posix()
             mode = path.lstat().st_mode
@@ -107,6 +108,17 @@ def program_archive(folder: str) -> bytes:
     path = Path(folder)
     if not path.is_dir():
         raise ShippingError(f"$.program.dir: {excerpt(printable(folder))} is not a folder")
+    try:
+        return _packed_program(path, folder)
+    except (OSError, RuntimeError) as error:  # a dangling link, a link loop, an unreadable file
+        where = Path(getattr(error, "filename", None) or path)
+        where = where.relative_to(path) if path in where.parents else where  # the entry, within the folder
+        reason = getattr(error, "strerror", None) or str(error)
+        raise ShippingError(f"$.program.dir: {excerpt(printable(str(where)))} cannot be read: {printable(reason)}") \
+            from None
+
+
+def _packed_program(path: Path, folder: str) -> bytes:
     entries = _entries(path)
     size = sum(p.stat().st_size for p, _ in entries if not p.is_dir())
     if size > PROGRAM_FILES_LIMIT:
@@ -152,9 +164,12 @@ def main(argv: list[str]) -> None:
         elif argv[:1] == ["program"] and len(argv) == 2:
             print(encoded(program_archive(argv[1])), end="")
         else:
-            sys.exit("usage: python -m generator.shipping trainer | program DIR  (prints the archive, base64)")
+            print("usage: python -m generator.shipping trainer | program DIR  (prints the archive, base64)",
+                  file=sys.stderr)
+            sys.exit(2)
     except ShippingError as error:
-        sys.exit(str(error))
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import io
 import os
+import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -165,6 +167,8 @@ def test_archives_are_reproducible_and_carry_the_checkout():
     ("too-big", "bytes of files, more than 4194304 (4 MiB)"),
     ("packs-big", "more than 786432 (768 KiB, what a ConfigMap leaves it)"),
     ("missing", "is not a folder"),
+    ("dangling", "dangling cannot be read: No such file or directory"),
+    ("loop", "cannot be read: Symlink loop"),
 ])
 def test_a_folder_that_cannot_travel_is_refused_in_one_line(tmp_path, plant, message):
     folder = tmp_path / "program"
@@ -178,6 +182,11 @@ def test_a_folder_that_cannot_travel_is_refused_in_one_line(tmp_path, plant, mes
         (folder / "big.bin").write_bytes(b"\0" * (4 * 1024 * 1024 + 1))
     elif plant == "packs-big":
         (folder / "noise.bin").write_bytes(os.urandom(800 * 1024))
+    elif plant == "dangling":
+        (folder / "dangling").symlink_to("nowhere")
+    elif plant == "loop":
+        (folder / "a").symlink_to("b")
+        (folder / "b").symlink_to("a")
     else:
         folder = tmp_path / "nothing"
     values = {"name": "s", "program": {"command": ["python", "train.py"], "dir": str(folder)}}
@@ -186,6 +195,26 @@ def test_a_folder_that_cannot_travel_is_refused_in_one_line(tmp_path, plant, mes
         jaxgen_documents(path)
     assert str(error.value).startswith("$.program.dir: ") and message in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_hidden_entries_stay_behind(tmp_path):
+    """.env, .git and the like never travel: a ConfigMap is readable by whoever may read the namespace's
+    ConfigMaps, and Helm keeps a copy in its release."""
+    folder = tmp_path / "program"
+    (folder / ".git").mkdir(parents=True)
+    (folder / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (folder / ".env").write_text("TOKEN=secret\n")
+    (folder / "train.py").write_text("print('hi')\n")
+    with tarfile.open(fileobj=io.BytesIO(shipping.program_archive(str(folder)))) as tar:
+        assert tar.getnames() == ["train.py"]
+
+
+def test_the_archive_command_says_what_is_wrong_in_one_line_and_exit_2(tmp_path):
+    for argv, said in (([], "usage: python -m generator.shipping"),
+                       (["program", str(tmp_path / "nothing")], "error: $.program.dir: ")):
+        done = subprocess.run([sys.executable, "-m", "generator.shipping", *argv], capture_output=True, text=True,
+                              cwd=shipping.TRAINER_DIR.parent, timeout=60)
+        assert done.returncode == 2 and done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr
 
 
 def test_a_link_inside_the_folder_travels_as_its_file(tmp_path):
