@@ -75,6 +75,10 @@ SEMANTIC_CASES = {
                   "$.env[1].name: A is already set by $.env[0]; a container takes each name once"),
     "env-shadows-rendered": ({"env": [{"name": "PYTHONUNBUFFERED", "value": "0"}]},
                              "$.env[0].name: PYTHONUNBUFFERED is set by the job itself"),
+    # a job that ships its code sets PYTHONPATH to it (a built image's job leaves it to the user)
+    "env-shadows-shipped-pythonpath": ({"image": {"source": "stock", "trainer_archive": "aGVsbG8="},
+                                        "env": [{"name": "PYTHONPATH", "value": "/x"}]},
+                                       "$.env[0].name: PYTHONPATH is set by the job itself"),
     **{f"env-internal-{name}": ({"env": [{"name": "A", "value": "1"}, {"name": name, "value": "1"}]},
                                 f"$.env[1].name: {name} is one of the trainer's internal variables, set by the job "
                                 "or the trainer itself; choose another name") for name in INTERNAL_ENV},

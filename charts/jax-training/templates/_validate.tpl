@@ -108,7 +108,7 @@ rule is reported, then the render fails.
 {{- $errors = append $errors (printf "$.env[%d].name: %s is set for each process by the job; one value for every pod would break the ranks" $i $entry.name) -}}
 {{- else if has $entry.name $contract.internalEnv -}}
 {{- $errors = append $errors (printf "$.env[%d].name: %s is one of the trainer's internal variables, set by the job or the trainer itself; choose another name" $i $entry.name) -}}
-{{- else if has $entry.name $contract.renderedEnv -}}
+{{- else if or (has $entry.name $contract.renderedEnv) (and (eq $entry.name "PYTHONPATH") (or (eq $v.image.source "stock") $v.program.dir)) -}}
 {{- $errors = append $errors (printf "$.env[%d].name: %s is set by the job itself; a container takes each name once" $i $entry.name) -}}
 {{- else if and $v.outputs.secret (has $entry.name $contract.bucketCredentialsEnv) -}}
 {{- $errors = append $errors (printf "$.env[%d].name: %s is set from outputs.secret; a container takes each name once" $i $entry.name) -}}

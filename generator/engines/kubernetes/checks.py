@@ -14,7 +14,7 @@ from trainer.contract import PATH_FLAGS
 from .policy import (ANNOTATIONS_MAX_BYTES, BUCKET_CREDENTIALS_ENV, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, GPU_RESOURCE,
                      HUGE_PAGES_PREFIX, NATIVE_RESOURCE_DOMAIN, QUANTITY_SUFFIXES, RENDERED_ENV, STANDARD_RESOURCES)
 
-from ... import rules
+from ... import rules, shipping
 from ...names import outputs_claim
 from ...paths import go_clean
 from ...program import OWN_PROGRAM_WARNING
@@ -43,7 +43,8 @@ def errors(values: dict) -> list[str]:
     if size > ANNOTATIONS_MAX_BYTES:
         found.append(f"$.annotations: {size} bytes of keys and values; Kubernetes allows {ANNOTATIONS_MAX_BYTES}")
     for i, entry in enumerate(values.get("env") or []):
-        if entry.get("name") in RENDERED_ENV:
+        # a job that ships code sets PYTHONPATH to it (shipped.py); a second one would hide the trainer
+        if entry.get("name") in RENDERED_ENV or (entry.get("name") == "PYTHONPATH" and shipping.shipped(values)):
             found.append(f"$.env[{i}].name: {entry['name']} is set by the job itself; a container takes each name once")
         elif values["outputs"]["secret"] and entry.get("name") in BUCKET_CREDENTIALS_ENV:
             found.append(f"$.env[{i}].name: {entry['name']} is set from outputs.secret; a container takes each name "
