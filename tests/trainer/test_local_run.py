@@ -172,6 +172,20 @@ def test_slurm_target_is_refused_with_a_clear_error(tmp_path):
     assert "cannot run locally" in proc.output
 
 
+def test_a_program_folder_is_refused_in_one_line(tmp_path):
+    """Nothing travels on this machine: program.dir is refused before anything starts, naming the field."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "train.py").write_text("print('hi')\n")
+    proc = start([sys.executable, "-m", "generator", "run", "--local", str(EXAMPLES_DIR / "cpu-local.json"),
+                  "--set", f"program.dir={tmp_path / 'mine'}", "--set", "program.command={python,train.py}",
+                  "--outputs", str(tmp_path / "out")], tmp_path / "p.log")
+    assert wait_all([proc], 60) == [2]
+    errors = [line for line in proc.output.splitlines() if line.startswith("error:")]
+    assert errors == ["error: $.program.dir: a folder sent with the job is for a cluster; jaxgen run starts the "
+                      "processes in the current folder: leave program.dir empty and run it from your folder"], proc.output
+    assert "Traceback" not in proc.output and not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_killed_worker_restarts_all_resumes_and_succeeds(tmp_path):

@@ -147,7 +147,11 @@ def _map_paths(text: str, mounts: list[tuple[str, Path]]) -> str:
 def local_values(values: dict) -> dict:
     """The variables as this machine runs them: its devices are forced CPU devices, so the built-in
     trainer is rendered for accelerator cpu (a program of your own keeps its arguments as written),
-    and it runs the checkout's trainer, whatever image a stock job names (nothing to unpack)."""
+    and it runs the checkout's trainer, whatever image a stock job names (nothing to unpack). A program
+    folder is refused: nothing travels here, the processes start in the current folder."""
+    if values["program"]["dir"]:
+        raise UserError("$.program.dir: a folder sent with the job is for a cluster; jaxgen run starts the "
+                        "processes in the current folder: leave program.dir empty and run it from your folder")
     return {**values, "accelerator": "cpu", "image": {**values["image"], "source": "built"}}
 
 
