@@ -67,6 +67,12 @@
 {{- if (and (eq $v.image.source "stock") (include "jax-training.target" . | fromJson).runtimeJob) }}
 {{- $errors = append $errors (printf "$.image.source: stock needs a target whose object holds the pod (indexed-job, jobset, jaxjob): a TrainJob's runtime makes its pods, with no container to install the trainer first") -}}
 {{- end -}}
+{{- if (and (eq $v.image.source "stock") (not (eq $v.image.repository $contract.defaultImageRepository)) (not $v.image.tag) (not $v.image.digest)) }}
+{{- $errors = append $errors (printf "$.image.tag: a stock image of your own (image.repository %s) needs image.tag or image.digest: an empty tag is this project's build's" $v.image.repository) -}}
+{{- end -}}
+{{- if (and (eq $v.image.source "stock") (eq $v.image.repository $contract.defaultImageRepository) (or $v.image.tag $v.image.digest)) }}
+{{- $errors = append $errors (printf "$.image.repository: image.tag and image.digest name an image of image.repository, still this project's own build: with stock set image.repository too, or neither for the default stock image") -}}
+{{- end -}}
 {{- if (and $v.program.dir (include "jax-training.target" . | fromJson).runtimeJob) }}
 {{- $errors = append $errors (printf "$.program.dir: a program folder needs a target whose object holds the pod (indexed-job, jobset, jaxjob): a TrainJob's runtime makes its pods, with no container to unpack it first") -}}
 {{- end -}}

@@ -31,6 +31,7 @@ def chart_json() -> str:
         "systemDirs": list(contract.SYSTEM_DIRS),
         "imageDirs": list(contract.IMAGE_DIRS),
         "imageRepositoryPattern": images.REPOSITORY_PATTERN,
+        "defaultImageRepository": images.default_repository(),
         "quantitySuffixes": QUANTITY_SUFFIXES,
         "standardResources": list(STANDARD_RESOURCES),
         "hugePagesPrefix": HUGE_PAGES_PREFIX,

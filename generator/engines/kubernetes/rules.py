@@ -4,9 +4,12 @@ rules it cannot say are checks.py's, with their twins in the chart's templates/_
 
 from __future__ import annotations
 
-from ...rules import And, Default, Eq, Gt, Int, Items, Keys, Len, Not, Or, Present, Row, Rule, Text
+from ...images import default_repository
+from ...rules import And, Default, Eq, Fact, Gt, Int, Items, Keys, Len, Not, Or, Present, Row, Rule, Text
 
 _PORT, _MONITOR = Int("metrics.port"), Present("metrics.pod_monitor")
+_STOCK = Eq(Text("image.source"), "stock")
+_DEFAULT_REPOSITORY = Eq(Text("image.repository"), Fact("defaultImageRepository", default_repository()))
 _CLAIM = Or(Present("persistence.existing_claim"), Present("persistence.enabled"))  # names.outputs_claim
 _KUBERNETES = "kubernetes"
 # An archive in the examples: Helm needs one to reach the rules (jaxgen makes its own and ignores it).
@@ -50,6 +53,15 @@ RULES = (
          "stock needs a target whose object holds the pod (indexed-job, jobset, jaxjob): a TrainJob's runtime "
          "makes its pods, with no container to install the trainer first", engine=_KUBERNETES,
          example={"target": "trainjob", "image": {"source": "stock", "trainer_archive": _ARCHIVE}}),
+    # a stock image is the default one (repository and tag left alone) or the user's, named in full
+    Rule("$.image.tag", And(_STOCK, Not(_DEFAULT_REPOSITORY), Not(Present("image.tag")), Not(Present("image.digest"))),
+         "a stock image of your own (image.repository %s) needs image.tag or image.digest: an empty tag is this "
+         "project's build's", (Text("image.repository"),), _KUBERNETES,
+         example={"image": {"source": "stock", "repository": "python", "trainer_archive": _ARCHIVE}}),
+    Rule("$.image.repository", And(_STOCK, _DEFAULT_REPOSITORY, Or(Present("image.tag"), Present("image.digest"))),
+         "image.tag and image.digest name an image of image.repository, still this project's own build: with "
+         "stock set image.repository too, or neither for the default stock image", engine=_KUBERNETES,
+         example={"image": {"source": "stock", "tag": "3.12-slim", "trainer_archive": _ARCHIVE}}),
     Rule("$.program.dir", And(Present("program.dir"), Row("runtimeJob")),
          "a program folder needs a target whose object holds the pod (indexed-job, jobset, jaxjob): a TrainJob's "
          "runtime makes its pods, with no container to unpack it first", engine=_KUBERNETES,
