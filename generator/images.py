@@ -97,10 +97,12 @@ def mutable_tag_warning(values: dict) -> str:
     if values["target"] not in KUBERNETES or values["image"]["digest"] or pull_policy(values) != "IfNotPresent" \
             or _COMMIT_TAG.search(tag(values)):
         return ""
+    pin = ("pin it with image.digest" if values["image"].get("source") == "stock" else
+           "pin the build with image.digest (scripts/image.sh --push prints the --set line) or its commit tag "
+           "(<version>-<commit>-<variant>)")
     return (f"warning: image {reference(values)} is a tag that may move, pulled IfNotPresent: a node that "
-            "already has an image of that name runs it, whatever was pushed since; pin the build with "
-            "image.digest (scripts/image.sh --push prints the --set line) or its commit tag "
-            "(<version>-<commit>-<variant>), or set image.pull_policy=Always")
+            f"already has an image of that name runs it, whatever was pushed since; {pin}, or set "
+            "image.pull_policy=Always")
 
 
 if __name__ == "__main__":

@@ -33,3 +33,5 @@ def test_prepare_warns_of_a_moving_tag_pulled_if_not_present(tmp_path, sets, war
     assert len(lines) == (1 if warned else 0), proc.stderr
     if warned:
         assert lines[0].startswith("warning: image ") and "image.digest" in lines[0]
+        # a commit tag is what scripts/image.sh gives this project's builds, which a stock image is not
+        assert ("commit tag" in lines[0]) == ("image.source=stock" not in sets), lines[0]
