@@ -148,6 +148,20 @@ def test_helm_without_the_archive_says_which_file_to_set(tmp_path):
     assert "$.image.trainer_archive: image.source stock needs the trainer's archive: helm --set-file" in result.stderr
 
 
+def test_helm_refuses_an_archive_that_is_not_base64(tmp_path):
+    """--set-file of the raw tar.gz instead of the file python -m generator.shipping writes: one line naming
+    the field, where the API server would have refused the ConfigMap's binaryData."""
+    folder = tmp_path / "program"
+    folder.mkdir()
+    (folder / "train.py").write_text("print('hi')\n")
+    (tmp_path / "raw.tgz").write_bytes(shipping.program_archive(str(folder)))
+    path = write_values(tmp_path, "s", {"name": "s", "program": {"command": ["python", "train.py"],
+                                                                   "dir": str(folder)}})
+    result = helm_template("s", path, extra=("--set-file", f"program.archive={tmp_path / 'raw.tgz'}"))
+    assert result.returncode != 0
+    assert "$.program.archive: not base64: give the file `python -m generator.shipping` writes" in result.stderr
+
+
 def test_archives_are_reproducible_and_carry_the_checkout():
     first, second = shipping.trainer_archive(), shipping.trainer_archive()
     assert first == second

@@ -13,6 +13,11 @@ archive it needs (a TrainJob target is refused by the rules, templates/_rules.tp
 {{- if and $stock (not $v.image.trainer_archive) -}}
 {{- fail "$.image.trainer_archive: image.source stock needs the trainer's archive: helm --set-file image.trainer_archive=FILE, FILE from `python -m generator.shipping trainer` (jaxgen render makes it itself)" -}}
 {{- end -}}
+{{- range $field, $archive := dict "image.trainer_archive" $v.image.trainer_archive "program.archive" $v.program.archive -}}
+{{- if and $archive (not (regexMatch "^[A-Za-z0-9+/\\s]*=*\\s*$" $archive)) -}}
+{{- fail (printf "$.%s: not base64: give the file `python -m generator.shipping` writes (--set-file %s=FILE)" $field $field) -}}
+{{- end -}}
+{{- end -}}
 {{- if and $v.program.dir (not $v.program.archive) -}}
 {{- fail "$.program.archive: program.dir needs the folder's archive: helm --set-file program.archive=FILE, FILE from `python -m generator.shipping program DIR` (jaxgen render makes it itself)" -}}
 {{- end -}}
