@@ -110,10 +110,10 @@ def _container_default_dirs(values: dict) -> list[str]:
     """data.dir and checkpoint.dir left at their defaults, which are paths inside the Kubernetes pods'
     containers: on slurm they are directories of the nodes that the script creates before srun (at the
     root of each node, which fails for a user and litters it for root)."""
-    errors = []
+    errors, default = [], defaults()  # a fresh copy of every default: read once
     for key in ("data", "checkpoint"):
         directory = values[key]["dir"]
-        if go_clean(directory) == go_clean(defaults()[key]["dir"]):  # /checkpoints/ and /checkpoints/. too
+        if go_clean(directory) == go_clean(default[key]["dir"]):  # /checkpoints/ and /checkpoints/. too
             errors.append(f"$.{key}.dir: {directory} is the default for Kubernetes, a path in the pods' containers; "
                           f"on slurm name a directory of the nodes' shared filesystem, e.g. "
                           f"--set {key}.dir=/scratch/$USER/{'mnist' if key == 'data' else 'runs'}")
