@@ -32,6 +32,14 @@ BUILT_PYTHONPATH = "/opt/jax-training"  # where the built image keeps the traine
 VOLUME, RUN_VOLUME = "shipped", "run"
 # A ConfigMap holds at most 1 MiB; the trainer's archive takes about 100 KiB of it.
 PROGRAM_ARCHIVE_LIMIT = 768 * 1024
+# What a Helm release holds of the archives, in base64 characters, the trainer's and the program's
+# together. Helm keeps each release in a Secret whose data, base64 of the gzip of the release's JSON, the
+# API server holds to 1 MiB (MaxSecretSize); the release carries each archive twice (in its values and in
+# the rendered ConfigMap), gzip leaves base64 of compressed bytes at 3/4, so each character of archive
+# costs about 2 bytes of the Secret, and the chart with the rest of the release about 120 KiB
+# (tests/chart/test_helm_release_size.py measures both with Helm). 384 KiB: the trainer's ~134 KiB and
+# a program of about 190 KiB packed; jaxgen render and prepare.sh, which keep no release, allow 768 KiB.
+HELM_ARCHIVES_LIMIT = 384 * 1024
 PROGRAM_FILES_LIMIT = 4 * 1024 * 1024
 
 
@@ -157,12 +165,22 @@ def content_digest(data: dict, binary: dict) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:10]
 
 
+def helm_sized(archive: str, folder: str) -> str:
+    """The program's archive for `helm --set-file`, refused in one line when a Helm release cannot hold it
+    (the chart refuses the trainer's and the program's together over HELM_ARCHIVES_LIMIT)."""
+    if len(archive) > HELM_ARCHIVES_LIMIT:
+        raise ShippingError(f"$.program.dir: {excerpt(printable(folder))} packs into {len(archive)} characters of "
+                            f"base64, more than the {HELM_ARCHIVES_LIMIT} a Helm release holds (its Secret is at "
+                            "most 1 MiB); render with jaxgen or scripts/prepare.sh (768 KiB packed) or build an image")
+    return archive
+
+
 def main(argv: list[str]) -> None:
     try:
         if argv[:1] == ["trainer"] and len(argv) == 1:
             print(encoded(trainer_archive()), end="")
         elif argv[:1] == ["program"] and len(argv) == 2:
-            print(encoded(program_archive(argv[1])), end="")
+            print(helm_sized(encoded(program_archive(argv[1])), argv[1]), end="")
         else:
             print("usage: python -m generator.shipping trainer | program DIR  (prints the archive, base64)",
                   file=sys.stderr)

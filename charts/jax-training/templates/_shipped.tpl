@@ -18,6 +18,11 @@ archive it needs (a TrainJob target is refused by the rules, templates/_rules.tp
 {{- fail (printf "$.%s: not base64: give the file `python -m generator.shipping` writes (--set-file %s=FILE)" $field $field) -}}
 {{- end -}}
 {{- end -}}
+{{- $limit := int (.Files.Get "files/contract.json" | fromJson).helmArchivesLimit -}}
+{{- $total := add (len ($v.image.trainer_archive | default "")) (len ($v.program.archive | default "")) -}}
+{{- if gt $total $limit -}}
+{{- fail (printf "$.%s: the archives come to %d characters of base64, more than the %d a Helm release holds (Helm keeps it, each archive twice, in a Secret of at most 1 MiB): make program.dir smaller, render with jaxgen or scripts/prepare.sh (768 KiB packed), or build an image" (ternary "program.archive" "image.trainer_archive" (not (empty $v.program.archive))) $total $limit) -}}
+{{- end -}}
 {{- if and $v.program.dir (not $v.program.archive) -}}
 {{- fail "$.program.archive: program.dir needs the folder's archive: helm --set-file program.archive=FILE, FILE from `python -m generator.shipping program DIR` (jaxgen render makes it itself)" -}}
 {{- end -}}

@@ -9,7 +9,7 @@ import json
 from trainer import cluster, contract
 from trainer.fencing import ATTEMPT_ENV
 
-from ... import images, targets
+from ... import images, shipping, targets
 from . import kueue
 from .policy import (ANNOTATIONS_MAX_BYTES, BUCKET_CREDENTIALS_ENV, CHECKPOINTS_VOLUME, CHILD_JOB_FAILURE_RULES,
                      COMPLETION_INDEX_FIELD, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, GPU_RESOURCE, HUGE_PAGES_PREFIX,
@@ -32,6 +32,7 @@ def chart_json() -> str:
         "imageDirs": list(contract.IMAGE_DIRS),
         "imageRepositoryPattern": images.REPOSITORY_PATTERN,
         "defaultImageRepository": images.default_repository(),
+        "helmArchivesLimit": shipping.HELM_ARCHIVES_LIMIT,
         "quantitySuffixes": QUANTITY_SUFFIXES,
         "standardResources": list(STANDARD_RESOURCES),
         "hugePagesPrefix": HUGE_PAGES_PREFIX,
