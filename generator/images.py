@@ -17,8 +17,10 @@ VARIANTS = {"cpu": "cpu", "gpu": "cuda12"}
 
 
 # accelerator -> the default stock image (repository, tag): an official Python image for CPUs (the
-# built image's base), NVIDIA's published JAX container for GPUs.
-STOCK_IMAGES = {"cpu": ("python", "3.11.14-slim-bookworm"), "gpu": ("nvcr.io/nvidia/jax", "26.10-py3")}
+# built image's base), NVIDIA's published JAX container for GPUs: 26.07-py3, the newest whose contents
+# published runs of it report (Python 3.12.3 as `python`, pip, JAX 0.10.2.dev20260630: a build of jax
+# before 0.10.2, which trainer/versions.py's range takes; docs/images.md).
+STOCK_IMAGES = {"cpu": ("python", "3.11.14-slim-bookworm"), "gpu": ("nvcr.io/nvidia/jax", "26.07-py3")}
 
 
 def _stock_default(values: dict) -> tuple[str, str] | None:

@@ -80,7 +80,7 @@ def test_both_renderers_ship_the_same(case, tmp_path):
     if case == "indexed-job-stock-cpu":
         assert trainer["image"] == "python:3.11.14-slim-bookworm"
     if case == "jobset-stock-gpu-index":
-        assert trainer["image"] == "nvcr.io/nvidia/jax:26.10-py3"
+        assert trainer["image"] == "nvcr.io/nvidia/jax:26.07-py3"
         assert spec["initContainers"][0]["command"][-2:] == ["--index-url", "http://10.0.0.1/simple"]
 
 

@@ -61,7 +61,8 @@ def test_each_package_outside_the_range_is_named(found, refused):
         versions.check(found)
 
 
-@pytest.mark.parametrize("version", [versions.LOWEST, "0.10.3", "0.12.0.1", "0.12.99"])
+# 0.10.2.dev20260630+3757395a28: the JAX of NVIDIA's nvcr.io/nvidia/jax:26.07-py3, the GPU stock default
+@pytest.mark.parametrize("version", [versions.LOWEST, "0.10.3", "0.12.0.1", "0.12.99", "0.10.2.dev20260630+3757395a28"])
 def test_a_jax_in_the_range_passes(version):
     versions.check({"jax": version, "jaxlib": version})
 
