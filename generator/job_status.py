@@ -28,7 +28,8 @@ class JobStatus:
     name: str
     kind: str  # a target's kind (generator/targets.py), SLURM or local
     phase: str = UNKNOWN
-    reason: str = ""  # why it is in this phase, when there is more to say (a failure, a pending pod)
+    reason: str = ""  # why it is in this phase, when there is more to say (a failure, a stop)
+    cause: str = ""  # why it waits or restarts, one line (engines/kubernetes/causes.py, engines/slurm/jobs.py)
     step: int | None = None
     total_steps: int | None = None
     percent: int | None = None  # where only a percentage is known (a TrainJob's trainerStatus)
@@ -66,7 +67,7 @@ class JobStatus:
     def lines(self) -> list[str]:
         """The text of `jaxgen status`."""
         rows = [("name", f"{self.name} ({self.kind})"),
-                ("phase", self.phase + (f": {self.reason}" if self.reason else "")),
+                ("phase", self.phase + (f": {self.reason}" if self.reason else "")), ("cause", self.cause),
                 ("queue", self.queue), ("pods", self.pods), *(("node", line) for line in self.nodes)]
         if self.step is not None or self.percent is not None:
             progress = f"step {self.progress()}" if self.total_steps else self.progress()
@@ -100,11 +101,20 @@ def strict_json(value) -> str:
     return json.dumps(finite(value), sort_keys=True, allow_nan=False)
 
 
+CAUSE_WIDTH = 72  # characters of a cause line in `jaxgen list` (status prints it whole)
+
+
+def short_cause(line: str) -> str:
+    return line if len(line) <= CAUSE_WIDTH else line[:CAUSE_WIDTH - 1].rstrip() + "…"
+
+
 def table(jobs: list[JobStatus]) -> list[str]:
-    """The text of `jaxgen list`: one row per job."""
-    rows = [("NAME", "KIND", "PHASE", "PROGRESS", "ETA", "AGE")]
+    """The text of `jaxgen list`: one row per job, and a CAUSE column where a job waits or restarts."""
+    causes = any(j.cause for j in jobs)
+    rows = [("NAME", "KIND", "PHASE", "PROGRESS", "ETA", "AGE", *(("CAUSE",) if causes else ()))]
     rows += [(printable(j.name), j.kind, j.phase, j.progress(), j.eta(),
-              format_duration(j.age_seconds) if j.age_seconds is not None else "-") for j in jobs]
+              format_duration(j.age_seconds) if j.age_seconds is not None else "-",
+              *((printable(short_cause(j.cause)) or "-",) if causes else ())) for j in jobs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 

@@ -1,7 +1,8 @@
 """docs/jobs.md's Role grants every request the code makes in a namespace: the objects each target
 renders (applied, dry-run, cleaned up), and each kubectl call of scripts/run.sh, scripts/clean.sh,
-jaxgen check and jaxgen status/list/logs, found in the code by its words; a kubectl subcommand the
-table below does not know fails the test until it is added, and a rule taken out of the Role fails it."""
+jaxgen check and jaxgen status/list/logs (and their cause line), found in the code by its words; a
+kubectl subcommand the table below does not know fails the test until it is added, and a rule taken
+out of the Role fails it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
 DOC = REPO_ROOT / "docs" / "jobs.md"
 RUN, CLEAN = REPO_ROOT / "scripts" / "run.sh", REPO_ROOT / "scripts" / "clean.sh"
 ENGINE = REPO_ROOT / "generator" / "engines" / "kubernetes"
-JOBS, PREFLIGHT = ENGINE / "jobs.py", ENGINE / "preflight.py"
+JOBS, PREFLIGHT, CAUSES = ENGINE / "jobs.py", ENGINE / "preflight.py", ENGINE / "causes.py"
 
 APPLY = ("get", "create", "patch")  # kubectl apply --server-side: a PATCH, and create where the object is new
 CLEANED = ("list", "delete")  # clean.sh: kubectl get -l, kubectl delete -l
@@ -49,6 +50,9 @@ CALLS = [
     (JOBS, r"kube\.items\(WORKLOADS\)", "kueue.x-k8s.io", "workloads", ("list",)),
     (JOBS, r"/proxy\{METRICS_PATH\}", "", "pods/proxy", ("get",)),
     (JOBS, r'"logs", f"pod/', "", "pods/log", ("get",)),
+    (CAUSES, r"/namespaces/\{self\.kube\.namespace\}/events", "", "events", ("list",)),
+    (CAUSES, r'kube\.get\("persistentvolumeclaim"', "", "persistentvolumeclaims", ("get",)),
+    (CAUSES, r'kube\.get\("localqueues\.kueue\.x-k8s\.io"', "kueue.x-k8s.io", "localqueues", ("get",)),
 ]
 # Every kubectl subcommand the scripts run in the namespace; those outside it need no Role.
 SHELL_SUBCOMMANDS = {"get", "apply", "delete", "wait", "exec", "logs"}

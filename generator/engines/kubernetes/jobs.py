@@ -18,7 +18,7 @@ from trainer.outputs import result_of_message
 from trainer.termination import error_of_message
 
 from ... import job_status, targets
-from . import kueue
+from . import causes, kueue
 from ...errors import UserError
 from ...job_status import FAILED, PENDING, QUEUED, RUNNING, STOPPED, SUCCEEDED, JobStatus
 from .kubectl import ClusterError, Kubectl, NotFound
@@ -30,8 +30,6 @@ WORKLOADS = "workloads.kueue.x-k8s.io"
 METRICS_TIMEOUT = "1s"  # process 0's endpoint answers at once; one that does not is not worth a slow status
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 KINDS = {t.workload.kind: t for t in targets.TARGETS.values() if t.workload}
-WAITING_TROUBLE = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
-                   "CreateContainerConfigError", "CrashLoopBackOff")
 
 
 def _age(timestamp: str | None, now: float) -> float | None:
@@ -111,20 +109,28 @@ class _Job:
         queue = (self.meta.get("labels") or {}).get(kueue.QUEUE_LABEL)
         if not queue:
             return ""
-        if self.kueue is None:
-            return f"LocalQueue {queue}: no Kueue Workload yet (is Kueue running and its integration for " \
-                   f"{self.obj['kind']} enabled?)"
-        status = self.kueue.get("status") or {}
-        conditions = {c["type"]: c for c in status.get("conditions") or []}
-        admitted = conditions.get("Admitted", {})
-        if admitted.get("status") == "True":
-            cluster_queue = (status.get("admission") or {}).get("clusterQueue", "?")
-            return f"admitted by ClusterQueue {cluster_queue} (LocalQueue {queue})"
-        if conditions.get("Finished", {}).get("status") == "True":
+        if (waiting := self.kueue_wait()) is not None:
+            return f"pending in LocalQueue {queue}: {waiting[1]}"
+        status = (self.kueue or {}).get("status") or {}
+        if any(c["type"] == "Finished" and c.get("status") == "True" for c in status.get("conditions") or []):
             return f"finished (LocalQueue {queue})"
-        why = next((c.get("message") for name in ("QuotaReserved", "Admitted", "Evicted")
-                    if (c := conditions.get(name)) and c.get("message")), "waiting for quota")
-        return f"pending in LocalQueue {queue}: {why}"
+        cluster_queue = (status.get("admission") or {}).get("clusterQueue", "?")
+        return f"admitted by ClusterQueue {cluster_queue} (LocalQueue {queue})"
+
+    def kueue_wait(self) -> tuple[str, str] | None:
+        """(LocalQueue, Kueue's reason) while Kueue holds the job: no Workload yet, or one neither
+        admitted nor finished; None where it does not."""
+        queue = (self.meta.get("labels") or {}).get(kueue.QUEUE_LABEL)
+        if not queue:
+            return None
+        if self.kueue is None:
+            return queue, (f"no Kueue Workload yet (is Kueue running and its integration for {self.obj['kind']} "
+                           "enabled?)")
+        conditions = {c["type"]: c for c in (self.kueue.get("status") or {}).get("conditions") or []}
+        if any(conditions.get(name, {}).get("status") == "True" for name in ("Admitted", "Finished")):
+            return None
+        return queue, next((c.get("message") for name in ("QuotaReserved", "Admitted", "Evicted")
+                            if (c := conditions.get(name)) and c.get("message")), "waiting for quota")
 
     def restarts(self) -> int:
         status = self.obj.get("status") or {}
@@ -134,19 +140,6 @@ class _Job:
         if self.obj["kind"] == "Job":
             counted.append(status.get("failed") or 0)
         return max(counted)
-
-    def trouble(self) -> str:
-        """Why a pod does not start: an unpullable image, an unschedulable pod."""
-        for pod in self.pods:
-            status = pod.get("status") or {}
-            for cs in status.get("containerStatuses") or []:
-                waiting = (cs.get("state") or {}).get("waiting") or {}
-                if waiting.get("reason") in WAITING_TROUBLE:
-                    return f"pod {pod['metadata']['name']}: {waiting['reason']}: {waiting.get('message', '')}".strip()
-            for condition in status.get("conditions") or []:
-                if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-                    return f"pod {pod['metadata']['name']} unschedulable: {condition.get('message', '')}"
-        return ""
 
     def trainer_error(self) -> str:
         """The trainer's own line of why it failed: the newest pod's termination message that is an error."""
@@ -169,7 +162,7 @@ class _Job:
         running = sum((p.get("status") or {}).get("phase") == "Running" for p in self.pods)
         if running and running >= (self.hosts() or 1):
             return RUNNING, ""
-        return PENDING, self.trouble()
+        return PENDING, ""  # why: its cause line (causes.py)
 
     def suspended(self) -> bool:
         """Whether the job's `suspend` (where its row says it sits) is set."""
@@ -235,15 +228,19 @@ class _Job:
         return None
 
 
-def _status(job: _Job, kube: Kubectl, now: float, with_metrics: bool = True) -> JobStatus:
+def _status(job: _Job, kube: Kubectl, now: float, reader: causes.Reader, every_node: bool = False) -> JobStatus:
+    """The job's status; its nodes read where `every_node`, else only where a pod of it looks lost."""
     phase, reason = job.phase()
     status = JobStatus(name=job.name, kind=job.obj["kind"], phase=phase, reason=reason, queue=job.queue(),
                        pods=job.pods_line(), restarts=job.restarts(), results=job.results(),
                        age_seconds=_age(job.meta.get("creationTimestamp"), now))
+    if every_node or any(_looks_lost(pod) for pod in job.pods):
+        status.nodes = _lost_nodes(job, kube, now)
+    status.cause = causes.cause(job, phase, status.nodes, reader, now)
     trainer_status = (job.obj.get("status") or {}).get("trainerStatus")
     rank0 = job.pod_of_rank(0)
     port = job.metrics_port(rank0) if rank0 else None
-    if with_metrics and rank0 and port and rank0.get("status", {}).get("phase") == "Running":
+    if rank0 and port and rank0.get("status", {}).get("phase") == "Running":
         path = f"/api/v1/namespaces/{kube.namespace}/pods/{rank0['metadata']['name']}:{port}/proxy{METRICS_PATH}"
         try:
             job_status.apply_series(status, job_status.parse_series(kube.raw(path, 5, METRICS_TIMEOUT)))
@@ -276,10 +273,15 @@ def _one(kube: Kubectl, name: str) -> _Job:
 
 
 def status(name: str, kube: Kubectl) -> JobStatus:
-    job, now = _one(kube, name), time.time()
-    found = _status(job, kube, now)
-    found.nodes = _lost_nodes(job, kube, now)
-    return found
+    return _status(_one(kube, name), kube, time.time(), causes.Reader(kube), every_node=True)
+
+
+def _looks_lost(pod: dict) -> bool:
+    """A pod that may sit on a lost node: deleted but not gone, or running and not ready."""
+    status = pod.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    return bool(pod["metadata"].get("deletionTimestamp")) or (
+        status.get("phase") == "Running" and ready.get("status") != "True")
 
 
 def _lost_nodes(job: _Job, kube: Kubectl, now: float) -> list[str]:
@@ -350,7 +352,8 @@ def _waits_for(name: str, node: dict, pods: list[dict], now: float) -> str:
 def jobs(kube: Kubectl) -> list[JobStatus]:
     now = time.time()
     found = sorted(_snapshot(kube, PROJECT_SELECTOR), key=lambda j: j.meta.get("creationTimestamp", ""))
-    return kube.many([lambda j=j: _status(j, kube, now) for j in found]) if found else []
+    reader = causes.Reader(kube)
+    return kube.many([lambda j=j: _status(j, kube, now, reader) for j in found]) if found else []
 
 
 def _container_restarts(pod: dict, container: str) -> int:

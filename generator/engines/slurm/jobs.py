@@ -5,6 +5,7 @@ its log from its output file, whose lines carry `Rank i:`."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -43,6 +44,27 @@ def _run(*argv: str) -> str:
 
 
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "SUSPENDED")
+# squeue's reason a job is pending (squeue(1), JOB REASON CODES), in words: the cause line of a waiting job.
+WAITING = {
+    "Resources": "the resources it asks for are busy",
+    "Priority": "jobs of higher priority go first",
+    "Dependency": "it waits for a job it depends on (--dependency) to end",
+    "DependencyNeverSatisfied": "a job it depends on ended so that it can never start (scancel it)",
+    "BeginTime": "its start time (--begin, or a requeue's delay) has not come yet",
+    "JobHeldUser": "it is held (scontrol release ID)",
+    "JobHeldAdmin": "an administrator holds it",
+    "ReqNodeNotAvail": "a node it needs is not available (down, drained or reserved)",
+    "NodeDown": "a node it needs is down",
+    "PartitionDown": "its partition is down",
+    "PartitionInactive": "its partition is inactive",
+    "PartitionNodeLimit": "it asks for more nodes than its partition allows or has up",
+    "PartitionTimeLimit": "its time limit is longer than its partition's",
+    "Reservation": "it waits for its reservation to start",
+    "BadConstraints": "no node can ever meet its constraints (scancel it)",
+    "Cleaning": "its previous run is still being cleaned up (a requeue)",
+    "launch failed requeued held": "its launch failed; SLURM requeued and held it (scontrol release ID)",
+}
+LIMITS = {"Assoc": "a limit of its account (association)", "QOS": "a limit of its QOS"}
 
 
 def _queued(name: str | None = None) -> list[dict]:
@@ -97,13 +119,40 @@ def _exit(exit_code: str) -> str:
     return exit_codes.describe_exit(-signal if signal else code)
 
 
-def _status(job: dict, now: float) -> JobStatus:
+def _requeues() -> dict[str, int]:
+    """How many times SLURM started each job it holds again (scontrol's Restarts), by job id; {} unknown."""
+    try:
+        out = _run("scontrol", "show", "job", "-o")
+    except SchedulerError:
+        return {}
+    return {found[1]: int(found[2]) for line in out.splitlines()
+            if (found := re.match(r"JobId=(\S+) .*?\bRestarts=(\d+)", line))}
+
+
+def _waiting(reason: str) -> str:
+    """squeue's pending reason in words (ReqNodeNotAvail's names the nodes after a comma)."""
+    code, _, detail = reason.partition(",")
+    words = WAITING.get(code) or next((f"{limit} is reached" for prefix, limit in LIMITS.items()
+                                       if code.startswith(prefix) and "Limit" in code), "")
+    return f"{words} (squeue: {reason.strip()})" if words else f"squeue says {reason.strip()}"
+
+
+def _cause(state: str, reason: str, requeues: int) -> str:
+    """Why the job waits or was started again: squeue's reason, SLURM's restart count."""
+    again = f"requeued {requeues} time{'s' if requeues != 1 else ''}, attempt {requeues + 1}" if requeues else ""
+    if state == "PENDING" and reason not in ("", "None"):
+        return f"waiting: {_waiting(reason)}" + (f"; {again}" if again else "")
+    return again if state in ACTIVE else ""
+
+
+def _status(job: dict, now: float, requeues: int = 0) -> JobStatus:
     state = job["state"].split()[0] if job["state"] else "UNKNOWN"
     status = JobStatus(name=job["name"], kind="SLURM", phase=PHASES.get(state, job_status.UNKNOWN),
                        queue=f"job {job['id']}: {state}" + (f" ({job['reason']})" if job.get("reason") not in
                                                             (None, "", "None") else ""))
     if job.get("exit_code") and status.phase == FAILED:
         status.reason = _exit(job["exit_code"])
+    status.cause = _cause(state, job.get("reason") or "", requeues)
     script = Path(job["script"]) if job.get("script") else None
     flags = _flags(script) if script else {}
     if "--checkpoint-dir" in flags:
@@ -117,6 +166,8 @@ def _status(job: dict, now: float) -> JobStatus:
         if summary:
             status.result = outputs.result_line(summary)
         status.results = str(directory)
+    if requeues:
+        status.restarts = max(status.restarts or 0, requeues)
     return status
 
 
@@ -136,12 +187,15 @@ def _find(name: str) -> dict:
 
 
 def status(name: str) -> JobStatus:
-    return _status(_find(name), time.time())
+    job = _find(name)
+    requeues = _requeues() if job.get("state", "").split(" ")[0] in ACTIVE else {}
+    return _status(job, time.time(), requeues.get(job["id"], 0))
 
 
 def jobs() -> list[JobStatus]:
-    now = time.time()
-    return [_status(job, now) for job in _queued()]
+    now, queued = time.time(), _queued()
+    requeues = _requeues() if any(job["state"] in ACTIVE for job in queued) else {}
+    return [_status(job, now, requeues.get(job["id"], 0)) for job in queued]
 
 
 def logs(name: str, rank: int, follow: bool, echo, poll: float = 1.0) -> int:
