@@ -205,16 +205,45 @@ def enable_compilation_cache(jax, directory: str, platform: str | None, log) -> 
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     if platform == "cpu":  # XLA's GPU caches: their path enters every program's key, so a cache copied or
         jax.config.update("jax_persistent_cache_enable_xla_caches", "none")  # mounted elsewhere read nothing
+        share_cpu_entries()
     if not CACHE_USE:
-        CACHE_USE.update(read=0, written=0)
+        CACHE_USE.update(requests=0, read=0, written=0)
         jax.monitoring.register_event_listener(_count_cache_use)
     log(f"compilation cache: {folder}")
     return folder
 
 
-# Programs this process read from the persistent compilation cache and wrote to it (once enabled).
+def share_cpu_entries() -> bool:
+    """Give every process of a CPU job the cache keys process 0 writes. JAX writes entries from process
+    0 only, and its key hashes the CPU topology's fingerprint, which differs per process (it marks the
+    devices that are local): every other process missed, and compiled the step again on every restart
+    (2 s here, on the path to the first step). The devices' kind, id and process instead: the same on
+    every process, still another key for another layout (the device assignment, the program, the
+    versions and flags stay in it). False where this jax has no such function (its own key is kept)."""
+    from jax._src import cache_key  # no public API sets the key's parts (jax 0.10-0.12)
+
+    if not callable(getattr(cache_key, "_hash_accelerator_config", None)):
+        return False
+
+    def devices_alike_everywhere(hash_obj, devices, *_):
+        for device in devices.flat:
+            hash_obj.update(f"{device.device_kind}/{device.id}/{device.process_index};".encode())
+
+    cache_key._hash_accelerator_config = devices_alike_everywhere
+    return True
+
+
+# Programs this process looked up in the persistent compilation cache, read from it and wrote to it
+# (process 0 only), once it is enabled.
 CACHE_USE: dict[str, int] = {}
-_CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": "read", "/jax/compilation_cache/cache_misses": "written"}
+_CACHE_EVENTS = {"/jax/compilation_cache/compile_requests_use_cache": "requests",
+                 "/jax/compilation_cache/cache_hits": "read", "/jax/compilation_cache/cache_misses": "written"}
+
+
+def describe_cache_use() -> str:
+    """How many programs this process read from the cache, compiled (not in it) and wrote to it."""
+    compiled = max(CACHE_USE["requests"] - CACHE_USE["read"], 0)
+    return f"{CACHE_USE['read']} programs read, {compiled} compiled, {CACHE_USE['written']} written"
 
 
 def _count_cache_use(event: str, **_) -> None:

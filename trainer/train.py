@@ -511,10 +511,10 @@ def _finish(job: Job, services: Services, training: TrainingState, stopped: bool
     if not job.finished_before:
         services.metrics.write({"event": "preempted" if stopped else "end", "step": step,
                                 "save_seconds": round(time.perf_counter() - closing, 6)})
-    from trainer.runtime import CACHE_USE  # (runtime is imported once the job is set up)
+    from trainer.runtime import CACHE_USE, describe_cache_use  # (runtime is imported once the job is set up)
 
     if CACHE_USE:
-        log(f"compilation cache: {CACHE_USE['read']} programs read, {CACHE_USE['written']} written")
+        log(f"compilation cache: {describe_cache_use()}")
     if services.reporter:
         services.reporter.close()
     if stopped:

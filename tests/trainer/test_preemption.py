@@ -36,6 +36,13 @@ def params(directory) -> dict:
     return {k: v for k, v in checkpoint.read(latest_checkpoint(directory))[1].items() if k.startswith("[0]")}
 
 
+def cache_use(output: str, rank: int) -> tuple[int, int]:
+    """(programs read from the compilation cache, programs compiled) of the run's end line."""
+    found = re.findall(rf"Rank {rank}: compilation cache: (\d+) programs read, (\d+) compiled, \d+ written", output)
+    assert len(found) == 1, output[-3000:]
+    return tuple(map(int, found[0]))
+
+
 def stop_step(output: str) -> int:
     found = re.findall(r"every process stops after step (\d+)", output)
     assert len(found) == 1, output[-3000:]
@@ -63,6 +70,12 @@ def test_sigterm_to_one_process_stops_all_at_one_step_and_the_rerun_matches_an_u
 
     resumed = run_cluster(tmp_path, "resumed", lambda r: trainer_argv(*small_train_args(stopped_dir, *ARGS)), 2, 1, 240)
     assert f"resuming from the checkpoint of step {step}" in resumed[1].output
+    # The restart reads the programs of every process's devices that the first run compiled (process 0
+    # wrote them) on every process (the steps, the state and data put on the devices), and the bits
+    # below are those of a run that compiled its own. A program of one process's own device alone is
+    # compiled again by the others (its key names the device).
+    use = [cache_use(proc.output, rank) for rank, proc in enumerate(resumed)]
+    assert all(read >= 3 for read, _ in use), use
     run_cluster(tmp_path, "straight", lambda r: trainer_argv(*small_train_args(tmp_path / "straight", *ARGS)), 2, 1, 240)
     a, b = params(tmp_path / "straight"), params(stopped_dir)
     assert checkpoint.list_steps(checkpoints_of(stopped_dir))[-1] == checkpoint.list_steps(checkpoints_of(tmp_path / "straight"))[-1] == 40 * 32

@@ -56,12 +56,12 @@ def test_steps_per_dispatch_and_the_compilation_cache_do_not_change_the_paramete
             assert os.listdir(cache) == [folder.name]
             written = sorted(os.listdir(cache / folder.name))
             assert len(written) >= 2, "the compiled programs were not written to the cache"
-            assert f"compilation cache: 0 programs read, {len(written)} written" in procs[0].output
+            assert f"compilation cache: 0 programs read, {len(written)} compiled, {len(written)} written" in procs[0].output
             shutil.copytree(cache, moved)  # a cache copied or mounted elsewhere serves as well
         if name == "warm":  # the restart reads every program, compiles none
             assert f"compilation cache: {folder}" in procs[0].output
             assert sorted(os.listdir(folder)) == written
-            assert f"compilation cache: {len(written)} programs read, 0 written" in procs[0].output
+            assert f"compilation cache: {len(written)} programs read, 0 compiled, 0 written" in procs[0].output
     assert (outputs_of(tmp_path / "one") / "xla-cache").is_dir()  # default: in the job's outputs
     for name in ("seven", "cached", "warm"):
         for key, value in results["one"].items():
