@@ -13,6 +13,11 @@ JAXT_SLURMD_PORT="${JAXT_SLURMD_PORT:-6818}"
 # The trainer's coordinator port is picked by SLURM_JOB_ID (trainer/cluster.py, SLURM_PORTS): two SLURMs on one machine should
 # number their jobs apart so that concurrent jobs do not pick the same port.
 JAXT_SLURM_FIRST_JOB_ID="${JAXT_SLURM_FIRST_JOB_ID:-1}"
+# How soon a requeued job runs again, SLURM's defaults (what a site runs with): it pends (BeginTime)
+# until the job step credentials' lifetime, AuthInfo=cred_expire, has passed, then for the next
+# backfill pass, every SchedulerParameters=bf_interval seconds (no event starts a main pass then).
+JAXT_SLURM_CRED_EXPIRE="${JAXT_SLURM_CRED_EXPIRE:-120}"
+JAXT_SLURM_BF_INTERVAL="${JAXT_SLURM_BF_INTERVAL:-30}"
 PATH="$PATH:/usr/sbin:/sbin"
 export SLURM_CONF="$JAXT_SLURM_CONF"
 

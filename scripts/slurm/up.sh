@@ -5,7 +5,7 @@
 # Exit 0 when the node is idle, non-zero (with the daemon logs' tail) otherwise.
 #   --owner-pid PID   stop everything (down.sh) once process PID is gone, e.g. a killed test run
 # Environment: JAXT_SLURM_DIR (state), JAXT_SLURMCTLD_PORT, JAXT_SLURMD_PORT, JAXT_SLURM_CPUS,
-# JAXT_SLURM_GPUS, JAXT_SLURM_FIRST_JOB_ID (see env.sh).
+# JAXT_SLURM_GPUS, JAXT_SLURM_FIRST_JOB_ID, JAXT_SLURM_CRED_EXPIRE, JAXT_SLURM_BF_INTERVAL (see env.sh).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../lib/common.sh"
@@ -20,6 +20,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+[[ "$JAXT_SLURM_CRED_EXPIRE" =~ ^[0-9]{1,6}$ ]] && [ "$JAXT_SLURM_CRED_EXPIRE" -ge 5 ] ||
+  bad_usage "JAXT_SLURM_CRED_EXPIRE must be a whole number of seconds, at least 5 (SLURM's minimum)"
+[[ "$JAXT_SLURM_BF_INTERVAL" =~ ^[1-9][0-9]{0,3}$ ]] ||
+  bad_usage "JAXT_SLURM_BF_INTERVAL must be a whole number of seconds from 1 to 9999"
 D="$JAXT_SLURM_DIR"
 node="$(hostname -s)"
 
@@ -78,7 +82,7 @@ SlurmctldHost=$node(127.0.0.1)
 SlurmctldPort=$JAXT_SLURMCTLD_PORT
 SlurmdPort=$JAXT_SLURMD_PORT
 AuthType=auth/munge
-AuthInfo=socket=$socket
+AuthInfo=socket=$socket,cred_expire=$JAXT_SLURM_CRED_EXPIRE
 CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
@@ -99,6 +103,7 @@ SelectTypeParameters=CR_CPU
 GresTypes=gpu
 MailProg=/bin/true
 MinJobAge=3600
+SchedulerParameters=bf_interval=$JAXT_SLURM_BF_INTERVAL
 FirstJobId=$JAXT_SLURM_FIRST_JOB_ID
 EnforcePartLimits=ALL
 SlurmdParameters=config_overrides

@@ -82,6 +82,17 @@ def test_bad_usage_is_one_line_and_its_exit_code(tmp_path, script, args, code, m
     assert ": line " not in proc.stderr  # no message of bash's own ("script: line N: ...")
 
 
+@pytest.mark.parametrize("variable,value,message", [
+    ("JAXT_SLURM_CRED_EXPIRE", "4", "a whole number of seconds, at least 5 (SLURM's minimum)"),
+    ("JAXT_SLURM_BF_INTERVAL", "0", "a whole number of seconds from 1 to 9999")])
+def test_slurm_up_sh_refuses_a_bad_scheduler_setting_before_it_starts_anything(tmp_path, variable, value, message):
+    """SLURM itself would only log a bad value in slurm.conf and run with its default."""
+    proc = subprocess.run(["bash", str(SCRIPTS / "slurm" / "up.sh")], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, variable: value, "JAXT_SLURM_DIR": str(tmp_path / "slurm")})
+    assert proc.returncode == 2 and proc.stderr == f"[up.sh] error: {variable} must be {message}\n", proc.stderr
+    assert not (tmp_path / "slurm").exists()
+
+
 def test_image_sh_checks_its_options_before_it_looks_for_a_builder(tmp_path):
     """A bad --push was said only once a builder and runc were found: without them, exit 1 for those."""
     bin_dir = tmp_path / "bin"  # no buildah, podman, docker or runc
