@@ -2,13 +2,15 @@
 Python and only jax and jaxlib (stock/standin-image.sh: nothing of this project). The trainer of this
 checkout travels in the job's ConfigMap and the packages the image lacks come, pinned by version and
 hash, from a package index on the host that the pods reach through the node's bridge (they reach
-nothing else). The built-in trainer trains MNIST, a fifth of an epoch to keep the tier lean; an
-unmodified program of the user's own runs from its shipped folder.
+nothing else). The cluster guide's stock path (docs/your-cluster.md, its commands read from its
+blocks by guide.py) runs as written: the built-in trainer trains MNIST, a fifth of an epoch to keep
+the tier lean, and the model is evaluated where the guide finds it; an unmodified program of the
+user's own runs from its shipped folder.
 
-Each training run reports the seconds from the job's creation to rank 0's first logged step (the
+The training run reports the seconds from the job's creation to rank 0's first logged step (the
 images are on the node already). By hand: JAXT_STARTUP_BENCH=1 runs the built image's twin too, for
 benchmarks/README.md's figures; JAXT_STOCK_EPOCHS=N trains N whole epochs (held to 98 %), and
-JAXT_STOCK_TARGET another target (jobset)."""
+JAXT_STOCK_TARGET another target than the guide example's (indexed-job)."""
 
 from __future__ import annotations
 
@@ -22,21 +24,23 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.e2e_k8s import guide
 from tests.e2e_k8s.kube import SCRIPTS, finish, pod_index, prepare, release_selector, start_run
-from tests.e2e_k8s.real import containerd_cli, final_accuracy, node_setting, train
+from tests.e2e_k8s.real import containerd_cli, final_accuracy, node_setting, outputs_volume
 from tests.support.paths import SHARED_DIR
 
 STANDIN = Path(__file__).resolve().parent / "stock" / "standin-image.sh"
 SOURCES = ["stock", "built"] if os.environ.get("JAXT_STARTUP_BENCH") == "1" else ["stock"]
 EPOCHS = int(os.environ.get("JAXT_STOCK_EPOCHS", "0"))
-# 100 steps of cpu-local.json's batch, or whole epochs by hand
+# a fifth of an epoch (50 steps of the guide's example's batch), or whole epochs by hand
 TRAINING = [f"training.epochs={EPOCHS}", "training.train_examples=0"] if EPOCHS else ["training.train_examples=12800"]
 MIN_ACCURACY = 0.98 if EPOCHS else 0.9
-TARGET = os.environ.get("JAXT_STOCK_TARGET", "indexed-job")
+TARGET = os.environ.get("JAXT_STOCK_TARGET")  # the guide's example's unless set
 
 
 @pytest.fixture(scope="session")
@@ -88,23 +92,42 @@ def stock(real, standin, package_index):
 
 @pytest.mark.timeout(900 + 600 * EPOCHS)
 @pytest.mark.parametrize("source", SOURCES)
-def test_the_built_in_trainer_trains_on_a_stock_image(request, stock, source, tmp_path):
+def test_the_guides_stock_path_runs_verbatim_and_trains(request, stock, source, tmp_path):
+    """docs/your-cluster.md's commands of the stock path, as its fenced blocks have them: the render
+    on a stock image, run, results, evaluate, clean up. The built-in trainer of the checkout trains
+    on the stand-in and the model is found where step 5 reads it."""
     cluster, sets = stock
     if source == "built":  # the same job on the built image (real_sets' image)
-        sets = request.getfixturevalue("real")[1]
-    name = f"real-{source}"
-    build = tmp_path / "build"
-    prepare(cluster, build, name, *sets, *TRAINING, base="cpu-local.json", target=TARGET)
+        sets = [*request.getfixturevalue("real")[1], "image.source=built"]
+    started = time.monotonic()
+    render, *rest = guide.stock_commands()
+    name = guide.release_name(render)
+    checkout = guide.checkout_copy(tmp_path / "checkout")
+    env = guide.environment(cluster.env, tmp_path / "cache")
+    outputs = {}
     with pod_start_logs_on_failure(cluster, name):
-        output = train(cluster, build, 600 + 600 * EPOCHS)
-    accuracy = final_accuracy(output)
-    assert accuracy >= MIN_ACCURACY, output[-3000:]
-    seconds = apply_to_first_step(cluster, name)
-    print(json.dumps({"image": source, "target": TARGET, "test_accuracy": accuracy,
-                      "apply_to_first_step_s": round(seconds, 1)}), file=sys.stderr)
-    cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
+        guide.run(render + guide.appended([*sets, *guide.TEST_CLUSTER, *TRAINING], TARGET), checkout, env, 60)
+        outputs_volume(cluster, name)  # the claim's volume, where the reader's storage class makes one
+        target = guide.target(checkout, render)
+        seconds_each = {}
+        for command in rest:
+            begun = time.monotonic()
+            outputs[command] = guide.run(command, checkout, env, 600 + 600 * EPOCHS)
+            seconds_each[" ".join(command.split()[:2])] = round(time.monotonic() - begun, 1)
+            if command.startswith("scripts/run.sh "):  # while the job's pods are there
+                seconds = apply_to_first_step(cluster, name, target)
+    [trained] = [out for command, out in outputs.items() if command.startswith("scripts/run.sh ")]
+    accuracy = final_accuracy(trained)
+    assert accuracy >= MIN_ACCURACY, trained[-3000:]
+    # step 5 found the model: evaluated on the test set, it scores what the run reported
+    [evaluated] = [out for command, out in outputs.items() if command.startswith("jax-trainer evaluate ")]
+    assert f"test accuracy={accuracy:.4f}" in evaluated, evaluated
     assert cluster.release_objects(name) == []
     assert cluster.items("configmaps", release_selector(name)) == []
+    assert cluster.kubectl("get", "pvc", f"{name}-outputs", check=False).returncode != 0  # --delete-outputs
+    print(json.dumps({"image": source, "target": target, "test_accuracy": accuracy,
+                      "apply_to_first_step_s": round(seconds, 1),
+                      "guide_commands_s": round(time.monotonic() - started, 1), "each_s": seconds_each}), file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -118,11 +141,13 @@ def pod_start_logs_on_failure(cluster, name: str):
         raise AssertionError(f"{error}\npod-start logs:\n{logs.stdout}{logs.stderr}") from None
 
 
-def apply_to_first_step(cluster, name: str) -> float:
+def apply_to_first_step(cluster, name: str, target: str) -> float:
     """Seconds from the job object's creation to the first step rank 0 logged (kubectl logs --timestamps)."""
-    kind = {"indexed-job": "jobs", "jobset": "jobsets.jobset.x-k8s.io"}[TARGET]
+    kind = {"indexed-job": "jobs", "jobset": "jobsets.jobset.x-k8s.io"}[target]
     created = cluster.get(kind, name)["metadata"]["creationTimestamp"]
-    pod = next(p["metadata"]["name"] for p in cluster.items("pods", release_selector(name)) if pod_index(p) == 0)
+    workers = [p for p in cluster.items("pods", release_selector(name))  # not run.sh's results pod
+               if any(c["name"] == "jax" for c in p["spec"]["containers"])]
+    pod = next(p["metadata"]["name"] for p in workers if pod_index(p) == 0)
     logs = cluster.kubectl("logs", pod, "-c", "jax", "--timestamps").stdout.splitlines()
     first = next(line.split(" ", 1)[0] for line in logs if "loss=" in line)
     return (_time(first) - _time(created)).total_seconds()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
+
 from generator.targets import TARGETS
 from tests.support.paths import REPO_ROOT, SCRIPTS_DIR
 
@@ -64,3 +66,17 @@ def test_the_guides_example_keeps_its_outputs_where_step_5_reads_them():
     results = f"{build}/results/{values['name']}"
     assert re.findall(r"jaxgen results (\S+)", blocks) == [results]
     assert re.findall(r"jax-trainer evaluate --model (\S+)", blocks) == [f"{results}/latest/model"]
+
+
+def test_the_real_node_test_runs_the_guides_stock_path_from_its_blocks():
+    """tests/e2e_k8s/guide.py reads the commands the real-node test runs from the guide's blocks: the stock
+    render of the folder step 4 runs, then steps 4 to 6; a guide whose render no longer matches is refused."""
+    from tests.e2e_k8s import guide
+
+    render, *rest = guide.stock_commands()
+    assert render.startswith("scripts/prepare.sh ") and "image.source=stock" in render, render
+    assert [c.split()[0] for c in rest] == ["scripts/run.sh", "jaxgen", "jax-trainer", "scripts/clean.sh",
+                                            "scripts/clean.sh"], rest
+    planted = GUIDE.replace("scripts/run.sh rendered\n", "scripts/run.sh elsewhere\n")
+    with pytest.raises(AssertionError, match="step 3: one stock render of the folder step 4 runs"):
+        guide.stock_commands(planted)
