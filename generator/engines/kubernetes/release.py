@@ -22,6 +22,9 @@ def release_files(values: dict) -> dict[str, str]:
     return files
 
 
+RESULTS_SLEEPER = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); time.sleep(900)"
+
+
 def results_pod(values: dict) -> dict | None:
     """A short-lived pod that mounts the job's outputs claim read-only, for scripts/run.sh to copy the
     results from once the job is done: the job's image (it has tar), restricted as the job's pods,
@@ -42,7 +45,9 @@ def results_pod(values: dict) -> dict | None:
             "containers": [{
                 "name": "results", "image": images.reference(values),
                 "imagePullPolicy": images.pull_policy(values),
-                "command": ["python", "-c", "import time; time.sleep(900)"],
+                # A handler for SIGTERM: as PID 1 without one the process ignores it, and deleting the
+                # pod (run.sh once it has copied, clean.sh) waited out the whole grace period, 30 s.
+                "command": ["python", "-c", RESULTS_SLEEPER],
                 "securityContext": context.container_security_context(),
                 "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}},
                 "volumeMounts": [{"name": "outputs", "mountPath": RESULTS_MOUNT, "readOnly": True}],
