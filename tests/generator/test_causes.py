@@ -16,9 +16,9 @@ NOW = 1767225600.0 + 60  # T0 + 60 s
 class Recorded(causes.Reader):
     """The namespace's events and claims as recorded."""
 
-    def __init__(self, events=(), claims=None):
+    def __init__(self, events=(), claims=None, nodes=()):
         super().__init__(kube=None)
-        self._events, self.claims = list(events), claims or {}
+        self._events, self.claims, self._nodes = list(events), claims or {}, list(nodes)
 
     def claim(self, name):
         return self.claims.get(name)
@@ -48,7 +48,8 @@ def cause(j: jobs._Job, reader=None, nodes=()) -> str:
 
 
 UNSCHEDULED = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-               "message": "0/4 nodes are available: 4 Insufficient cpu. preemption: 0/4 nodes are available: "
+               "message": "0/4 nodes are available: 4 Insufficient cpu. no new claims to deallocate, preemption: 0/4 "
+                          "nodes are available: "
                           "4 No preemption victims found for incoming pod."}
 PULL = {"state": {"waiting": {"reason": "ImagePullBackOff", "message": (
     'Back-off pulling image "registry.example/trainer:1": ErrImagePull: rpc error: code = Unknown desc = failed to '
@@ -58,6 +59,19 @@ PULL = {"state": {"waiting": {"reason": "ImagePullBackOff", "message": (
 def test_unschedulable_names_what_the_pod_asks_and_drops_the_preemption_words():
     assert cause(job(pod(0, "Pending", conditions=[UNSCHEDULED]))) == (
         "unschedulable: rank 0 asks cpu 100: 0/4 nodes are available: 4 Insufficient cpu")
+
+
+def test_unschedulable_names_the_taints_the_pod_does_not_tolerate():
+    tainted = {**UNSCHEDULED, "message": "0/3 nodes are available: 3 node(s) had untolerated taint(s). preemption: …"}
+    nodes = [{"spec": {"taints": [{"key": "gpu", "value": "present", "effect": "NoSchedule"}]}},
+             {"spec": {"taints": [{"key": "spot", "effect": "NoExecute"},
+                                  {"key": "soft", "effect": "PreferNoSchedule"}]}},
+             {"spec": {"taints": [{"key": "tolerated", "value": "x", "effect": "NoSchedule"}]}}]
+    tolerates = [{"key": "tolerated", "operator": "Equal", "value": "x"}]
+    line = "unschedulable: rank 0: 0/3 nodes are available: 3 node(s) had untolerated taint(s)"
+    assert cause(job(pod(0, "Pending", conditions=[tainted], tolerations=tolerates)), Recorded(nodes=nodes)) == (
+        f"{line} (gpu=present:NoSchedule, spot:NoExecute)")
+    assert cause(job(pod(0, "Pending", conditions=[tainted])), Recorded()) == line  # nodes not readable
 
 
 def test_image_pull_is_the_reference_and_the_registrys_answer():
@@ -147,3 +161,10 @@ def test_list_shows_a_cause_column_only_where_a_job_has_one_and_shortens_it():
     assert rows[2].endswith(long[:CAUSE_WIDTH - 1] + "…")
     assert JobStatus(name="b", kind="Job", phase="Pending", cause=long).lines()[1:3] == ["phase:      Pending",
                                                                                         f"cause:      {long}"]
+
+
+def test_a_jobset_that_recreated_its_child_jobs_says_so_without_the_pods_of_the_failure():
+    restarted = jobs._Job({"kind": "JobSet", "metadata": {"name": "demo", "uid": "u1"},
+                           "spec": {"replicatedJobs": [{"replicas": 1, "template": {"spec": {"parallelism": 2}}}]},
+                           "status": {"restarts": 1}}, [], [])
+    assert cause(restarted) == "restarted by the JobSet: attempt 2"

@@ -12,7 +12,8 @@ never scheduled; one that is not scheduled pulls no image):
 3. queued         Kueue holds it: the reason its ClusterQueue gives (quota, flavor, topology)
 4. claim          a pod waits for a PersistentVolumeClaim: its name, StorageClass and the claim's event
 5. unschedulable  the scheduler's message (what is short: cpu, memory, GPUs; a selector, a taint) and
-                  what the pod asks for of it
+                  what the pod asks for of it; the taints it does not tolerate, which the scheduler
+                  only counts (where the user may list the nodes)
 6. image          the kubelet cannot pull an image (the reference and the registry's answer) or
                   create the container
 7. restarting     a rank's process ended and is started again: its exit code's meaning
@@ -55,6 +56,7 @@ class Reader:
         self.kube = kube
         self._lock = threading.Lock()
         self._events: list[dict] | None = None
+        self._nodes: list[dict] | None = None
 
     def events(self) -> list[dict]:
         """The namespace's events, newest first."""
@@ -73,6 +75,16 @@ class Reader:
             return self.kube.get("persistentvolumeclaim", name)
         except UserError as error:
             return None if "NotFound" in str(error) or "not found" in str(error) else {}
+
+    def nodes(self) -> list[dict]:
+        """The cluster's nodes; [] where the user may not list them."""
+        with self._lock:
+            if self._nodes is None:
+                try:
+                    self._nodes = self.kube.get("nodes", namespaced=False)["items"]
+                except UserError:
+                    self._nodes = []
+            return self._nodes
 
     def cluster_queue(self, local_queue: str) -> str:
         try:
@@ -124,7 +136,8 @@ def _unscheduled(job) -> list[tuple[dict, str]]:
     for pod in job.pods:
         for condition in (pod.get("status") or {}).get("conditions") or []:
             if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-                message = (condition.get("message") or condition.get("reason") or "").split(" preemption: ")[0]
+                # its first sentence: what follows is about preemption and DRA claims, not this pod's nodes
+                message = (condition.get("message") or condition.get("reason") or "").split(". ")[0]
                 found.append((pod, message.rstrip(". ")))
     return sorted(found, key=lambda found: job.rank(found[0]) if job.rank(found[0]) is not None else 1 << 30)
 
@@ -167,9 +180,26 @@ def _asks(job, pod: dict, message: str) -> str:
     return ", ".join(asked)
 
 
+def _tolerated(taint: dict, tolerations: list[dict]) -> bool:
+    return any((not t.get("key") and t.get("operator") == "Exists" or t.get("key") == taint.get("key"))
+               and (t.get("operator") == "Exists" or t.get("value", "") == taint.get("value", ""))
+               and t.get("effect") in (None, "", taint.get("effect")) for t in tolerations)
+
+
+def _untolerated(pod: dict, reader: Reader) -> str:
+    """The node taints the pod does not tolerate (the scheduler only counts them)."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    taints = {f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t['effect']}"
+              for node in reader.nodes() for t in (node.get("spec") or {}).get("taints") or []
+              if t.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(t, tolerations)}
+    return ", ".join(sorted(taints))
+
+
 def _unschedulable(job, phase, nodes, reader, now) -> str:
     for pod, message in _unscheduled(job)[:1]:
         asks = _asks(job, pod, message)
+        if "untolerated taint" in message and (taints := _untolerated(pod, reader)):
+            message += f" ({taints})"
         return f"unschedulable: rank {job.rank(pod)}{f' asks {asks}' if asks else ''}: {message}"
     return ""
 
