@@ -61,7 +61,7 @@ def test_list_status_and_logs_of_a_job_of_each_kind(cluster):
                               + [(queued, "Job", "Queued")]), rows
 
         table = jaxgen(cluster, "list").stdout.splitlines()
-        assert table[0].split() == ["NAME", "KIND", "PHASE", "PROGRESS", "ETA", "AGE"]
+        assert table[0].split() == ["NAME", "KIND", "PHASE", "PROGRESS", "ETA", "AGE", "CAUSE"]  # the queued one's
         rows = {line.split()[0]: line.split() for line in table[1:]}
         for target, name in names.items():
             assert rows[name][1:3] == [KINDS[target], "Running"], rows
@@ -85,6 +85,9 @@ def test_list_status_and_logs_of_a_job_of_each_kind(cluster):
             return waiting if "insufficient quota" in reason.lower() or "couldn't assign" in reason else None
         waiting = wait_until("Kueue to find no quota for the queued job", held_for_quota, timeout=60, interval=1)
         assert waiting["queue"].startswith("pending in LocalQueue e2e-cmd-lq: "), waiting
+        why = waiting["queue"].removeprefix("pending in LocalQueue e2e-cmd-lq: ")
+        assert waiting["cause"] == f"waiting in Kueue's ClusterQueue e2e-cmd-cq (LocalQueue e2e-cmd-lq): {why}", waiting
+        print(f"cause: {waiting['cause']}")
 
         for target, name in names.items():
             logs = jaxgen(cluster, "logs", name, "--no-follow")
@@ -165,8 +168,10 @@ def test_status_names_a_not_ready_node_and_the_ranks_stuck_on_it(cluster):
             f"not replaced) until the node is back, or, if it is down for good, until its Node is deleted (kubectl "
             f"delete node {node}) or tainted out of service (kubectl taint node {node} node.kubernetes.io/"
             "out-of-service=nodeshutdown:NoExecute): docs/kubernetes.md, A lost node"), line
+        assert got["cause"] == f"node {line.split('; ')[0]}", got  # the cause line: the node and its ranks
         text = jaxgen(cluster, "status", name).stdout.splitlines()
-        assert f"node:       {got['nodes'][0]}" in text, text
+        assert f"node:       {got['nodes'][0]}" in text and f"cause:      {got['cause']}" in text, text
+        print(f"cause: {got['cause']}")
         # The Job API allows only podReplacementPolicy Failed with a podFailurePolicy: no second pod of a rank.
         assert sorted(pod_index(p) for p in cluster.items("pods", release_selector(name))) == [0, 1]
     finally:

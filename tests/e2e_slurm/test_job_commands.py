@@ -55,3 +55,30 @@ def test_status_list_and_logs_of_a_batch_job(slurm, tmp_path):
 
     missing = jaxgen(slurm, "status", "e2e-nothing")
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no SLURM job by that name" in missing.stderr
+
+
+def test_status_and_list_say_why_a_job_waits(slurm, tmp_path):
+    """A job that wants the whole node while another holds it: squeue's reason, in words."""
+    held = slurm.run("sbatch", "--parsable", "--exclusive", "-J", "e2e-hog", "-o", "/dev/null", "--wrap", "sleep 300",
+                     cwd=tmp_path).stdout.strip()
+    waits = slurm.run("sbatch", "--parsable", "--exclusive", "-J", "e2e-waits", "-o", "/dev/null", "--wrap", "true",
+                      cwd=tmp_path).stdout.strip()
+    started = time.monotonic()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            got = json.loads(jaxgen(slurm, "status", "e2e-waits", "-o", "json").stdout)
+            if got.get("cause", "").endswith("(squeue: Resources)"):
+                break
+            assert time.monotonic() < deadline, (got, slurm.log_tail())
+            time.sleep(0.5)
+        print(f"cause: {got['cause']} ({time.monotonic() - started:.1f} s)")
+        assert got["phase"] == "Queued", got
+        assert got["cause"] == "waiting: the resources it asks for are busy (squeue: Resources)", got
+        listed = jaxgen(slurm, "list").stdout.splitlines()
+        assert listed[0].split()[-1] == "CAUSE", listed
+        [row] = [line for line in listed if line.split()[0] == "e2e-waits"]
+        assert row.endswith(f"  {got['cause']}"), listed
+        assert "cause" not in json.loads(jaxgen(slurm, "status", "e2e-hog", "-o", "json").stdout)  # it runs
+    finally:
+        slurm.run("scancel", held, waits, check=False)

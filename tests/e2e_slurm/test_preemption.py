@@ -1,9 +1,11 @@
 """A stop signal on the real SLURM: `scancel --signal=TERM` reaches both tasks of a running job;
 they checkpoint one agreed step and exit 143; with slurm.requeue the script requeues the job,
-which comes back and resumes from that step to completion."""
+which comes back (`jaxgen status` counts it: requeued 1 time, attempt 2) and resumes from that step
+to completion."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -15,6 +17,7 @@ from trainer import checkpoint
 from trainer.exit_codes import COORDINATOR
 
 from .slurm import job_processes, rank_lines, render_script
+from .test_job_commands import jaxgen
 from .test_training import TRAIN_TIMEOUT, job_output, metrics, outputs, variables
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -68,6 +71,9 @@ def test_scancel_signal_checkpoints_and_the_requeued_job_resumes(slurm, tmp_path
     # has formed. It never joins it, nor stalls it: it ends at its init timeout, saying so.
     # (One that comes while a newer gang is forming is told it is the older: tests/trainer/test_fencing.py.)
     _wait_for_line(slurm, job, tmp_path, name, "Rank 0: resuming from the checkpoint", TRAIN_TIMEOUT + 300)
+    status = json.loads(jaxgen(slurm, "status", name, "-o", "json").stdout)  # SLURM's restart count
+    print(f"cause: {status.get('cause')}")
+    assert status["cause"] == "requeued 1 time, attempt 2" and status["restarts"] == 1, status
     stale = subprocess.run(rank1[0] + ["--init-timeout", "15", "--metrics-port", "0"], env=rank1[1], cwd=tmp_path,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
     assert stale.returncode == COORDINATOR and "did not come up within the init timeout" in stale.stdout, \
