@@ -44,7 +44,11 @@ def slurm():
     env = {**os.environ, "JAXT_SLURM_DIR": str(state), "JAXT_SLURMCTLD_PORT": str(ctld_port),
            "JAXT_SLURMD_PORT": str(slurmd_port), "JAXT_SLURM_PARTITION": PARTITION,
            # Job ids (hence coordinator ports) apart from any other SLURM on this machine.
-           "JAXT_SLURM_FIRST_JOB_ID": str(random.randrange(1000, 4000) * 100)}
+           "JAXT_SLURM_FIRST_JOB_ID": str(random.randrange(1000, 4000) * 100),
+           # A requeued job runs again after cred_expire + 1 s and the next backfill pass: within 18 s,
+           # not the defaults' 121-151 s of idling (a step's credential is still checked well within
+           # 15 s of its issue on a loaded host)
+           "JAXT_SLURM_CRED_EXPIRE": "15", "JAXT_SLURM_BF_INTERVAL": "2"}
     down = [str(SCRIPTS / "down.sh")]
     try:
         proc = subprocess.run([str(SCRIPTS / "up.sh"), "--owner-pid", str(os.getpid())], env=env,
