@@ -136,7 +136,7 @@ def _run(argv: list[str] | None) -> int:
             coordinator_port=args.coordinator_port,
         )
         if spec.distributed and not supervisor.supervised():  # JAX may abort on a coordination failure
-            return supervisor.run(argv, spec)
+            return supervisor.run(spec, lambda: _run(argv))  # the child runs the command itself
         if args.command == "train":
             from trainer.train import train
 

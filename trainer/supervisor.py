@@ -9,16 +9,19 @@ ends the process with std::bad_cast. So the parent passes the child's stderr on 
 its tail, and when the child dies by a signal after JAX's fatal line, classifies that line
 (trainer/errors.PEER_LOST_SIGNS), prints one line and exits with the peer-lost code. Stop signals are
 passed to the child; the child dies with the parent. Any other death by a signal is reported as a
-shell does (128 + the signal)."""
+shell does (128 + the signal).
+
+The child is a fork of the parent, taken before jax is imported (no thread runs yet): it starts with
+the interpreter and the trainer's modules the parent already loaded, where a new `python -m trainer`
+loaded them again on the path to the first step of every (re)start."""
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import signal
-import subprocess
 import sys
+from typing import Callable
 
 from trainer.errors import JAX_FATAL_MARK, PeerLostError, peer_lost_cause, report
 from trainer.goodput import LAUNCHED_ENV, launched
@@ -57,24 +60,43 @@ def die_with_parent(parent: int | None = None) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def run(argv: list[str], spec) -> int:
-    """Run `python -m trainer argv` as a child and return its exit code, or the peer-lost code when
-    JAX aborted it on a coordination failure."""
-    child = subprocess.Popen([sys.executable, "-m", "trainer", *argv], stderr=subprocess.PIPE,
-                             env={**os.environ, SUPERVISED_ENV: "1", LAUNCHED_ENV: str(launched())},
-                             preexec_fn=functools.partial(die_with_parent, os.getpid()))
+def run(spec, command: Callable[[], int]) -> int:
+    """Run `command` (the trainer's command, supervised) in a child and return its exit code, or the
+    peer-lost code when JAX aborted it on a coordination failure. In the child, `command`'s code is
+    returned (the child ends with it)."""
+    started = str(launched())
+    parent = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its stderr goes to the parent, it dies with it, and runs the command
+        os.close(read_end)
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        die_with_parent(parent)
+        os.environ.update({SUPERVISED_ENV: "1", LAUNCHED_ENV: started})
+        return command()
+    os.close(write_end)
+
+    def forward(number, frame):
+        try:
+            os.kill(pid, number)
+        except ProcessLookupError:  # the child has ended: its end is read below
+            pass
+
     for sig in FORWARDED:
-        signal.signal(sig, lambda number, frame: child.send_signal(number))
+        signal.signal(sig, forward)
     tail = b""
-    fd = child.stderr.fileno()
-    while chunk := os.read(fd, 65536):
+    while chunk := os.read(read_end, 65536):
         try:
             sys.stderr.buffer.write(chunk)
             sys.stderr.buffer.flush()
         except OSError:  # nobody reads our stderr any more: the child's is still drained
             pass
         tail = (tail + chunk)[-TAIL_BYTES:]
-    code = child.wait()
+    os.close(read_end)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     if code >= 0:
         return code
     text = tail.decode(errors="replace")

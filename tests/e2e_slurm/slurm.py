@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.paths import REPO_ROOT, SCRIPTS_DIR
-from trainer.supervisor import SUPERVISED_ENV
 
 SCRIPTS = SCRIPTS_DIR / "slurm"
 TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
@@ -72,22 +71,23 @@ class Slurm:
 def job_processes(job_id: int, tasks_only: bool = False) -> dict[int, dict[str, str]]:
     """{pid: SLURM_* environment} of the trainer processes that belong to a job (read from /proc);
     tasks_only: each task's own process only, not the child a distributed trainer trains in
-    (trainer/supervisor.py)."""
-    found = {}
+    (trainer/supervisor.py: a fork, whose parent is a trainer process of the job)."""
+    found, parents = {}, {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
             raw = (entry / "environ").read_bytes()
-        except OSError:
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
         if b"trainer" not in cmdline:
             continue
         env = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
-        if env.get("SLURM_JOB_ID") == str(job_id) and not (tasks_only and env.get(SUPERVISED_ENV) == "1"):
+        if env.get("SLURM_JOB_ID") == str(job_id):
             found[int(entry.name)] = env
-    return found
+    return {pid: env for pid, env in found.items() if not (tasks_only and parents.get(pid) in found)}
 
 
 def render_script(variables: dict, out_dir: Path) -> Path:
