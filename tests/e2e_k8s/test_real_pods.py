@@ -29,6 +29,7 @@ from trainer import __version__, models
 
 # Accuracies of uninterrupted runs, by configuration, for the fault test to compare with.
 UNINTERRUPTED: dict[str, float] = {}
+SHORT_RUN_EXAMPLES = 6400  # 50 steps of cpu-local.json's batch: a run whose accuracy nothing asserts
 
 
 def test_the_namespace_enforces_restricted(real):
@@ -43,7 +44,10 @@ def test_indexed_job_prepare_run_clean_twice(real, tmp_path):
     name = "real-job"
     for round_ in range(2):
         build = tmp_path / f"build-{round_}"
-        prepared = prepare(cluster, build, name, *sets, base="cpu-local.json")
+        # The first cycle trains the epoch to the accuracy; the second, which shows that the first left
+        # nothing behind, trains a tenth of it (50 steps).
+        short = [] if round_ == 0 else [f"training.train_examples={SHORT_RUN_EXAMPLES}"]
+        prepared = prepare(cluster, build, name, *sets, *short, base="cpu-local.json")
         assert f"warning: {EMPTYDIR_WARNING}" in prepared.stderr  # the default keeps nothing
         run = start_run(cluster, build, timeout=400)
         if round_ == 0:  # `jaxgen status` while it trains: progress and an ETA read from rank 0's metrics
@@ -52,7 +56,7 @@ def test_indexed_job_prepare_run_clean_twice(real, tmp_path):
             assert during["phase"] == "Running" and 0 < during["step"] < during["total_steps"], during
         output = trained(run)
         accuracy = final_accuracy(output)
-        assert accuracy >= MIN_ACCURACY, output[-3000:]
+        assert round_ == 1 or accuracy >= MIN_ACCURACY, output[-3000:]
         # What is left of an emptyDir run: rank 0's termination message, and the plain truth.
         assert f"rank 0: result: test accuracy {accuracy:.4f}" in output, output[-3000:]
         assert "the job's outputs were on an emptyDir and are gone with its pods" in output
