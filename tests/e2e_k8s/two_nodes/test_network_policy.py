@@ -7,10 +7,12 @@ default `network_policy.metrics_from` (every namespace) says, and neither once t
 own node), sees every one of those ports open all along: a refused probe is the policy's doing, not a
 port nobody listens on. With the enforcer stopped and its rules removed the coordinator port is
 reachable (so the check can fail), and blocked again once it is back. The job then finishes across
-the two nodes with the policy on."""
+the two nodes with the policy on, one rank on each with an address of its node's pod subnet (the
+package's one job spread over both nodes: test_two_node_spread.py checks the nodes themselves)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
 
@@ -19,7 +21,7 @@ import pytest
 from tests.e2e_k8s.kube import SCRIPTS, Cluster, assert_complete, pod_index, prepare, release_selector, \
     start_run, wait_until
 from tests.e2e_k8s.real import HOSTS, MIN_ACCURACY, final_accuracy, trained
-from tests.e2e_k8s.two_nodes.nodes import node_name, one_rank_per_node
+from tests.e2e_k8s.two_nodes.nodes import node_name, node_subnet, one_rank_per_node
 
 OUTSIDER_NAMESPACE = "jax-real-outsider"
 CONNECT_TIMEOUT = 2  # seconds: a rejected connection is refused at once, an admitted one accepted
@@ -119,7 +121,13 @@ def test_network_policy_is_enforced(two_nodes, image, tmp_path):
         output = trained(run)
         assert final_accuracy(output) >= MIN_ACCURACY, output[-3000:]
         assert_complete(cluster.get("job", name))
+        # The job spread over the nodes (test_two_node_spread.py's claim): one rank on each, each pod's
+        # address in its node's own pod subnet, rank 1 trained with rank 0 across the bridges.
+        nodes = {n["metadata"]["name"]: n for n in cluster.get("nodes")["items"]}
         assert {p["spec"]["nodeName"] for p in pods.values()} == {node_name(1), node_name(2)}
+        for pod in pods.values():
+            ip = ipaddress.ip_address(pod["status"]["podIP"])
+            assert ip in node_subnet(nodes[pod["spec"]["nodeName"]]), (pod["spec"]["nodeName"], str(ip))
     finally:  # the package's later tests share the cluster
         outsider.kubectl("delete", "namespace", OUTSIDER_NAMESPACE, "--timeout", "60s", timeout=70)
         cluster.run([SCRIPTS / "clean.sh", "--name", name], timeout=150, check=False)
