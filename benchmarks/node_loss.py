@@ -3,6 +3,7 @@ Kubernetes target, phase by phase, and what a person has to do where a target ca
 
     python -m benchmarks.node_loss [--targets indexed-job,jobset,trainjob,jaxjob] [--faults power-off,reboot,drain]
                                    [--victim-ranks 1,0] [--repeats N] [--output FILE]
+    python -m benchmarks.node_loss --rounds power-off:1,power-off:0,reboot:1 ...   (just these rounds, in order)
     python -m benchmarks.node_loss --markdown FILE   (the tables of a saved report)
 
 Needs root and `scripts/setup.sh cluster node`. Takes the host's cluster lock (as benchmarks.recovery)
@@ -42,13 +43,19 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import recovery
 from benchmarks.cli import report_options, stamp
 from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish, read_report, write_report
 from benchmarks.recovery import PodWatch, Session, cluster_lock, rank_of, records, run
-from generator.engines.kubernetes.policy import NODE_LOST_EFFECT, NODE_LOST_TAINTS, OUT_OF_SERVICE_TAINT
+from generator.engines.kubernetes.policy import (
+    NODE_LOST_EFFECT,
+    NODE_LOST_TAINTS,
+    OUT_OF_SERVICE_TAINT,
+)
 from generator.targets import KUBERNETES as TARGETS
 from generator.targets import workload
 
@@ -64,8 +71,7 @@ LOG_EVERY = 5
 PERSON_AFTER = 150
 OUT_OF_SERVICE = f"{OUT_OF_SERVICE_TAINT}=nodeshutdown:{NODE_LOST_EFFECT}"  # the documented action
 ANCHOR = "jax-training.dev/node-loss-anchor"
-SETS = ["training.epochs=1", f"training.train_examples={TRAIN_EXAMPLES}", f"training.log_every={LOG_EVERY}",
-        "data.download=false", f"checkpoint.every_steps={CHECKPOINT_EVERY}", "persistence.enabled=true",
+SETS = ["training.epochs=1", f"training.log_every={LOG_EVERY}", "data.download=false", "persistence.enabled=true",
         "image.pull_policy=Never", "backoff_limit=3"]
 # Eight trainers of four jobs, and what replaces a lost node's, fit one node's 2 CPUs and its memory.
 SET_JSON = ['data.volume={"persistentVolumeClaim": {"claimName": "mnist", "readOnly": true}}',
@@ -88,6 +94,22 @@ PHASES = {
                    "the trainer's start-up and every process joining the coordinator"),
     "to_first_step": ("distributed_initialised", "first_step", "restore, compile, the first steps"),
 }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long each job of a round trains, how often it checkpoints, when the fault comes (once every
+    job has logged step after_step, having checkpointed before it), and its failure.node_lost_seconds
+    (None: the variable's default)."""
+    train_examples: int = TRAIN_EXAMPLES
+    checkpoint_every: int = CHECKPOINT_EVERY
+    after_step: int = AFTER_STEP
+    node_lost_seconds: int | None = None
+
+    def sets(self) -> list[str]:
+        lost = [] if self.node_lost_seconds is None else [f"failure.node_lost_seconds={self.node_lost_seconds}"]
+        return [f"training.train_examples={self.train_examples}", f"checkpoint.every_steps={self.checkpoint_every}",
+                *lost]
 
 
 def log(message: str) -> None:
@@ -212,14 +234,14 @@ class Nodes(Session):
             return run(command, self.env, timeout=600)
         return subprocess.Popen(command, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    def prepare(self, name: str, target: str, build: Path) -> Path:
+    def prepare(self, name: str, target: str, build: Path, plan: Plan) -> Path:
         """The build folder of `name`; returns the outputs directory (on the host: both nodes mount it)."""
         volume = Path(run([SCRIPTS / "cluster" / "host-volume.sh", "--no-claim", self.state, self.namespace,
                            f"{name}-outputs"], self.env, 180).strip())
         args = [SCRIPTS / "prepare.sh", REPO_ROOT / "variables" / "examples" / "cpu-local.json", "-o", build,
                 "--target", target, "--set", f"name={name}", "--set", f"namespace={self.namespace}",
                 "--set", f"image.repository={self.repository}"]
-        for s in [*SETS, *TARGET_SETS.get(target, [])]:
+        for s in [*SETS, *plan.sets(), *TARGET_SETS.get(target, [])]:
             args += ["--set", s]
         for s in [*SET_JSON, f"affinity={json.dumps(placement(target))}"]:
             args += ["--set-json", s]
@@ -235,10 +257,11 @@ class Nodes(Session):
 class Job:
     """One target's job in a round."""
 
-    def __init__(self, nodes: Nodes, target: str, name: str, tmp: Path, timeout: int):
-        self.target, self.name, self.build = target, name, tmp / name
-        self.outputs = nodes.prepare(name, target, self.build)
-        self.proc = nodes.start(self.build, timeout)
+    def __init__(self, nodes: Nodes, target: str, name: str, tmp: Path, plan: Plan):
+        self.target, self.name, self.build, self.plan = target, name, tmp / name, plan
+        self.outputs = nodes.prepare(name, target, self.build, plan)
+        self.proc: subprocess.Popen | None = None
+        self.started = 0.0
         self.pods: list[dict] = []
         self.victim: dict | None = None
         self.watch: Watch | None = None
@@ -253,8 +276,19 @@ class Job:
 
     def ready_for_fault(self) -> bool:
         recs = self.metrics()
-        return (any(r.get("event") == "checkpoint" and r["step"] >= CHECKPOINT_EVERY for r in recs)
-                and any(r.get("event") == "step" and r["step"] >= AFTER_STEP for r in recs))
+        return (any(r.get("event") == "checkpoint" and r["step"] >= self.plan.checkpoint_every for r in recs)
+                and any(r.get("event") == "step" and r["step"] >= self.plan.after_step for r in recs))
+
+    def ended(self) -> bool:
+        """Trained to the end, or stopped: a job that did before the fault has nothing to lose."""
+        return self.proc.poll() is not None or any(r.get("event") == "epoch" for r in self.metrics())
+
+    def progress(self) -> str:
+        """Where the job is, seconds after its run.sh started: for a round that cannot go on."""
+        recs = self.metrics()
+        start = next((r["time"] - self.started for r in recs if r.get("event") == "start"), None)
+        steps = [r["step"] for r in recs if r.get("event") == "step"]
+        return f"{self.name}: training from {start and round(start)} s, at step {max(steps, default=None)}"
 
     def first_step_after(self, fault: float) -> dict | None:
         after = [r for r in self.metrics() if r["time"] > fault]
@@ -262,7 +296,7 @@ class Job:
         return start and next((r for r in after if r.get("event") == "step" and r["time"] > start["time"]), None)
 
     def failed(self) -> str | None:
-        if self.proc.poll() not in (None, 0):
+        if self.proc is not None and self.proc.poll() not in (None, 0):
             return f"run.sh exited {self.proc.returncode}: {self.proc.output.read_text(errors='replace')[-600:]}"
         return None
 
@@ -301,8 +335,25 @@ def final_accuracy(recs: list[dict]) -> float | None:
     return epochs[-1]["test_accuracy"] if epochs else None
 
 
+# The order the jobs start in: more controllers between the object and its pods first (a TrainJob's
+# make a JobSet, whose make Jobs, whose make pods), so that a slow chain cannot start its job late.
+START_ORDER = ("trainjob", "jobset", "jaxjob", "indexed-job")
+
+
+def start_in_turn(nodes: Nodes, jobs: list[Job], timeout: int) -> None:
+    """Starts the (prepared) jobs in START_ORDER, each once the one before has all its pods: one
+    whose controllers were slow under load (a minute and more) would otherwise start so late that
+    the others could finish before it reaches the fault's step."""
+    for job in sorted(jobs, key=lambda j: START_ORDER.index(j.target)):
+        job.proc, job.started = nodes.start(job.build, timeout), time.time()
+        if wait_all("its pods", [job], lambda j: {rank_of(p, j.target) for p in nodes.pods(j.name, j.target)} == {0, 1},
+                    300):
+            raise RuntimeError(f"{job.name}: its 2 pods not created in 300 s")
+
+
 def fault_round(nodes: Nodes, targets: list[str], fault: str, victim_rank: int, tmp: Path, tag: str = "",
-                person_after: float = PERSON_AFTER, act_on_eviction: bool = False, timeout: int = 1500) -> dict:
+                person_after: float = PERSON_AFTER, act_on_eviction: bool = False, timeout: int = 1500,
+                plan: Plan = Plan()) -> dict:
     """One job per target, node 2 taken away by `fault` with rank `victim_rank` of each on it; the
     figures per target. A job without a step after the fault for `person_after` seconds (or, with
     act_on_eviction, once its victim pod is evicted) is stuck: the out-of-service taint is put on the
@@ -314,15 +365,19 @@ def fault_round(nodes: Nodes, targets: list[str], fault: str, victim_rank: int, 
         subprocess.run(["kubectl", "-n", nodes.namespace, "apply", "-f", "-"], input=json.dumps(anchor(number, rank)),
                        env=nodes.env, text=True, capture_output=True, check=True, timeout=60)
     nodes.kubectl("wait", "--for", "condition=Ready", "pod", "-l", f"{ANCHOR}=true", "--timeout", "120s", timeout=130)
-    jobs = [Job(nodes, target, f"nl-{SHORT[target]}-{fault.split('-')[0]}-r{victim_rank}{tag}", tmp, timeout)
-            for target in targets]
+    jobs: list[Job] = []
     results: dict = {}
     node_watch = None
     process = None
     try:
-        stuck = wait_all("training past the fault's step", jobs, Job.ready_for_fault, 900)
-        if stuck:
-            raise RuntimeError(f"{', '.join(j.name for j in stuck)}: not past step {AFTER_STEP} in 900 s")
+        jobs.extend(Job(nodes, target, f"nl-{SHORT[target]}-{fault.split('-')[0]}-r{victim_rank}{tag}", tmp, plan)
+                    for target in targets)
+        start_in_turn(nodes, jobs, timeout)
+        stuck = wait_all("training past the fault's step", jobs, lambda j: j.ended() or j.ready_for_fault(), 900)
+        ended = [j for j in jobs if j.ended()]
+        if stuck or ended:
+            raise RuntimeError(f"not every job past step {plan.after_step} and none ended in 900 s: "
+                               + "; ".join(j.progress() for j in jobs))
         for job in jobs:
             job.pods = nodes.pods(job.name, job.target)
             placed = {rank_of(p, job.target): p["spec"].get("nodeName") for p in job.pods}
@@ -333,7 +388,10 @@ def fault_round(nodes: Nodes, targets: list[str], fault: str, victim_rank: int, 
         # the anchors' work is done (and a drain refuses pods no controller owns)
         nodes.kubectl("delete", "pod", "-l", f"{ANCHOR}=true", "--wait=false")
         node_watch = Watch(nodes.env, nodes.namespace, "nodes", lost)
-        time.sleep(1.0)  # the watches have listed what is there
+        listed = wait_all("the watches' first listing", jobs,
+                          lambda j: len(j.watch.events) >= len(j.pods) and node_watch.events, 30)
+        if listed:
+            raise RuntimeError(f"{', '.join(j.name for j in listed)}: its pod watch listed nothing in 30 s")
         if fault == "reboot":
             process = nodes.fault("reboot", str(REBOOT_SECONDS), wait=False)
             fault_time = float(process.stdout.readline())
@@ -374,8 +432,8 @@ def fault_round(nodes: Nodes, targets: list[str], fault: str, victim_rank: int, 
             if job.watch and job.watch.proc.poll() is None:
                 job.watch.stop()
         restore(nodes, fault, process)
-        for job in jobs:
-            nodes.clean(job.build, job.proc)
+        with ThreadPoolExecutor(len(jobs) or 1) as pool:  # each clean.sh waits for its job's pods to go
+            list(pool.map(lambda j: nodes.clean(j.build, j.proc), [j for j in jobs if j.proc]))
     return results
 
 
@@ -468,6 +526,8 @@ def main(argv=None) -> int:
     parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, of {', '.join(FAULTS)}")
     parser.add_argument("--victim-ranks", default="1,0", help="comma-separated ranks to lose (0, 1)")
     parser.add_argument("--repeats", type=int, default=1, help="rounds of each fault × rank")
+    parser.add_argument("--rounds", help="comma-separated FAULT:RANK, a round each, in place of the "
+                        "--faults × --victim-ranks × --repeats rounds (a pair named twice is repeated)")
     parser.add_argument("--person-after", type=int, default=PERSON_AFTER,
                         help="seconds without a training step after which a person takes the documented action")
     report_options(parser)
@@ -475,18 +535,23 @@ def main(argv=None) -> int:
     if args.markdown:
         print(markdown(read_report(args.markdown)))
         return 0
-    targets, faults, ranks = args.targets.split(","), args.faults.split(","), args.victim_ranks.split(",")
-    for value, known, option in ((targets, TARGETS, "--targets"), (faults, FAULTS, "--faults"),
-                                 (ranks, ("0", "1"), "--victim-ranks")):
-        if not set(value) <= set(known):
-            parser.error(f"{option}: {', '.join(sorted(set(value) - set(known)))} not one of {', '.join(known)}")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    if args.rounds:
+        pairs = [tuple(r.partition(":")[::2]) for r in args.rounds.split(",")]
+        args.faults, args.victim_ranks = ",".join(f for f, _ in pairs), ",".join(r for _, r in pairs)
+    else:
+        pairs = [(f, r) for f in args.faults.split(",") for r in args.victim_ranks.split(",") for _ in range(args.repeats)]
+    targets, faults, ranks = args.targets.split(","), args.faults.split(","), args.victim_ranks.split(",")
+    option = "--rounds" if args.rounds else None
+    for value, known, name in ((targets, TARGETS, "--targets"), (faults, FAULTS, option or "--faults"),
+                               (ranks, ("0", "1"), option or "--victim-ranks")):
+        if not set(value) <= set(known):
+            parser.error(f"{name}: {', '.join(sorted(set(value) - set(known)))} not one of {', '.join(known)}")
     if os.geteuid() != 0:
         parser.error("the real-node tier needs root")
     load_before = os.getloadavg()
-    report: dict = {**stamp(), "targets": targets, "faults": faults, "victim_ranks": [int(r) for r in ranks],
-                    "repeats": args.repeats, "person_after": args.person_after, "train_examples": TRAIN_EXAMPLES,
+    report: dict = {**stamp(), "targets": targets, "rounds": [f"{f}:{r}" for f, r in pairs], "person_after": args.person_after, "train_examples": TRAIN_EXAMPLES,
                     "checkpoint_every": CHECKPOINT_EVERY, "after_step": AFTER_STEP, "reboot_seconds": REBOOT_SECONDS,
                     "phases": {p: {"from": b, "to": e, "bounded_by": why} for p, (b, e, why) in PHASES.items()},
                     "cpus": os.cpu_count(), "results": {}}
@@ -497,22 +562,19 @@ def main(argv=None) -> int:
             nodes = Nodes.up(state)
             runs: dict[str, list] = {}
             errors: dict[str, list] = {}
-            for fault in faults:
-                for rank in ranks:
-                    for repeat in range(args.repeats):
-                        cells = [f"{t} × {fault} × rank {rank}" for t in targets]
-                        try:
-                            round_ = fault_round(nodes, targets, fault, int(rank), Path(tmp), f"-{repeat}",
-                                                 args.person_after)
-                            for target, cell in zip(targets, cells):
-                                runs.setdefault(cell, []).append(round_[target])
-                        except (RuntimeError, subprocess.SubprocessError) as e:
-                            log(f"{fault} × rank {rank}: {e}")
-                            for cell in cells:
-                                errors.setdefault(cell, []).append(str(e)[:2000])
-                        report["results"] = results_of(runs, errors)
-                        if args.output:  # what a run stopped early has measured so far
-                            write_report(args.output, json.dumps(report, indent=2, ensure_ascii=False))
+            for number, (fault, rank) in enumerate(pairs):
+                cells = [f"{t} × {fault} × rank {rank}" for t in targets]
+                try:
+                    round_ = fault_round(nodes, targets, fault, int(rank), Path(tmp), f"-{number}", args.person_after)
+                    for target, cell in zip(targets, cells):
+                        runs.setdefault(cell, []).append(round_[target])
+                except (RuntimeError, subprocess.SubprocessError) as e:
+                    log(f"{fault} × rank {rank}: {e}")
+                    for cell in cells:
+                        errors.setdefault(cell, []).append(str(e)[:2000])
+                report["results"] = results_of(runs, errors)
+                if args.output:  # what a run stopped early has measured so far
+                    write_report(args.output, json.dumps(report, indent=2, ensure_ascii=False))
         finally:
             subprocess.run([str(SCRIPTS / "cluster" / "down.sh"), str(state)], capture_output=True, timeout=300, check=False)
     publish(report, load_before, args.output, lambda r: json.dumps(r, indent=2, ensure_ascii=False))

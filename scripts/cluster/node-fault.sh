@@ -81,12 +81,20 @@ power_off() {
   log "$name powered off: its kubelet, containerd, shims and containers killed"
 }
 
+# The node's kubelet runs and its node is Ready. containerd answers before its CRI is up (on a disk
+# with a power cut's dead containers to clean up, a second or more later): a kubelet started in
+# that gap exits at once ("server is not initialized yet"), and is started again.
+kubelet_ready() {
+  kill -0 "$(cat "$state/pids/kubelet-$number.pid")" 2>/dev/null || node_start_kubelet "$number"
+  kubectl wait --for condition=Ready "node/$name" --timeout 5s
+}
+
 power_on() {
   [ -z "$(node_pids)" ] || die "$name is on: power it off first"
   start "containerd-$number" containerd --config "$node/containerd/config.toml"
   wait_for "containerd-$number" ctr --address "$sock" version
   node_start_kubelet "$number"
-  wait_for "node/$name Ready" kubectl wait --for condition=Ready "node/$name" --timeout 5s
+  wait_for "node/$name Ready" kubelet_ready
   log "$name powered on and Ready"
 }
 

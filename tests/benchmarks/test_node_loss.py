@@ -72,7 +72,9 @@ def test_a_lost_node_round_gives_its_marks_phases_and_table():
 
 
 @pytest.mark.parametrize("args, option", [(["--faults", "unplug"], "--faults"), (["--victim-ranks", "2"], "--victim-ranks"),
-                                          (["--targets", "slurm"], "--targets"), (["--repeats", "0"], "--repeats")])
+                                          (["--targets", "slurm"], "--targets"), (["--repeats", "0"], "--repeats"),
+                                          (["--rounds", "reboot:1,unplug:1"], "--rounds"),
+                                          (["--rounds", "drain"], "--rounds")])
 def test_bad_options_are_refused_before_anything_starts(args, option):
     done = subprocess.run([sys.executable, "-m", "benchmarks.node_loss", *args], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=60)
