@@ -7,22 +7,29 @@
   that step; run.sh brings the results into the build folder.
 - A configuration error (an impossible flag) fails the Job on the first pod failure, no retries.
 - A hang (a test-only flag stops one process's progress) is dumped (every thread's stack) by the
-  watchdog, which exits with the hang code, and the Job starts the rank again.
+  watchdog, which exits with the hang code, and the Job starts the rank again: `jaxgen status` says
+  which rank, what its exit code means, the attempt and the time lost.
+- An image whose registry does not answer: `jaxgen status` names the reference and the registry's answer.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.e2e_k8s.kube import SCRIPTS, assert_complete, finish, prepare, start_run, wait_until
+from tests.e2e_k8s.kube import (SCRIPTS, assert_complete, finish, prepare, release_selector, set_option, start_run,
+                                wait_until)
 from tests.e2e_k8s.real import (PERSISTENCE, assert_results_fetched, delete_pod, final_accuracy, outputs_volume,
                                  uninterrupted_accuracy)
+from tests.e2e_k8s.test_job_commands import jaxgen
+from tests.support.paths import EXAMPLES_DIR
 from trainer import exit_codes
 
 
@@ -141,7 +148,39 @@ def test_hang_is_dumped_and_restarted(real, tmp_path):
             [p for p in pods_of(cluster, name)
              if p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == index]) >= 2,
             timeout=120, interval=1)
+        observed = time.monotonic()
+        cause = json.loads(jaxgen(cluster, "status", name, "-o", "json").stdout).get("cause", "")
+        print(f"cause: {cause} ({time.monotonic() - observed:.1f} s)")
+        hang = re.escape(exit_codes.describe(exit_codes.HANG))
+        assert re.fullmatch(rf"restart(ed|ing): rank {index} ended with {hang}; attempt 2, \d:\d\d:\d\d lost( so far)?",
+                            cause), cause
     finally:
         if run.poll() is None:
             run.kill()
         cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
+
+
+@pytest.mark.timeout(180)
+def test_an_image_whose_registry_does_not_answer_is_the_cause(real):
+    cluster, sets = real
+    name, image = "real-no-registry", "127.0.0.1:1/jax-training/nothing"
+    rendered = subprocess.run(
+        [sys.executable, "-m", "generator", "render", str(EXAMPLES_DIR / "cpu-local.json"), "--set", f"name={name}",
+         "--set", f"namespace={cluster.namespace}", *[arg for value in sets for arg in (set_option(value), value)],
+         "--set", f"image.repository={image}", "--set", "image.tag=v0", "--set", "image.pull_policy=IfNotPresent"],
+        capture_output=True, text=True, timeout=60)
+    assert rendered.returncode == 0, rendered.stderr
+    cluster.run(["kubectl", "apply", "--server-side", "-f", "-"], input=rendered.stdout)
+    started = time.monotonic()
+    try:
+        def pull_cause():
+            cause = json.loads(jaxgen(cluster, "status", name, "-o", "json").stdout).get("cause", "")
+            return cause if cause.startswith(f"image {image}:v0 cannot be pulled (rank ") else None
+        cause = wait_until("the image pull's cause", pull_cause, timeout=90, interval=1,
+                           diagnose=lambda: jaxgen(cluster, "status", name).stdout)
+        print(f"cause: {cause} ({time.monotonic() - started:.1f} s)")
+        assert "connect: connection refused" in cause and "127.0.0.1:1" in cause, cause  # the registry's answer
+        assert "failed to pull and unpack image" not in cause and "rpc error" not in cause, cause  # once, no wrapper
+    finally:
+        cluster.kubectl("delete", "jobs.batch,services,networkpolicies", "-l", release_selector(name),
+                        "--ignore-not-found", "--wait=false", check=False)
