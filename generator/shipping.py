@@ -169,8 +169,8 @@ def helm_sized(archive: str, folder: str) -> str:
     """The program's archive for `helm --set-file`, refused in one line when a Helm release cannot hold it
     (the chart refuses the trainer's and the program's together over HELM_ARCHIVES_LIMIT)."""
     if len(archive) > HELM_ARCHIVES_LIMIT:
-        raise ShippingError(f"$.program.dir: {excerpt(printable(folder))} packs into {len(archive)} characters of "
-                            f"base64, more than the {HELM_ARCHIVES_LIMIT} a Helm release holds (its Secret is at "
+        raise ShippingError(f"$.program.dir: {excerpt(printable(folder))} packs into {len(archive)} base64 "
+                            f"characters, over the {HELM_ARCHIVES_LIMIT} that fit a Helm release (its Secret is at "
                             "most 1 MiB); render with jaxgen or scripts/prepare.sh (768 KiB packed) or build an image")
     return archive
 

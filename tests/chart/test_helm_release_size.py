@@ -75,5 +75,5 @@ def test_the_archive_command_refuses_a_program_no_helm_release_holds(tmp_path, s
     assert done.returncode == 2, done.stdout[-300:]
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("error: $.program.dir: ") and (
-        f"characters of base64, more than the {shipping.HELM_ARCHIVES_LIMIT} a Helm release holds") in line, line
+        f"base64 characters, over the {shipping.HELM_ARCHIVES_LIMIT} that fit a Helm release") in line, line
     assert len(shipping.program_archive(str(folder))) <= shipping.PROGRAM_ARCHIVE_LIMIT  # jaxgen takes it
