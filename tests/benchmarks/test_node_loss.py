@@ -1,5 +1,5 @@
 """The node-loss benchmark's marks, phases and table from watch events of a made-up round (the
-real rounds run on two real nodes: benchmarks/README.md, and tests/e2e_k8s/two_nodes)."""
+real rounds run on two real nodes: benchmarks/node-loss.md, and tests/e2e_k8s/two_nodes)."""
 
 import subprocess
 import sys
