@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import os
+import platform
 import re
 import socket
 import threading
@@ -219,18 +220,34 @@ def share_cpu_entries() -> bool:
     devices that are local): every other process missed, and compiled the step again on every restart
     (2 s here, on the path to the first step). The devices' kind, id and process instead: the same on
     every process, still another key for another layout (the device assignment, the program, the
-    versions and flags stay in it). False where this jax has no such function (its own key is kept)."""
+    versions and flags stay in it). The host's CPU features stay in it too, as in JAX's fingerprint: a
+    cache shared by hosts of other CPUs must miss, never load machine code this CPU cannot run.
+    False where this jax has no such function (its own key is kept)."""
     from jax._src import cache_key  # no public API sets the key's parts (jax 0.10-0.12)
 
     if not callable(getattr(cache_key, "_hash_accelerator_config", None)):
         return False
+    features = cpu_features().encode()
 
     def devices_alike_everywhere(hash_obj, devices, *_):
+        hash_obj.update(features)
         for device in devices.flat:
             hash_obj.update(f"{device.device_kind}/{device.id}/{device.process_index};".encode())
 
     cache_key._hash_accelerator_config = devices_alike_everywhere
     return True
+
+
+def cpu_features() -> str:
+    """This host's architecture and CPU feature flags (what compiled CPU code may use)."""
+    flags = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            flags = next((line.split(":", 1)[1].strip() for line in cpuinfo
+                          if line.split(":", 1)[0].strip() in ("flags", "Features")), "")
+    except OSError:  # no /proc (not Linux): the architecture and processor name still tell hosts apart
+        flags = platform.processor()
+    return f"{platform.machine()}:{flags}"
 
 
 # Programs this process looked up in the persistent compilation cache, read from it and wrote to it

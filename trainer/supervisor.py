@@ -79,7 +79,11 @@ def run(spec, command: Callable[[], int]) -> int:
         return command()
     os.close(write_end)
 
+    reaped = []
+
     def forward(number, frame):
+        if reaped:  # its pid may be another process's by now
+            return
         try:
             os.kill(pid, number)
         except ProcessLookupError:  # the child has ended: its end is read below
@@ -97,6 +101,7 @@ def run(spec, command: Callable[[], int]) -> int:
         tail = (tail + chunk)[-TAIL_BYTES:]
     os.close(read_end)
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    reaped.append(pid)
     if code >= 0:
         return code
     text = tail.decode(errors="replace")

@@ -128,3 +128,33 @@ def test_the_cache_folder_follows_the_trainers_source(tmp_path):
     assert source_digest(package) not in (changed, source_digest())
     assert compilation_cache_key("cpu") == compilation_cache_key("cpu", jax_versions("cpu"), source_digest())
     assert compilation_cache_key("cpu") != compilation_cache_key("cpu", jax_versions("cpu"), changed)
+
+
+def test_the_shared_cpu_cache_key_names_the_host_cpu_and_the_layout_not_the_process(monkeypatch):
+    """Every process of a CPU job computes one key for one layout (so all read process 0's programs),
+    while a host of other CPU features gets another key (it must never load code its CPU cannot run)."""
+    import hashlib
+
+    from jax._src import cache_key
+
+    from trainer import runtime
+
+    def key(features, devices):
+        monkeypatch.setattr(runtime, "cpu_features", lambda: features)
+        monkeypatch.setattr(cache_key, "_hash_accelerator_config", cache_key._hash_accelerator_config)
+        assert runtime.share_cpu_entries()
+        digest = hashlib.sha256()
+        cache_key._hash_accelerator_config(digest, devices)
+        return digest.hexdigest()
+
+    class Devices(list):
+        flat = property(lambda self: iter(self))
+
+    def layout(*placement):  # (device id, process) per device
+        return Devices(SimpleNamespace(device_kind="cpu", id=i, process_index=p) for i, p in placement)
+
+    two_by_one = layout((0, 0), (1, 1))
+    assert key("x86_64:avx2", two_by_one) == key("x86_64:avx2", layout((0, 0), (1, 1)))
+    assert key("x86_64:avx2", two_by_one) != key("x86_64:avx2 avx512f", two_by_one)
+    assert key("x86_64:avx2", two_by_one) != key("x86_64:avx2", layout((0, 0), (1, 0)))
+    assert runtime.cpu_features().startswith(f"{__import__('platform').machine()}:")
