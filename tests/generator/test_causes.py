@@ -100,6 +100,12 @@ def test_the_earlier_blocker_wins():
     assert cause(job(pods[0], claimed), Recorded([said], {"data": claim})) == (
         'claim data (StorageClass fast) is Pending: storageclass.storage.k8s.io "fast" not found')
     assert cause(job(pods[0], claimed), Recorded()) == "claim data does not exist"
+    # a provisioner's repeated "waiting" (Normal, newer) does not hide its failure (a Warning)
+    said = {**said, "type": "Warning", "message": "failed to provision volume: quota exceeded"}
+    waiting = {"type": "Normal", "reason": "ExternalProvisioning", "involvedObject": {"uid": "c1"},
+               "lastTimestamp": T.format(30), "message": "Waiting for a volume to be created"}
+    assert cause(job(pods[0], claimed), Recorded([waiting, said], {"data": claim})).endswith(
+        "is Pending: failed to provision volume: quota exceeded")
 
 
 def failed(rank: int, code: int, finished: int, created=T0) -> dict:

@@ -44,8 +44,8 @@ def _time(value: str | None) -> float | None:
 
 
 def _event_time(event: dict) -> str:
-    return (event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
-            or "")
+    return (event.get("lastTimestamp") or event.get("eventTime")
+            or (event.get("metadata") or {}).get("creationTimestamp") or "")
 
 
 class Reader:
@@ -57,6 +57,7 @@ class Reader:
         self._lock = threading.Lock()
         self._events: list[dict] | None = None
         self._nodes: list[dict] | None = None
+        self._read: dict[tuple[str, str], object] = {}
 
     def events(self) -> list[dict]:
         """The namespace's events, newest first."""
@@ -66,15 +67,26 @@ class Reader:
                     found = json.loads(self.kube.raw(f"/api/v1/namespaces/{self.kube.namespace}/events"))["items"]
                 except (UserError, ValueError):
                     found = []
-                self._events = sorted(found, key=_event_time, reverse=True)
+                self._events = sorted(found, key=lambda event: _time(_event_time(event)) or 0, reverse=True)
             return self._events
+
+    def _once(self, kind: str, name: str, read):
+        """read(), once per (kind, name): jobs of one claim or one queue share the read."""
+        key = (kind, name)
+        if key not in self._read:
+            found = read()
+            with self._lock:
+                self._read.setdefault(key, found)
+        return self._read[key]
 
     def claim(self, name: str) -> dict | None:
         """The claim, None where it does not exist, {} where it cannot be read."""
-        try:
-            return self.kube.get("persistentvolumeclaim", name)
-        except UserError as error:
-            return None if "NotFound" in str(error) or "not found" in str(error) else {}
+        def read():
+            try:
+                return self.kube.get("persistentvolumeclaim", name)
+            except UserError as error:
+                return None if "NotFound" in str(error) or "not found" in str(error) else {}
+        return self._once("claim", name, read)
 
     def nodes(self) -> list[dict]:
         """The cluster's nodes; [] where the user may not list them."""
@@ -87,10 +99,13 @@ class Reader:
             return self._nodes
 
     def cluster_queue(self, local_queue: str) -> str:
-        try:
-            return (self.kube.get("localqueues.kueue.x-k8s.io", local_queue).get("spec") or {}).get("clusterQueue", "")
-        except UserError:
-            return ""
+        def read():
+            try:
+                return ((self.kube.get("localqueues.kueue.x-k8s.io", local_queue).get("spec") or {})
+                        .get("clusterQueue", ""))
+            except UserError:
+                return ""
+        return self._once("localqueue", local_queue, read)
 
 
 def cause(job, phase: str, nodes: list[str], reader: Reader, now: float) -> str:
@@ -106,10 +121,10 @@ def _refused(job, phase, nodes, reader, now) -> str:
     if phase != "Pending" or len(job.pods) >= (job.hosts() or 1):
         return ""
     child = re.compile(rf"{re.escape(job.name)}-[a-z0-9]+-\d+")
-    created = job.meta.get("creationTimestamp") or ""
+    created = _time(job.meta.get("creationTimestamp")) or 0
     for event in reader.events():
         about = event.get("involvedObject") or {}
-        if (event.get("reason") in REFUSED_REASONS and _event_time(event) >= created
+        if (event.get("reason") in REFUSED_REASONS and (_time(_event_time(event)) or 0) >= created
                 and (about.get("uid") == job.uid
                      or about.get("kind") == "Job" and child.fullmatch(about.get("name", "")))):
             return f"refused at admission: {(event.get('message') or '').removeprefix('Error creating: ')}"
@@ -161,8 +176,9 @@ def _claim_line(name: str, reader: Reader) -> str:
     if not claim or claim_phase == "Bound":
         return ""
     storage_class = (claim.get("spec") or {}).get("storageClassName")
-    said = next((e.get("message", "") for e in reader.events()
-                 if (e.get("involvedObject") or {}).get("uid") == claim["metadata"].get("uid")), "")
+    about = [e for e in reader.events() if (e.get("involvedObject") or {}).get("uid") == claim["metadata"].get("uid")]
+    # a provisioner's failure is a Warning; its Normal "waiting for a volume" repeats every resync and hides it
+    said = next((e.get("message", "") for e in sorted(about, key=lambda e: e.get("type") != "Warning")), "")
     of = f"StorageClass {storage_class}" if storage_class else "no StorageClass, and the cluster has no default one"
     return f"claim {name} ({of}) is {claim_phase or 'Pending'}" + (f": {said.rstrip('.')}" if said else "")
 
