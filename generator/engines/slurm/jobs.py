@@ -119,10 +119,11 @@ def _exit(exit_code: str) -> str:
     return exit_codes.describe_exit(-signal if signal else code)
 
 
-def _requeues() -> dict[str, int]:
-    """How many times SLURM started each job it holds again (scontrol's Restarts), by job id; {} unknown."""
+def _requeues(job_id: str | None = None) -> dict[str, int]:
+    """How many times SLURM started each job it holds again (scontrol's Restarts), by job id; {} unknown.
+    With job_id, that job's only (without, scontrol prints every job of the cluster)."""
     try:
-        out = _run("scontrol", "show", "job", "-o")
+        out = _run("scontrol", "show", "job", "-o", *([job_id] if job_id else []))
     except SchedulerError:
         return {}
     return {found[1]: int(found[2]) for line in out.splitlines()
@@ -188,7 +189,7 @@ def _find(name: str) -> dict:
 
 def status(name: str) -> JobStatus:
     job = _find(name)
-    requeues = _requeues() if job.get("state", "").split(" ")[0] in ACTIVE else {}
+    requeues = _requeues(job["id"]) if job.get("state", "").split(" ")[0] in ACTIVE else {}
     return _status(job, time.time(), requeues.get(job["id"], 0))
 
 
