@@ -152,8 +152,9 @@ def test_hang_is_dumped_and_restarted(real, tmp_path):
         cause = json.loads(jaxgen(cluster, "status", name, "-o", "json").stdout).get("cause", "")
         print(f"cause: {cause} ({time.monotonic() - observed:.1f} s)")
         hang = re.escape(exit_codes.describe(exit_codes.HANG))
-        assert re.fullmatch(rf"restart(ed|ing): rank {index} ended with {hang}; attempt 2, \d:\d\d:\d\d lost( so far)?",
-                            cause), cause
+        # attempt 2, or 3 where the peer's in-place restart (it lost rank {index}) was counted first
+        assert re.fullmatch(rf"restart(ed|ing): rank {index} ended with {hang}; attempt [23], \d:\d\d:\d\d lost"
+                            r"( so far)?", cause), cause
     finally:
         if run.poll() is None:
             run.kill()
