@@ -161,7 +161,11 @@ def logs(tmp_path, *extra: str) -> subprocess.CompletedProcess:
 def test_a_failed_local_run_keeps_its_processes_logs_and_jaxgen_logs_local_prints_them(tmp_path):
     """Each process's output, every attempt's, is kept in the run folder (logs/rank-<i>.log), a failed
     run's too; `jaxgen logs --local` prints rank 0's (or --rank N's) of the newest run, where it was refused."""
-    script = 'echo "rank $JOB_COMPLETION_INDEX says hello"; echo "going wrong" >&2; exit 1'
+    # each process fails only once both have spoken, or the first failure may stop its peer before it says a word
+    said = tmp_path / "said"
+    said.mkdir()
+    script = (f'echo "rank $JOB_COMPLETION_INDEX says hello"; echo "going wrong" >&2; touch {said}/$JOB_COMPLETION_INDEX; '
+              f'for _ in $(seq 400); do [ -e {said}/0 ] && [ -e {said}/1 ] && break; sleep 0.05; done; exit 1')
     failed = subprocess.run(own_run(tmp_path, script, "--set", "backoff_limit=1"), cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert failed.returncode == 1, failed.stdout + failed.stderr
@@ -169,7 +173,7 @@ def test_a_failed_local_run_keeps_its_processes_logs_and_jaxgen_logs_local_print
     assert runs.read_record(run)["status"] == "failed"
     for rank in (0, 1):
         kept = (run / "logs" / f"rank-{rank}.log").read_text().splitlines()
-        # both attempts (a process of the second may be stopped before it says anything: its peer failed)
+        # both attempts (in the second, a process may be stopped before it says anything: its peer failed)
         assert [line.split(" (pid ")[0] for line in kept if line.startswith("[jaxgen] attempt ")] == [
             f"[jaxgen] attempt {attempt}: started mnist-cpu-{rank}" for attempt in (0, 1)], kept
         assert f"rank {rank} says hello" in kept and "going wrong" in kept, kept  # its stderr too
