@@ -58,11 +58,16 @@ def stock_commands(text: str | None = None) -> list[str]:
     later = [c for step in STOCK_STEPS[1:] for c in commands(steps[step])]
     builds = {c.split()[-1] for c in later if c.startswith("scripts/run.sh ")}
     renders = [c for c in commands(steps[STOCK_STEPS[0]])
-               if c.startswith("scripts/prepare.sh ") and "image.source=stock" in c
-               and re.search(r" -o (\S+)", c).group(1) in builds]
+               if c.startswith("scripts/prepare.sh ") and "image.source=stock" in c and build_folder(c) in builds]
     assert len(renders) == 1, f"{GUIDE.name} step 3: one stock render of the folder step 4 runs, not {renders}"
     assert later, f"{GUIDE.name}: no commands in steps 4 to 6"
     return [renders[0], *later]
+
+
+def build_folder(render: str) -> str | None:
+    """The folder a prepare.sh line writes (its -o), or None."""
+    found = re.search(r" -o (\S+)", render)
+    return found.group(1) if found else None
 
 
 def release_name(render: str) -> str:
@@ -73,8 +78,7 @@ def release_name(render: str) -> str:
 
 def target(checkout: Path, render: str) -> str:
     """The target the render wrote (its build folder's release.env)."""
-    build = re.search(r" -o (\S+)", render).group(1)
-    env = (checkout / build / "release" / "release.env").read_text()
+    env = (checkout / build_folder(render) / "release" / "release.env").read_text()
     return re.search(r"^TARGET=(\S+)$", env, re.MULTILINE).group(1).strip("'\"")
 
 

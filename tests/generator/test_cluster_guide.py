@@ -80,3 +80,7 @@ def test_the_real_node_test_runs_the_guides_stock_path_from_its_blocks():
     planted = GUIDE.replace("scripts/run.sh rendered\n", "scripts/run.sh elsewhere\n")
     with pytest.raises(AssertionError, match="step 3: one stock render of the folder step 4 runs"):
         guide.stock_commands(planted)
+    unnamed = GUIDE.replace(" -o rendered", "", 1)  # a stock render without -o names no folder: refused alike
+    assert unnamed != GUIDE
+    with pytest.raises(AssertionError, match="step 3: one stock render of the folder step 4 runs"):
+        guide.stock_commands(unnamed)
