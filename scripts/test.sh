@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
-# Runs every test tier in two lanes at once:
-#   engines  tests/e2e_slurm, tests/e2e_k8s and the kwok scale benchmark: SLURM, control planes and
-#            the real node, mostly waiting on daemons, controllers, kubelets and pods
-#   rest     every other tier (unit, chart, generator, trainer, install): mostly CPU
-# Each lane is one pytest session writing its own log; both logs are printed when both are done,
+# Runs every test tier in three lanes at once:
+#   slurm       tests/e2e_slurm: a real SLURM (no cgroups: it shares nothing with the kubelets)
+#   kubernetes  tests/e2e_k8s and the kwok scale benchmark: control planes, the real nodes, mostly
+#               waiting on controllers, kubelets and pods (one cluster at a time: they are host-wide)
+#   rest        every other tier (unit, chart, generator, trainer, install): mostly CPU
+# Each lane is one pytest session writing its own log; the logs are printed when every lane is done,
 # with a progress line per lane every PROGRESS_SECONDS meanwhile.
-# Usage: scripts/test.sh [--setup] [PYTEST ARGS...]   (the args go to both lanes)
+# Usage: scripts/test.sh [--setup] [PYTEST ARGS...]   (the args go to every lane)
 #   --setup  set up first, as `make test` does: the control plane's binaries, the node's packages
 #            and the trainer image build in the background from the start; the Python environment,
-#            the tools and SLURM in the foreground, after which both lanes start (the engines lane
-#            runs SLURM's tier first; its first cluster waits on build.sh's lock for the binaries,
-#            its first real node on image.sh's for the image)
+#            the tools and SLURM in the foreground, after which the lanes start (the kubernetes
+#            lane's first cluster waits on build.sh's lock for the binaries, its first real node on
+#            image.sh's for the image)
 #   JAXT_TEST_LANES=1  one pytest session over everything, in order (no lanes; --setup sets up all first)
-# Exit: 0 when both lanes pass, else the first failing lane's pytest code (5: nothing collected), or
-# the background set-up's code when it failed and both lanes passed.
+# Exit: 0 when every lane passes, else the first failing lane's pytest code (5: nothing collected), or
+# the background set-up's code when it failed and every lane passed.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "$JAXT_ROOT"
 PY="$JAXT_VENV/bin/python"
 PROGRESS_SECONDS="${PROGRESS_SECONDS:-120}"
 
-case "${1:-}" in -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 setup=false
 if [ "${1:-}" = --setup ]; then setup=true; shift; fi
 
@@ -37,7 +38,7 @@ trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
 
 if $setup; then
-  # What only the engines lane needs builds in the background from the start (Go, CPU), beside
+  # What only the kubernetes lane needs builds in the background from the start (Go, CPU), beside
   # the foreground set-up (pip, mostly downloads and unpacking; the tools) and then the lanes.
   setsid "$JAXT_ROOT/scripts/setup.sh" cluster node >"$logs/setup.log" 2>&1 </dev/null &
   setup_pid=$!
@@ -46,10 +47,11 @@ if $setup; then
 fi
 [ -x "$PY" ] || { stop_all; die "no virtualenv at $JAXT_VENV: run scripts/setup.sh all (or make test)"; }
 
-# SLURM's tier first: it needs nothing the background set-up builds.
-ENGINE_TIERS=(tests/e2e_slurm tests/e2e_k8s tests/benchmarks/test_kwok_scale.py)
+LANES=(slurm kubernetes rest)
+SLURM_TIERS=(tests/e2e_slurm)
+KUBERNETES_TIERS=(tests/e2e_k8s tests/benchmarks/test_kwok_scale.py)
 REST=(tests)
-for tier in "${ENGINE_TIERS[@]}"; do REST+=(--ignore "$tier"); done
+for tier in "${SLURM_TIERS[@]}" "${KUBERNETES_TIERS[@]}"; do REST+=(--ignore "$tier"); done
 
 start_lane() {  # NAME ARGS...: a pytest session in its own process group, its output in $logs/NAME.log
   local name="$1"; shift
@@ -57,18 +59,21 @@ start_lane() {  # NAME ARGS...: a pytest session in its own process group, its o
   pids+=("$!")
   log "lane $name: pytest $* (log: $logs/$name.log)"
 }
-start_lane engines "${ENGINE_TIERS[@]}" "$@"
+start_lane slurm "${SLURM_TIERS[@]}" "$@"
+start_lane kubernetes "${KUBERNETES_TIERS[@]}" "$@"
 start_lane rest "${REST[@]}" "$@"
 started=$SECONDS
-while kill -0 "${pids[0]}" 2>/dev/null || kill -0 "${pids[1]}" 2>/dev/null; do
+running() { local pid; for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && return 0; done; return 1; }
+while running; do
   sleep 5
   if [ -n "$setup_pid" ] && [ -z "${setup_done:-}" ] && ! kill -0 "$setup_pid" 2>/dev/null; then
     setup_done=1
     log "background set-up done after $(( (SECONDS - started) / 60 )) min of tests: $(tail -n1 "$logs/setup.log")"
   fi
   if (( (SECONDS - started) % PROGRESS_SECONDS < 5 )); then
-    for name in engines rest; do
-      log "lane $name, $(( (SECONDS - started) / 60 )) min: $(tail -c 300 "$logs/$name.log" | tr '\r' '\n' | grep -v '^$' | tail -n1 | cut -c1-100)"
+    for i in "${!LANES[@]}"; do
+      kill -0 "${pids[$i]}" 2>/dev/null || continue
+      log "lane ${LANES[$i]}, $(( (SECONDS - started) / 60 )) min: $(tail -c 300 "$logs/${LANES[$i]}.log" | tr '\r' '\n' | grep -v '^$' | tail -n1 | cut -c1-100)"
     done
   fi
 done
@@ -81,14 +86,14 @@ if [ -n "$setup_pid" ]; then
   cat "$logs/setup.log"
 fi
 
-rc=0
-for i in 0 1; do
-  name=$([ "$i" = 0 ] && echo engines || echo rest)
-  printf '\n===== lane %s (pytest exit %s) =====\n' "$name" "${codes[$i]}"
-  cat "$logs/$name.log"
+rc=0 summary=()
+for i in "${!LANES[@]}"; do
+  printf '\n===== lane %s (pytest exit %s) =====\n' "${LANES[$i]}" "${codes[$i]}"
+  cat "$logs/${LANES[$i]}.log"
   [ "$rc" != 0 ] || rc="${codes[$i]}"
+  summary+=("${LANES[$i]} exit ${codes[$i]}")
 done
 [ "$rc" != 0 ] || rc="$setup_code"
-log "both lanes done in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s: engines exit ${codes[0]}, rest exit ${codes[1]}"
+log "every lane done in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s: $(IFS=,; echo "${summary[*]}" | sed 's/,/, /g')"
 rm -rf "$logs"
 exit "$rc"

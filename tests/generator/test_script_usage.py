@@ -161,14 +161,15 @@ def test_run_without_a_reachable_cluster_names_the_context_and_kubeconfig_tried(
 
 @pytest.mark.timeout(300)
 def test_the_test_lanes_run_every_tier_and_fail_when_one_collects_nothing():
-    """scripts/test.sh (make test): the engines' lane and the rest's lane are two pytest sessions over
+    """scripts/test.sh (make test): the slurm, kubernetes and rest lanes are three pytest sessions over
     the whole of tests/ between them; a lane that runs nothing is a failure (exit 5), not a pass."""
     proc = subprocess.run(["bash", str(SCRIPTS / "test.sh"), "-k", "test_kueue_is_the_version_the_tests_run"],
                           capture_output=True, text=True, timeout=280, stdin=subprocess.DEVNULL)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 5, out
-    assert "===== lane engines (pytest exit 5) =====" in out and "===== lane rest (pytest exit 0) =====" in out, out
-    assert "1 passed" in out and "engines exit 5, rest exit 0" in out, out
+    for lane, code in (("slurm", 5), ("kubernetes", 5), ("rest", 0)):
+        assert f"===== lane {lane} (pytest exit {code}) =====" in out, out
+    assert "1 passed" in out and "slurm exit 5, kubernetes exit 5, rest exit 0" in out, out
 
 
 @pytest.mark.parametrize("script,args", [("tools.sh", ["bogus"]), ("tools.sh", ["helm", "bogus"])], ids=" ".join)
