@@ -11,9 +11,11 @@ for the whole run and starts one control plane with two real nodes and the contr
 (scripts/cluster/up.sh --real-nodes 2). Each round runs one 2-host CPU job per target at once (MNIST
 on a host volume, the outputs on a claim both nodes mount, a checkpoint every CHECKPOINT_EVERY steps),
 the victim rank of each on node 2 and the other on node 1 (a preferred pod affinity to two anchor
-pods, one per node, labelled with the rank: matchLabelKeys of the target's index label), and, once
-every job has checkpointed and trained past AFTER_STEP, takes node 2 away
-(scripts/cluster/node-fault.sh; node 1 also runs the cluster DNS):
+pods, one per node, labelled with the rank: matchLabelKeys of the target's index label). Every job
+checkpoints, trains to AFTER_STEP and holds there (the trainer's hidden --hold-after-step: jobs
+started in turn would otherwise end before the last one reaches it); once all are held the round
+releases them, and once each has trained past it, takes node 2 away (scripts/cluster/node-fault.sh;
+node 1 also runs the cluster DNS):
 
 - power-off: its kubelet, containerd and containers SIGKILLed at once, never to return;
 - reboot:    the same, and the node back REBOOT_SECONDS later;
@@ -58,6 +60,7 @@ from generator.engines.kubernetes.policy import (
 )
 from generator.targets import KUBERNETES as TARGETS
 from generator.targets import workload
+from trainer.faults import HOLD_RELEASED
 
 SCRIPTS = REPO_ROOT / "scripts"
 NAMESPACE = "jax-bench"
@@ -74,9 +77,11 @@ ANCHOR = "jax-training.dev/node-loss-anchor"
 SETS = ["training.epochs=1", f"training.log_every={LOG_EVERY}", "data.download=false", "persistence.enabled=true",
         "image.pull_policy=Never", "backoff_limit=3"]
 # Eight trainers of four jobs, and what replaces a lost node's, fit one node's 2 CPUs and its memory.
+# The same cpu limit on every job: a TrainJob's limits without one take its request (0.1 CPU), and it
+# trained at a fifth of the others' pace.
 SET_JSON = ['data.volume={"persistentVolumeClaim": {"claimName": "mnist", "readOnly": true}}',
             'persistence.storage_class="-"',
-            'resources={"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "3Gi"}}']
+            'resources={"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "3Gi"}}']
 TARGET_SETS = {"trainjob": ["trainjob.own_runtime=true"]}
 SHORT = {"indexed-job": "job", "jobset": "js", "trainjob": "tj", "jaxjob": "jax"}
 # What bounds each phase: (from mark, to mark, what it is). "freed": the person's action where one
@@ -98,9 +103,9 @@ PHASES = {
 
 @dataclass(frozen=True)
 class Plan:
-    """How long each job of a round trains, how often it checkpoints, when the fault comes (once every
-    job has logged step after_step, having checkpointed before it), and its failure.node_lost_seconds
-    (None: the variable's default)."""
+    """How long each job of a round trains, how often it checkpoints, when the fault comes (every job
+    holds after step after_step, having checkpointed before it, until the round releases them all and
+    each has trained past it), and its failure.node_lost_seconds (None: the variable's default)."""
     train_examples: int = TRAIN_EXAMPLES
     checkpoint_every: int = CHECKPOINT_EVERY
     after_step: int = AFTER_STEP
@@ -110,6 +115,10 @@ class Plan:
         lost = [] if self.node_lost_seconds is None else [f"failure.node_lost_seconds={self.node_lost_seconds}"]
         return [f"training.train_examples={self.train_examples}", f"checkpoint.every_steps={self.checkpoint_every}",
                 *lost]
+
+    def set_json(self) -> list[str]:
+        # the trainer's hidden hold (trainer/faults.py): a job started early waits for the last one
+        return [f"program.args={json.dumps(['--hold-after-step', str(self.after_step)])}"]
 
 
 def log(message: str) -> None:
@@ -243,7 +252,7 @@ class Nodes(Session):
                 "--set", f"image.repository={self.repository}"]
         for s in [*SETS, *plan.sets(), *TARGET_SETS.get(target, [])]:
             args += ["--set", s]
-        for s in [*SET_JSON, f"affinity={json.dumps(placement(target))}"]:
+        for s in [*SET_JSON, *plan.set_json(), f"affinity={json.dumps(placement(target))}"]:
             args += ["--set-json", s]
         run(args, self.env, 120)
         return volume / name
@@ -278,6 +287,9 @@ class Job:
         recs = self.metrics()
         return (any(r.get("event") == "checkpoint" and r["step"] >= self.plan.checkpoint_every for r in recs)
                 and any(r.get("event") == "step" and r["step"] >= self.plan.after_step for r in recs))
+
+    def trained_past(self, step: int) -> bool:
+        return any(r.get("event") == "step" and r["step"] > step for r in self.metrics())
 
     def ended(self) -> bool:
         """Trained to the end, or stopped: a job that did before the fault has nothing to lose."""
@@ -373,10 +385,16 @@ def fault_round(nodes: Nodes, targets: list[str], fault: str, victim_rank: int, 
         jobs.extend(Job(nodes, target, f"nl-{SHORT[target]}-{fault.split('-')[0]}-r{victim_rank}{tag}", tmp, plan)
                     for target in targets)
         start_in_turn(nodes, jobs, timeout)
-        stuck = wait_all("training past the fault's step", jobs, lambda j: j.ended() or j.ready_for_fault(), 900)
+        stuck = wait_all("held after the fault's step", jobs, lambda j: j.ended() or j.ready_for_fault(), 900)
         ended = [j for j in jobs if j.ended()]
         if stuck or ended:
-            raise RuntimeError(f"not every job past step {plan.after_step} and none ended in 900 s: "
+            raise RuntimeError(f"not every job held at step {plan.after_step} and none ended in 900 s: "
+                               + "; ".join(j.progress() for j in jobs))
+        for job in jobs:
+            (job.outputs / HOLD_RELEASED).touch()
+        if wait_all("training past the hold", jobs, lambda j: j.ended() or j.trained_past(plan.after_step), 300) \
+                or any(j.ended() for j in jobs):
+            raise RuntimeError("not every job trained on after its release, none ended, in 300 s: "
                                + "; ".join(j.progress() for j in jobs))
         for job in jobs:
             job.pods = nodes.pods(job.name, job.target)
@@ -402,10 +420,15 @@ def fault_round(nodes: Nodes, targets: list[str], fault: str, victim_rank: int, 
         # without a step: the moment the documented action applies.
         def decided(job):  # with act_on_eviction: Kubernetes has evicted the pod, or would have by now
             tolerated = node_watch.first(lambda _, n: node_lost_taint(n)) or float("inf")
-            return job.first_step_after(fault_time) or act_on_eviction and job.victim_seen(deleting) and (
-                job.victim_seen(evicted) or time.time() > tolerated + node_lost_seconds(job.victim) + 2)
+            return job.first_step_after(fault_time) or job.proc.poll() is not None or act_on_eviction and \
+                job.victim_seen(deleting) and (job.victim_seen(evicted) or
+                                               time.time() > tolerated + node_lost_seconds(job.victim) + 2)
         wait_all("a training step after the fault" + (" or the eviction" if act_on_eviction else ""), jobs,
                  decided, person_after)
+        early = [j for j in jobs if j.proc.poll() is not None and not j.first_step_after(fault_time)]
+        if early:  # the fault missed it: nothing to measure (a plan with more steps after AFTER_STEP)
+            raise RuntimeError(f"ended before the {fault} reached its rank {victim_rank}: "
+                               + "; ".join(j.progress() for j in early))
         stuck = [j for j in jobs if not j.first_step_after(fault_time)]
         action = None
         for job in stuck:

@@ -61,13 +61,15 @@ FAULTS = ("pod-deleted", "container-killed")
 FAULT_AFTER_STEP = 150
 LOG_EVERY = 10
 # The variables every run here uses (as tests/e2e_k8s's real tier): 2 hosts × 1 CPU device, one
-# epoch, MNIST on the node volume `mnist`, the outputs on a claim backed by the node's disk.
+# epoch, MNIST on the node volume `mnist`, the outputs on a claim backed by the node's disk. Requests
+# that 8 hosts fit on the node's 2 CPUs, and one cpu limit for every target: a TrainJob's limits
+# without one take its request (the Kubeflow SDK reads the device from them) and throttle it.
 # backoff_limit 1: a SIGKILLed process counts against it.
 SETS = ["training.epochs=1", f"training.log_every={LOG_EVERY}", "data.download=false", "backoff_limit=1",
         "checkpoint.every_steps=100", "persistence.enabled=true", "image.pull_policy=Never"]
 SET_JSON = ['data.volume={"persistentVolumeClaim": {"claimName": "mnist", "readOnly": true}}',
             'persistence.storage_class="-"',
-            'resources={"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "3Gi"}}']
+            'resources={"requests": {"cpu": "100m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "3Gi"}}']
 # A TrainJob runs on its own TrainingRuntime: the project's failure policy (the default runtime's
 # is the Trainer's).
 TARGET_SETS = {"trainjob": ["trainjob.own_runtime=true"]}

@@ -1,4 +1,4 @@
-"""Fault injection, for the tests of lost peers, hangs and interrupted checkpoint writes: hidden flags of
+"""Fault injection, for the tests of lost peers, hangs, interrupted checkpoint writes and lost nodes: hidden flags of
 `train` that are no setting of the run (TrainConfig holds none of them). The training loop calls
 them at two points: after each chunk of steps (after_step) and before a checkpoint's rename
 (before_rename); the chunks end at their steps (stops) so that after_step sees each one."""
@@ -10,9 +10,13 @@ import dataclasses
 import os
 import signal
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 
 from trainer.integers import ascii_int
+
+HOLD_RELEASED = "hold-released"
+HOLD_SECONDS = 300
 
 
 def _flag(help: str):
@@ -26,6 +30,9 @@ class Faults:
     hang_after_step: int = _flag("stop making progress after that global step")
     stall_save_at_step: int = _flag("the background write of that step's checkpoint stops for good before its "
                                     "rename (the step loop goes on)")
+    hold_after_step: int = _flag(f"after that global step (its checkpoint on disk), wait until the outputs "
+                                 f"directory (<checkpoint-dir>/<run-name>) holds a file {HOLD_RELEASED} (at most "
+                                 f"{HOLD_SECONDS} s): jobs started in turn all train when a test's fault comes")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Faults:
@@ -33,10 +40,17 @@ class Faults:
 
     def stops(self) -> tuple[int, ...]:
         """The global steps after which a chunk of steps must end."""
-        return tuple(step for step in (self.fault_after_step, self.hang_after_step) if step)
+        return tuple(step for step in (self.fault_after_step, self.hang_after_step, self.hold_after_step) if step)
 
-    def after_step(self, step: int, writer, log) -> None:
-        """After the chunk that ended at `step`: kill or hang this process there."""
+    def after_step(self, step: int, writer, log, outputs: Path | None = None) -> None:
+        """After the chunk that ended at `step`: kill, hang or hold this process there."""
+        if self.hold_after_step and step == self.hold_after_step and outputs:
+            writer.wait()
+            released = outputs / HOLD_RELEASED
+            log(f"hold injection: waiting after step {step} for {released}")
+            deadline = time.monotonic() + HOLD_SECONDS
+            while not released.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
         if self.fault_after_step and step == self.fault_after_step:
             writer.wait()  # a kill mid-write is --stall-save-at-step's: this one's resume step is known
             log(f"fault injection: killing this process after step {step}")

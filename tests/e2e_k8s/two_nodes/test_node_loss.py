@@ -10,9 +10,9 @@ rank 0 of each on node 1, rank 1 on node 2; scripts/cluster/node-fault.sh takes 
 - drain: the graceful path; rank 1 of each job saves on SIGTERM, every target replaces it on node 1
   without a person and resumes from exactly that step.
 Each test gives the node back (powered on; uncordoned) before it ends. The jobs are short (PLAN):
-the round starts the jobs in turn (node_loss.START_ORDER) and takes the node away once each has checkpointed
-and trained past PLAN.after_step, none ended; the pods tolerate the lost node for PLAN's seconds,
-not the default 30 (the same eviction, sooner).
+the round starts the jobs in turn (node_loss.START_ORDER), each holds after PLAN.after_step (its
+checkpoint written) until all are there, and the node goes once each has trained past it; the pods
+tolerate the lost node for PLAN's seconds, not the default 30 (the same eviction, sooner).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from generator.targets import KUBERNETES
 from tests.e2e_k8s.kube import SCRIPTS
 
 TARGETS = list(KUBERNETES)
-PLAN = node_loss.Plan(train_examples=80 * 128, checkpoint_every=10, after_step=15, node_lost_seconds=5)
+PLAN = node_loss.Plan(train_examples=120 * 128, checkpoint_every=10, after_step=15, node_lost_seconds=5)
 
 
 def nodes_of(two_nodes, image) -> node_loss.Nodes:

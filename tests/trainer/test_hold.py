@@ -1,0 +1,37 @@
+"""The hidden --hold-after-step hook (trainer/faults.py) that the node-loss round starts its jobs with:
+every job waits at the same step until the round releases it, so none has ended when the fault comes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.support import procs
+from trainer import checkpoint
+from trainer.faults import HOLD_RELEASED
+from trainer.results import read_records
+
+
+def steps(outputs) -> list[int]:
+    return [r["step"] for r in read_records(outputs / "metrics.jsonl") if r.get("event") == "step"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_held_run_waits_after_its_step_until_released_then_finishes(tmp_path):
+    proc = procs.start(procs.trainer_argv(*procs.small_train_args(tmp_path, "--checkpoint-every", "8",
+                                                                  "--hold-after-step", "8")), tmp_path / "run.log")
+    outputs = procs.outputs_of(tmp_path)
+    try:
+        procs.wait_for_text(proc, f"hold injection: waiting after step 8 for {outputs / HOLD_RELEASED}", 150)
+        assert checkpoint.list_steps(procs.checkpoints_of(tmp_path)) == [8]  # on disk before the hold
+        held_until = time.monotonic() + 3  # held: alive, and no step past 8 while the file is missing
+        while time.monotonic() < held_until:
+            assert proc.popen.poll() is None and steps(outputs) == [8], (steps(outputs), proc.output[-2000:])
+            time.sleep(0.2)
+        (outputs / HOLD_RELEASED).touch()
+        assert procs.wait_all([proc], 120) == [0], proc.output[-3000:]
+    finally:
+        procs.kill(proc)
+    assert steps(outputs) == [8, 16, 24, 32], proc.output[-2000:]
