@@ -32,7 +32,8 @@ class Faults:
                                     "rename (the step loop goes on)")
     hold_after_step: int = _flag(f"after that global step (its checkpoint on disk), wait until the outputs "
                                  f"directory (<checkpoint-dir>/<run-name>) holds a file {HOLD_RELEASED} (at most "
-                                 f"{HOLD_SECONDS} s): jobs started in turn all train when a test's fault comes")
+                                 f"{HOLD_SECONDS} s; every process looks, so the folder must be shared): jobs "
+                                 "started in turn all train when a test's fault comes")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Faults:
