@@ -25,7 +25,7 @@ case "${1:-}" in -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;
 setup=false
 if [ "${1:-}" = --setup ]; then setup=true; shift; fi
 
-if [ "${JAXT_TEST_LANES:-2}" = 1 ]; then
+if [ "${JAXT_TEST_LANES:-3}" = 1 ]; then
   if $setup; then "$JAXT_ROOT/scripts/setup.sh" all; fi
   [ -x "$PY" ] || die "no virtualenv at $JAXT_VENV: run scripts/setup.sh all (or make test)"
   exec "$PY" -m pytest tests "$@"
