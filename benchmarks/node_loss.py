@@ -60,7 +60,7 @@ from generator.engines.kubernetes.policy import (
 )
 from generator.targets import KUBERNETES as TARGETS
 from generator.targets import workload
-from trainer.faults import HOLD_RELEASED
+from trainer.faults import HOLD_RELEASED, HOLD_SECONDS
 
 SCRIPTS = REPO_ROOT / "scripts"
 NAMESPACE = "jax-bench"
@@ -385,16 +385,11 @@ def fault_round(nodes: Nodes, targets: list[str], fault: str, victim_rank: int, 
         jobs.extend(Job(nodes, target, f"nl-{SHORT[target]}-{fault.split('-')[0]}-r{victim_rank}{tag}", tmp, plan)
                     for target in targets)
         start_in_turn(nodes, jobs, timeout)
-        stuck = wait_all("held after the fault's step", jobs, lambda j: j.ended() or j.ready_for_fault(), 900)
+        # (a hold runs out after HOLD_SECONDS: the first job's would, so the round would fail, by then)
+        stuck = wait_all("held after the fault's step", jobs, lambda j: j.ended() or j.ready_for_fault(), HOLD_SECONDS)
         ended = [j for j in jobs if j.ended()]
         if stuck or ended:
-            raise RuntimeError(f"not every job held at step {plan.after_step} and none ended in 900 s: "
-                               + "; ".join(j.progress() for j in jobs))
-        for job in jobs:
-            (job.outputs / HOLD_RELEASED).touch()
-        if wait_all("training past the hold", jobs, lambda j: j.ended() or j.trained_past(plan.after_step), 300) \
-                or any(j.ended() for j in jobs):
-            raise RuntimeError("not every job trained on after its release, none ended, in 300 s: "
+            raise RuntimeError(f"not every job held at step {plan.after_step} and none ended in {HOLD_SECONDS} s: "
                                + "; ".join(j.progress() for j in jobs))
         for job in jobs:
             job.pods = nodes.pods(job.name, job.target)
@@ -410,6 +405,12 @@ def fault_round(nodes: Nodes, targets: list[str], fault: str, victim_rank: int, 
                           lambda j: len(j.watch.events) >= len(j.pods) and node_watch.events, 30)
         if listed:
             raise RuntimeError(f"{', '.join(j.name for j in listed)}: its pod watch listed nothing in 30 s")
+        for job in jobs:  # all held and watched: they train on, and the fault comes as soon as each does
+            (job.outputs / HOLD_RELEASED).touch()
+        if wait_all("training past the hold", jobs, lambda j: j.ended() or j.trained_past(plan.after_step), 300) \
+                or any(j.ended() for j in jobs):
+            raise RuntimeError("not every job trained on after its release, none ended, in 300 s: "
+                               + "; ".join(j.progress() for j in jobs))
         if fault == "reboot":
             process = nodes.fault("reboot", str(REBOOT_SECONDS), wait=False)
             fault_time = float(process.stdout.readline())
@@ -426,9 +427,9 @@ def fault_round(nodes: Nodes, targets: list[str], fault: str, victim_rank: int, 
         wait_all("a training step after the fault" + (" or the eviction" if act_on_eviction else ""), jobs,
                  decided, person_after)
         early = [j for j in jobs if j.proc.poll() is not None and not j.first_step_after(fault_time)]
-        if early:  # the fault missed it: nothing to measure (a plan with more steps after AFTER_STEP)
-            raise RuntimeError(f"ended before the {fault} reached its rank {victim_rank}: "
-                               + "; ".join(j.progress() for j in early))
+        if early:  # failed, or the fault missed it: nothing to measure (a plan with more steps after AFTER_STEP)
+            raise RuntimeError("; ".join(j.failed() or f"ended before the {fault} reached its rank {victim_rank}: "
+                                         f"{j.progress()}" for j in early))
         stuck = [j for j in jobs if not j.first_step_after(fault_time)]
         action = None
         for job in stuck:

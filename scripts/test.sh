@@ -59,9 +59,13 @@ start_lane() {  # NAME ARGS...: a pytest session in its own process group, its o
   pids+=("$!")
   log "lane $name: pytest $* (log: $logs/$name.log)"
 }
-start_lane slurm "${SLURM_TIERS[@]}" "$@"
-start_lane kubernetes "${KUBERNETES_TIERS[@]}" "$@"
-start_lane rest "${REST[@]}" "$@"
+for lane in "${LANES[@]}"; do  # in LANES' order: pids[i] is lane i's
+  case "$lane" in
+    slurm) start_lane slurm "${SLURM_TIERS[@]}" "$@" ;;
+    kubernetes) start_lane kubernetes "${KUBERNETES_TIERS[@]}" "$@" ;;
+    rest) start_lane rest "${REST[@]}" "$@" ;;
+  esac
+done
 started=$SECONDS
 running() { local pid; for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && return 0; done; return 1; }
 while running; do

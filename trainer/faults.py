@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from trainer.integers import ascii_int
 
 HOLD_RELEASED = "hold-released"
-HOLD_SECONDS = 300
+HOLD_SECONDS = 540  # under the watchdog's default 600 s without a step
 
 
 def _flag(help: str):
@@ -43,14 +43,18 @@ class Faults:
         """The global steps after which a chunk of steps must end."""
         return tuple(step for step in (self.fault_after_step, self.hang_after_step, self.hold_after_step) if step)
 
-    def after_step(self, step: int, writer, log, outputs: Path | None = None) -> None:
-        """After the chunk that ended at `step`: kill, hang or hold this process there."""
+    def after_step(self, step: int, writer, log, outputs: Path | None = None, stopping=lambda: False) -> None:
+        """After the chunk that ended at `step`: kill, hang or hold this process there (a hold ends
+        early when stopping() holds: a stop signal, which the step loop then acts on)."""
         if self.hold_after_step and step == self.hold_after_step and outputs:
             writer.wait()
             released = outputs / HOLD_RELEASED
             log(f"hold injection: waiting after step {step} for {released}")
             deadline = time.monotonic() + HOLD_SECONDS
-            while not released.exists() and time.monotonic() < deadline:
+            while not released.exists() and not stopping():
+                if time.monotonic() > deadline:
+                    log(f"hold injection: not released in {HOLD_SECONDS} s; going on")
+                    break
                 time.sleep(0.1)
         if self.fault_after_step and step == self.fault_after_step:
             writer.wait()  # a kill mid-write is --stall-save-at-step's: this one's resume step is known

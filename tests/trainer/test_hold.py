@@ -3,12 +3,14 @@ every job waits at the same step until the round releases it, so none has ended 
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
 
 from tests.support import procs
 from trainer import checkpoint
+from trainer.exit_codes import PREEMPTED
 from trainer.faults import HOLD_RELEASED
 from trainer.results import read_records
 
@@ -35,3 +37,19 @@ def test_a_held_run_waits_after_its_step_until_released_then_finishes(tmp_path):
     finally:
         procs.kill(proc)
     assert steps(outputs) == [8, 16, 24, 32], proc.output[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_stop_signal_ends_the_hold_and_the_run_stops_as_preempted(tmp_path):
+    """A held process stopped with SIGTERM (its pod deleted) saves and exits at once, as when training,
+    not when the hold runs out (HOLD_SECONDS)."""
+    proc = procs.start(procs.trainer_argv(*procs.small_train_args(tmp_path, "--checkpoint-every", "8",
+                                                                  "--hold-after-step", "8")), tmp_path / "run.log")
+    try:
+        procs.wait_for_text(proc, "hold injection: waiting after step 8", 150)
+        proc.popen.send_signal(signal.SIGTERM)
+        assert procs.wait_all([proc], 60) == [PREEMPTED], proc.output[-3000:]
+    finally:
+        procs.kill(proc)
+    assert steps(procs.outputs_of(tmp_path)) == [8], proc.output[-2000:]
