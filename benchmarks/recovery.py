@@ -51,7 +51,7 @@ from datetime import datetime
 from pathlib import Path
 
 from benchmarks.cli import report_options, stamp
-from benchmarks.procs import read_report, MNIST_DIR, REPO_ROOT, publish
+from benchmarks.procs import read_report, MNIST_DIR, REPO_ROOT, publish, write_report
 from generator.targets import KUBERNETES as TARGETS, workload
 
 SCRIPTS = REPO_ROOT / "scripts"
@@ -489,6 +489,8 @@ def main(argv=None) -> int:
                 cell = f"{target} × {fault}" + (f" × {hosts} hosts" if len(host_counts) > 1 else "")
                 report["results"][cell] = {"runs": runs, "median": summarize(runs) if runs else None,
                                            "max": summarize_max(runs) if runs else None, "errors": errors}
+                if args.output:  # what a run stopped early has measured so far
+                    write_report(args.output, json.dumps(report, indent=2, ensure_ascii=False))
         finally:
             subprocess.run([str(SCRIPTS / "cluster" / "down.sh"), str(state)], capture_output=True, timeout=300)
     publish(report, load_before, args.output, lambda r: json.dumps(r, indent=2, ensure_ascii=False))
