@@ -438,6 +438,39 @@ def markdown(report: dict) -> str:
                       f"{report['repeats']}; load average {load[0][0]:.2f} before, {load[1][0]:.2f} after."])
 
 
+def host_growth(report: dict) -> dict[str, dict[int, float]]:
+    """{target × fault: {hosts: median seconds to the first step}} of a report measured at several host counts."""
+    growth: dict[str, dict[int, float]] = {}
+    for key, result in report["results"].items():
+        cell, _, hosts = key.rpartition(" × ")
+        if hosts.endswith(" hosts") and result["median"]:
+            growth.setdefault(cell, {})[int(hosts.split()[0])] = result["median"]["first_step"]
+    return growth
+
+
+def plot_host_growth(report: dict, path: str) -> None:
+    """A small PNG: seconds from the fault to the first step against the gang's host count, a line per cell."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(figsize=(4.5, 3), dpi=100)
+    for cell, points in sorted(host_growth(report).items()):
+        hosts = sorted(points)
+        axes.plot(hosts, [points[h] for h in hosts], marker="o", label=cell)
+    axes.set_xscale("log", base=2)
+    axes.set_xticks(sorted({h for points in host_growth(report).values() for h in points}))
+    axes.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    axes.set_xlabel("hosts (pods of the gang)")
+    axes.set_ylabel("s, fault → first step")
+    axes.set_ylim(bottom=0)
+    axes.legend(fontsize=7)
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path)
+    pyplot.close(figure)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.recovery", description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", default="indexed-job,jobset", help=f"comma-separated, of {', '.join(TARGETS)}")
@@ -451,9 +484,14 @@ def main(argv=None) -> int:
     parser.add_argument("--earlier-faults", type=int, default=0, metavar="N",
                         help="measure the fault that follows N earlier ones of the same kind in the same job")
     report_options(parser)
+    parser.add_argument("--plot", metavar="PNG", help="with --markdown: also draw the first step against the host "
+                        "count, a line per target × fault")
     args = parser.parse_args(argv)
     if args.markdown:
-        print(markdown(read_report(args.markdown)))
+        report = read_report(args.markdown)
+        print(markdown(report))
+        if args.plot:
+            plot_host_growth(report, args.plot)
         return 0
     targets, faults = args.targets.split(","), args.faults.split(",")
     for value, known, option in ((targets, TARGETS, "--targets"), (faults, FAULTS, "--faults")):

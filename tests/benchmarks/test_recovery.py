@@ -103,3 +103,17 @@ def test_the_in_place_report_shows_one_new_pod_per_fault_whatever_the_gang():
     assert "| indexed-job × pod-deleted × 4 hosts |" in recovery.markdown(report)
     for page in ("README.md", "recovery.md", "node-loss.md"):  # each one page of method and current tables
         assert len((REPO_ROOT / "benchmarks" / page).read_text().splitlines()) <= 255, page
+
+
+def test_the_host_growth_plot_draws_each_cell_over_its_host_counts(tmp_path):
+    """`--markdown REPORT --plot PNG`: the first step's median per host count, a line per target × fault."""
+    report = read_report(RESULTS / "recovery-in-place.json.gz")
+    growth = recovery.host_growth(report)
+    assert growth == {cell: {h: report["results"][f"{cell} × {h} hosts"]["median"]["first_step"] for h in (2, 4)}
+                      for cell in ("indexed-job × pod-deleted", "indexed-job × container-killed")}
+    png = tmp_path / "hosts.png"
+    shown = subprocess.run([sys.executable, "-m", "benchmarks.recovery", "--markdown",
+                            str(RESULTS / "recovery-in-place.json.gz"), "--plot", str(png)],
+                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and shown.stdout == recovery.markdown(report) + "\n", shown.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
