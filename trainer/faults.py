@@ -1,6 +1,6 @@
-"""Fault injection, for the tests of lost peers, hangs, interrupted checkpoint writes and lost nodes: hidden flags of
-`train` that are no setting of the run (TrainConfig holds none of them). The training loop calls
-them at two points: after each chunk of steps (after_step) and before a checkpoint's rename
+"""Fault injection, for the tests of lost peers, hangs, interrupted checkpoint writes and lost nodes:
+hidden flags of `train` that are no setting of the run (TrainConfig holds none of them). The training
+loop calls them at two points: after each chunk of steps (after_step) and before a checkpoint's rename
 (before_rename); the chunks end at their steps (stops) so that after_step sees each one."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import dataclasses
 import os
 import signal
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from trainer.integers import ascii_int
 
