@@ -65,7 +65,7 @@ def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
     assert done.returncode == 2 and option in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("name", ["recovery-operators.json.gz", "recovery-late.json.gz"])
+@pytest.mark.parametrize("name", ["recovery-operators.json.gz", "recovery-late.json.gz", "recovery-hosts.json.gz"])
 def test_the_committed_recovery_reports_make_their_tables(name):
     report = read_report(RESULTS / name)
     text = recovery.markdown(report)
