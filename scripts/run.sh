@@ -215,11 +215,13 @@ stop_logs() {  # let the stream flush for up to 3 s after the verdict, then end 
   local pod
   if [ ! -s "$tmp/followed" ] && pod="$(rank0_pod)" && [ -n "$pod" ]; then
     log "logs of rank 0 (pod $pod):"
-    kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs "pod/$pod" -c "$CONTAINER" 2>/dev/null || true
   elif [ -s "$tmp/followed" ] && [ ! -s "$tmp/streamed" ]; then
-    kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs "pod/$(cat "$tmp/followed")" -c "$CONTAINER" \
-      2>/dev/null || true
+    pod="$(cat "$tmp/followed")"
+  else
+    return 0
   fi
+  kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs "pod/$pod" -c "$CONTAINER" 2>"$tmp/logs.err" ||
+    log "warning: no logs of $pod: $(tail -n1 "$tmp/logs.err")"
 }
 if $logs; then
   stream_logs &

@@ -67,7 +67,7 @@ def test_jaxjob_runs_under_the_training_operator(cluster, build_dir):
             assert {k for k in env if k.startswith("JAX_")} == {"JAX_LOCAL_DEVICE_COUNT"}
         code, output = finish(run)
         assert code == 0, output
-        assert "succeeded" in output and "kwok: simulated log of a fake pod" in output
+        assert "succeeded" in output and "kwok: simulated log of a fake pod" in output, output
     finally:
         cluster.run([SCRIPTS / "clean.sh", build_dir], timeout=120)
     assert cluster.release_objects(name) == []
@@ -90,7 +90,7 @@ def test_jobset_runs_under_the_jobset_controller(cluster, build_dir, fail_index)
         code, output = finish(run)
         if fail_index is None:
             assert code == 0, output
-            assert "succeeded" in output and "kwok: simulated log of a fake pod" in output
+            assert "succeeded" in output and "kwok: simulated log of a fake pod" in output, output
         else:
             assert code == 1, output
             assert f"failed index(es): {fail_index}\n" in output, output
