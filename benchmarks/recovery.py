@@ -454,12 +454,13 @@ def plot_host_growth(report: dict, path: str) -> None:
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
+    growth = host_growth(report)
     figure, axes = pyplot.subplots(figsize=(4.5, 3), dpi=100)
-    for cell, points in sorted(host_growth(report).items()):
+    for cell, points in sorted(growth.items()):
         hosts = sorted(points)
         axes.plot(hosts, [points[h] for h in hosts], marker="o", label=cell)
     axes.set_xscale("log", base=2)
-    axes.set_xticks(sorted({h for points in host_growth(report).values() for h in points}))
+    axes.set_xticks(sorted({h for points in growth.values() for h in points}))
     axes.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
     axes.set_xlabel("hosts (pods of the gang)")
     axes.set_ylabel("s, fault → first step")

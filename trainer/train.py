@@ -449,7 +449,7 @@ def _epoch(job: Job, services: Services, training: TrainingState, epoch: int) ->
             _save(job.strategy, training.state, training.step, job.jax, services.writer)
             training = replace(training, saved_step=training.step)
             services.watchdog.beat(training.step)
-        faults.after_step(training.step, services.writer, services.log, run_dir(cfg) if cfg.checkpoint_dir else None,
+        faults.after_step(training.step, services.writer, services.log, run_dir(cfg),
                           lambda: services.stop.signal_name is not None)
         stopped = training.step < job.total and services.stop.agreed(spec.distributed)
     if bar is not None:

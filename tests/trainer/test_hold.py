@@ -19,11 +19,16 @@ def steps(outputs) -> list[int]:
     return [r["step"] for r in read_records(outputs / "metrics.jsonl") if r.get("event") == "step"]
 
 
+def held_run(tmp_path) -> procs.Proc:
+    """A small run with a checkpoint every 8 steps, held after step 8."""
+    return procs.start(procs.trainer_argv(*procs.small_train_args(tmp_path, "--checkpoint-every", "8",
+                                                                  "--hold-after-step", "8")), tmp_path / "run.log")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_held_run_waits_after_its_step_until_released_then_finishes(tmp_path):
-    proc = procs.start(procs.trainer_argv(*procs.small_train_args(tmp_path, "--checkpoint-every", "8",
-                                                                  "--hold-after-step", "8")), tmp_path / "run.log")
+    proc = held_run(tmp_path)
     outputs = procs.outputs_of(tmp_path)
     try:
         procs.wait_for_text(proc, f"hold injection: waiting after step 8 for {outputs / HOLD_RELEASED}", 150)
@@ -44,8 +49,7 @@ def test_a_held_run_waits_after_its_step_until_released_then_finishes(tmp_path):
 def test_a_stop_signal_ends_the_hold_and_the_run_stops_as_preempted(tmp_path):
     """A held process stopped with SIGTERM (its pod deleted) saves and exits at once, as when training,
     not when the hold runs out (HOLD_SECONDS)."""
-    proc = procs.start(procs.trainer_argv(*procs.small_train_args(tmp_path, "--checkpoint-every", "8",
-                                                                  "--hold-after-step", "8")), tmp_path / "run.log")
+    proc = held_run(tmp_path)
     try:
         procs.wait_for_text(proc, "hold injection: waiting after step 8", 150)
         proc.popen.send_signal(signal.SIGTERM)
