@@ -492,7 +492,10 @@ def main(argv=None) -> int:
         report = read_report(args.markdown)
         print(markdown(report))
         if args.plot:
-            plot_host_growth(report, args.plot)
+            try:
+                plot_host_growth(report, args.plot)
+            except OSError as error:
+                parser.error(f"--plot: cannot write {args.plot}: {error.strerror}")
         return 0
     targets, faults = args.targets.split(","), args.faults.split(",")
     for value, known, option in ((targets, TARGETS, "--targets"), (faults, FAULTS, "--faults")):

@@ -117,3 +117,9 @@ def test_the_host_growth_plot_draws_each_cell_over_its_host_counts(tmp_path):
                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0 and shown.stdout == recovery.markdown(report) + "\n", shown.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    unwritable = subprocess.run([sys.executable, "-m", "benchmarks.recovery", "--markdown",
+                                 str(RESULTS / "recovery-in-place.json.gz"), "--plot", str(tmp_path / "no" / "x.png")],
+                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert unwritable.returncode == 2 and unwritable.stderr.splitlines()[-1].endswith(
+        f"--plot: cannot write {tmp_path / 'no' / 'x.png'}: No such file or directory"), unwritable.stderr
+    assert "Traceback" not in unwritable.stderr
