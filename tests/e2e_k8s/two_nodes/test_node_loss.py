@@ -52,10 +52,13 @@ def test_power_off_every_target_waits_for_the_out_of_service_taint_then_resumes(
     print(json.dumps(results, indent=1))  # the measurement, shown with pytest -rP
     for target, r in results.items():
         assert 0 < r["node_not_ready"] <= 75 and r["node_tainted"] <= r["node_not_ready"] + 5, (target, r)
-        # evicted node_lost_seconds after the taint (a JobSet's and a TrainJob's restart deletes it earlier)
+        # evicted node_lost_seconds after the taint (a JobSet's and a TrainJob's restart deletes it earlier).
+        # Both marks are when this round's watches saw the change, each late by its own delivery lag (the node
+        # watch under load more than the pod watch), so the gap may read a little under node_lost_seconds.
         assert r["victim_deleting"] <= r["node_tainted"] + PLAN.node_lost_seconds + 10, (target, r)
         if r["victim_evicted"] is not None:
-            assert PLAN.node_lost_seconds <= r["victim_evicted"] - r["node_tainted"] <= PLAN.node_lost_seconds + 10, (target, r)
+            waited = r["victim_evicted"] - r["node_tainted"]
+            assert PLAN.node_lost_seconds - 1.5 <= waited <= PLAN.node_lost_seconds + 10, (target, r)
         # and then no step since the fault: stuck, and jaxgen status says on what
         assert "stuck_after" in r, (target, r)
         status = r["status_when_stuck"]
