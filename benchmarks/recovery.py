@@ -26,8 +26,9 @@ Marks (seconds after the fault), each the slowest pod's where there are several:
   as it is written) and the metrics records on the outputs volume (their own `time`): the first
   log line (Python and the trainer imported), the compilation cache line (jax imported, MNIST read),
   the device line (jax.distributed joined by every process, backend up), the restore line, the
-  `start` record (state on the devices), and the first `step` record after the fault
-  (`first_step`, with up to 10 steps in it, the first one including the compile or cache load).
+  `start` record (state on the devices), the attempt's `first_step` record (its first step done,
+  with the compile or cache load; a trainer before it has none: then its first `step` record, with
+  up to 10 steps in it) and its first `step` record (`first_record`).
 
 The JSON report goes to stdout (and --output); medians over repeats per target × fault.
 """
@@ -97,7 +98,7 @@ PHASES = {
                    "the slowest process to join the coordinator; backend creation"),
     "restore": ("distributed_initialised", "restored", "checkpoint read by rank 0 and broadcast"),
     "to_first_step": ("restored", "first_step",
-                      f"state to devices, compile (or compilation cache), the first {LOG_EVERY} steps"),
+                      "state to devices, compile (or compilation cache), the first step"),
 }
 
 
@@ -371,7 +372,9 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
                        None)  # rank 0's record after the stop's save (pod-deleted only)
         marks["stop_saved"] = stopped["time"] - fault_time if stopped else None
         marks["start_record"] = start["time"] - fault_time
-        marks["first_step"] = first["time"] - fault_time
+        first_step = next((r for r in after if r.get("event") == "first_step" and r["time"] >= start["time"]), first)
+        marks["first_step"] = first_step["time"] - fault_time
+        marks["first_record"] = first["time"] - fault_time
         before = [r["step"] for r in records(metrics_path) if r.get("event") == "step" and r["time"] <= fault_time]
         figures = {key: round(value, 2) if isinstance(value, float) else value for key, value in marks.items()}
         # The steps done after the last record before the fault are unknown (up to LOG_EVERY - 1).

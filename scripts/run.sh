@@ -175,13 +175,13 @@ rank0_container() {  # "POD RESTARTS" of the newest started rank-0 pod, if any: 
 }
 rank0_pod() { rank0_container | cut -d' ' -f1; }
 stream_logs() {
-  local followed="" container pod
+  local followed="" headed="" tries=0 container pod
   while [ ! -e "$tmp/done" ]; do
     container="$(rank0_container)" pod="${container%% *}"
     if [ -n "$pod" ] && [ "$container" != "$followed" ]; then
       followed="$container"
       echo "$pod" >"$tmp/followed"
-      log "logs of rank 0 (pod $pod):"
+      [ "$headed" = "$container" ] || { log "logs of rank 0 (pod $pod):"; headed="$container" tries=0; }
       # kubectl itself in the background (not the kube function), so its pid is the one to stop;
       # a copy of what it prints tells stop_logs whether it printed anything
       : >"$tmp/streamed"
@@ -191,6 +191,10 @@ stream_logs() {
       wait "$!" || [ -e "$tmp/done" ] ||
         log "warning: cannot stream the logs of $pod: $(tail -n1 "$tmp/logs.err")"
       rm -f "$tmp/logs.pid"
+      # A stream that ended before printing a line (asked for as the container started, the node busy)
+      # is asked for again, a few times: otherwise this container's log is left to the final fetch.
+      sleep 0.5  # tee's last write
+      if [ ! -s "$tmp/streamed" ] && [ $((tries += 1)) -lt 5 ]; then followed=""; fi
     fi
     sleep 1
   done

@@ -430,7 +430,10 @@ def _epoch(job: Job, services: Services, training: TrainingState, epoch: int) ->
     started = time.perf_counter()
     stopped = False
     while s < spe and not stopped:
-        end = _chunk_end(cfg, s, spe, epoch * spe, chunk, faults.stops())
+        # An attempt's first chunk is its first step alone: when it is done is the restart's cost (the
+        # step count is an argument of the chunk's program: nothing is compiled for it).
+        first = training.step == training.start_step
+        end = _chunk_end(cfg, s, spe, epoch * spe, chunk, (*faults.stops(), *([training.step + 1] if first else [])))
         for i in range(s, end):
             indices[i - s] = data.local_indices(perm, i, cfg.batch_size, spec.process_id, spec.num_processes)
         state, chunk_losses, chunk_corrects = job.strategy.run(training.state, job.train_data, indices, end - s)
@@ -438,6 +441,8 @@ def _epoch(job: Job, services: Services, training: TrainingState, epoch: int) ->
         losses.extend(chunk_losses.tolist())
         corrects.extend(chunk_corrects.tolist())
         s = end
+        if first:
+            _first_step(services, training.step)
         _stepped(services, training.step, bar, len(chunk_losses))
         if s % cfg.log_every == 0 or s == spe:
             if bar is None:
@@ -458,6 +463,13 @@ def _epoch(job: Job, services: Services, training: TrainingState, epoch: int) ->
         training = replace(training, result=_epoch_record(job, services, training, epoch, losses, corrects,
                                                           time.perf_counter() - started))
     return training, stopped
+
+
+def _first_step(services: Services, step: int) -> None:
+    """This attempt's first step is done: its record, and how long after the process started."""
+    seconds = time.time() - goodput.launched()
+    services.metrics.write({"event": "first_step", "step": step, "seconds_since_launch": round(seconds, 3)})
+    services.log.progress(f"first step (step {step}) {seconds:.1f} s after the process started")
 
 
 def _stepped(services: Services, step: int, bar, steps: int) -> None:

@@ -70,6 +70,8 @@ def test_sigterm_to_one_process_stops_all_at_one_step_and_the_rerun_matches_an_u
 
     resumed = run_cluster(tmp_path, "resumed", lambda r: trainer_argv(*small_train_args(stopped_dir, *ARGS)), 2, 1, 240)
     assert f"resuming from the checkpoint of step {step}" in resumed[1].output
+    # the attempt's first step is a chunk of its own (the restart's cost in the log), and the bits stay the same
+    assert f"Rank 0: first step (step {step + 1}) " in resumed[0].output, resumed[0].output[-3000:]
     # The restart reads the programs of every process's devices that the first run compiled (process 0
     # wrote them) on every process (the steps, the state and data put on the devices), and the bits
     # below are those of a run that compiled its own. A program of one process's own device alone is

@@ -41,18 +41,21 @@ def test_progress_bar_on_a_tty_and_log_lines_otherwise(tmp_path):
                            text=True, timeout=150)
     assert piped.returncode == 0
     assert "Rank 0: epoch 1/1, batch 8/32, loss=" in piped.stdout and "it/s" not in piped.stdout + piped.stderr
-    # Each progress line: step/total, then the throughput and the time to go once two chunks are done.
+    # Each progress line: step/total, then the throughput and the time to go. The attempt's first chunk
+    # is its first step alone (the compile, left out of the pace): the first line already has a pace.
     lines = [line for line in piped.stdout.splitlines() if ", batch " in line]
     assert [re.search(r"step (\d+)/32", line).group(1) for line in lines] == ["8", "16", "24", "32"], lines
-    assert "ETA unknown" in lines[0]
-    for line in lines[1:]:
+    for line in lines:
         assert re.search(r", \d+ examples/s, ETA \d+:\d\d:\d\d$", line), line
     assert lines[-1].endswith("ETA 0:00:00")
+    assert re.search(r"^Rank 0: first step \(step 1\) \d+\.\d s after the process started$", piped.stdout, re.M)
     metrics = next((tmp_path / "pipe").glob("*/metrics.jsonl"))
-    steps = [json.loads(r) for r in metrics.read_text().splitlines()]
-    steps = [r for r in steps if r["event"] == "step"]
-    assert all(r["examples_per_second"] > 0 and r["eta_seconds"] >= 0 for r in steps[1:])
+    records = [json.loads(r) for r in metrics.read_text().splitlines()]
+    steps = [r for r in records if r["event"] == "step"]
+    assert all(r["examples_per_second"] > 0 and r["eta_seconds"] >= 0 for r in steps)
     assert steps[-1]["eta_seconds"] == 0
+    first = [r for r in records if r["event"] == "first_step"]
+    assert len(first) == 1 and first[0]["step"] == 1 and 0 < first[0]["seconds_since_launch"] < 150, first
 
 
 def test_pace_leaves_the_first_chunk_out_and_counts_down():
