@@ -17,7 +17,7 @@ from trainer.extras import missing
 from .errors import UserError, printable
 
 # What a job's bucket holds that its results do not need (run.sh leaves them on the claim too).
-LEFT_OUT = (outputs.CHECKPOINTS, outputs.XLA_CACHE)
+LEFT_OUT = outputs.RESTART_STATE
 SKIPPED_SHOWN = 10  # warnings naming the objects left out, before a count of the rest
 
 

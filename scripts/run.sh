@@ -299,7 +299,9 @@ fetch_results() {
   rm -rf "$part" && mkdir -p "$build/results"
   # Regular files and folders only: a link the job left in its outputs is never followed here
   # (generator/runstore/confined.py); what was left out is named in one line.
-  if kube exec "$pod" -c results -- python -c "$(confined pack-script)" "/outputs/$NAME" checkpoints xla-cache \
+  local left_out  # what only a restart reads (checkpoints, caches)
+  read -ra left_out <<<"$(confined left-out)"
+  if kube exec "$pod" -c results -- python -c "$(confined pack-script)" "/outputs/$NAME" "${left_out[@]}" \
        2>"$tmp/results.err" | confined extract "$part" --pod-log "$tmp/results.err" 2>"$tmp/extract.err"; then
     [ ! -s "$tmp/extract.err" ] || log "$(cat "$tmp/extract.err")"
     kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true

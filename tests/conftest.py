@@ -32,6 +32,18 @@ def no_kube_context(request, monkeypatch, tmp_path_factory):
         monkeypatch.delenv("HELM_NAMESPACE", raising=False)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def one_decoded_mnist(tmp_path_factory):
+    """Every trainer a test starts maps one decoded copy of MNIST (trainer/data.py), not 55 MB in each
+    run's outputs; a test of the default leaves the variable out (tests/support/procs.py start)."""
+    from trainer.data import DECODED_DATA_ENV
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv(DECODED_DATA_ENV, str(tmp_path_factory.getbasetemp() / "decoded-data"))
+    yield
+    mp.undo()
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.path.is_relative_to(TESTS_DIR) and item.path.relative_to(TESTS_DIR).parts[0] in E2E_TIERS:

@@ -7,6 +7,7 @@
     summary.json        the final result: accuracies, steps, times, configuration, versions
     curves.png          loss and accuracy curves (drawn where the results are collected: `jaxgen results`)
     xla-cache/          compiled programs, so a restart skips compilation
+    decoded-data/       the data set's files decoded, memory-mapped by a restart (trainer/data.py)
 
 Process 0 writes it; on resume it reads it and broadcasts. Standard library only: jaxgen reads the
 layout and the summary too.
@@ -33,6 +34,9 @@ MODEL_CARD = "README.md"
 SUMMARY = "summary.json"
 CURVES = "curves.png"
 XLA_CACHE = "xla-cache"
+DECODED_DATA = "decoded-data"
+# What only a restart reads: never among the results copied out of a job's claim or bucket.
+RESTART_STATE = (CHECKPOINTS, XLA_CACHE, DECODED_DATA)
 # in CHECKPOINTS; the group: its step (ASCII digits: \d would take any Unicode digit, and int() reads them)
 CHECKPOINT_FILE = re.compile(r"^ckpt-([0-9]{10})\.npz$")
 MAX_SUMMARY_BYTES = 1 << 20  # the most of a summary.json read

@@ -19,7 +19,7 @@ from trainer.config import PRECISIONS, TrainConfig, check_runtime, ephemeral_out
 from trainer.errors import ConfigError
 from trainer.faults import NO_FAULTS, Faults
 from trainer.metrics import Logger, MetricsFile, Pace, progress
-from trainer.outputs import (CHECKPOINTS, METRICS, RESULT_PREFIX, XLA_CACHE, again, read_summary,
+from trainer.outputs import (CHECKPOINTS, DECODED_DATA, METRICS, RESULT_PREFIX, XLA_CACHE, again, read_summary,
                              run_dir as outputs_dir, termination_message)
 from trainer.preemption import StopRequest, exit_code_of
 from trainer.termination import terminate_with
@@ -306,7 +306,7 @@ def _setup(cfg: TrainConfig, spec: ClusterSpec, writer: CheckpointWriter, log: L
     # Process 0 also reports to Kubeflow Trainer's status server when the runtime provides one.
     reporter = trainjob_status.from_env(log) if rank0 else None
     followers = (exporter, *([reporter] if reporter else []))
-    dataset, marks = _load(cfg, log)
+    dataset, marks = _load(cfg, log, rank0)
     job, state, step = _start_job(cfg, spec, dataset, outputs, metrics_path, log, marks)
     metrics = writer.metrics = MetricsFile(metrics_path if rank0 else None,
                                            lambda record: [f.observe(record) for f in followers])
@@ -381,11 +381,14 @@ def _already_finished(job: Job, step: int) -> str:
             + again(named("run_name"), named("epochs"), cfg.lr_schedule, step))
 
 
-def _load(cfg: TrainConfig, log: Logger):
+def _load(cfg: TrainConfig, log: Logger, rank0: bool):
     """(the data set, the start-up marks): MNIST read and decompressed (zlib and hashlib release the
-    GIL) while jax is imported."""
+    GIL) while jax is imported; a run that can restart keeps it decoded (process 0 writes it), where a
+    restart maps it."""
+    folder = os.environ.get(data.DECODED_DATA_ENV, str(run_dir(cfg) / DECODED_DATA) if cfg.checkpoint_dir else "")
+    copies = data.DecodedCopies(Path(folder), write=rank0) if folder else None
     with ThreadPoolExecutor(1) as pool:
-        loading = pool.submit(data.load_mnist, cfg.data_dir, cfg.download, cfg.mirror, log)
+        loading = pool.submit(data.load_mnist, cfg.data_dir, cfg.download, cfg.mirror, log, copies)
         import jax  # noqa: F401  (the backend is created later, in runtime.initialize)
 
         from trainer import optimization, strategies  # noqa: F401

@@ -236,8 +236,11 @@ def main(argv: list[str]) -> int:
     if argv == ["pack-script"]:
         print(PACK)
         return 0
+    if argv == ["left-out"]:  # the top-level names PACK is given to skip
+        print(" ".join(outputs.RESTART_STATE))
+        return 0
     if len(argv) not in (2, 4) or argv[0] != "extract" or argv[2:3] not in ([], ["--pod-log"]):
-        print("usage: python -m generator.runstore.confined pack-script | extract DEST [--pod-log LOG]  (a tar stream on stdin)",
+        print("usage: python -m generator.runstore.confined pack-script | left-out | extract DEST [--pod-log LOG]  (a tar stream on stdin)",
               file=sys.stderr)
         return 2
     try:

@@ -39,7 +39,7 @@ def collect(source: Path | None, staging: Path, since: float) -> tuple[bool, lis
         return False, []  # refused or stopped before it wrote anything: nothing here is this run's
     stale = [outputs.SUMMARY] if (source / outputs.SUMMARY).exists() and \
         (source / outputs.SUMMARY).stat().st_mtime < since else []
-    dropped = confined.copy_tree(source, staging, skip=(outputs.CHECKPOINTS, outputs.XLA_CACHE, *stale))
+    dropped = confined.copy_tree(source, staging, skip=(*outputs.RESTART_STATE, *stale))
     return (staging / outputs.SUMMARY).exists(), dropped
 
 

@@ -15,6 +15,7 @@ from generator.runstore import confined
 from generator.runstore.intake import collect
 from tests.support.jaxgen import jaxgen
 from tests.support.paths import REPO_ROOT
+from trainer import outputs
 
 SECRET = b"the operator's file\n"
 METRICS = "".join(json.dumps(r) + "\n" for r in (
@@ -41,6 +42,9 @@ def plant(job, outside):
     """A job's outputs with every kind of link in them, beside its real results."""
     (job / "checkpoints").mkdir(parents=True)
     (job / "checkpoints" / "step-1").write_text("weights")
+    for cache in ("xla-cache", "decoded-data"):  # what only a restart reads
+        (job / cache).mkdir()
+        (job / cache / "entry").write_text("cached")
     (job / "metrics.jsonl").write_text(METRICS)
     (job / "model").mkdir()
     (job / "model" / "card.md").write_text("card")
@@ -55,7 +59,7 @@ def test_copy_tree_keeps_regular_files_only(tmp_path, outside):
     job, copy = tmp_path / "job", tmp_path / "copy"
     plant(job, outside)
     before = snapshot(outside)
-    dropped = confined.copy_tree(job, copy, skip=("checkpoints",))
+    dropped = confined.copy_tree(job, copy, skip=outputs.RESTART_STATE)
     assert sorted(dropped) == ["curves.png (symlink)", "escape (symlink)", "hard (hard link)",
                                "model/weights (symlink)", "pipe (fifo)"]
     assert {str(p.relative_to(copy)) for p in copy.rglob("*")} == {"metrics.jsonl", "model", "model/card.md"}
@@ -115,8 +119,11 @@ def test_pack_script_and_extract_command(tmp_path, outside):
     script = subprocess.run([sys.executable, "-m", "generator.runstore.confined", "pack-script"], env=env,
                             capture_output=True, text=True, check=True).stdout
     pod_log = tmp_path / "pod.err"
+    left_out = subprocess.run([sys.executable, "-m", "generator.runstore.confined", "left-out"], env=env,
+                              capture_output=True, text=True, check=True).stdout.split()
+    assert left_out == ["checkpoints", "xla-cache", "decoded-data"]
     with open(pod_log, "w") as log:
-        archive = subprocess.run([sys.executable, "-c", script, str(job), "checkpoints", "xla-cache"],
+        archive = subprocess.run([sys.executable, "-c", script, str(job), *left_out],
                                  stdout=subprocess.PIPE, stderr=log, check=True).stdout
     extract = subprocess.run([sys.executable, "-m", "generator.runstore.confined", "extract", str(dest), "--pod-log", str(pod_log)],
                              input=archive, env=env, capture_output=True, check=True)

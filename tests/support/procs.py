@@ -60,7 +60,9 @@ class Proc:
 
 
 def start(argv: list[str], log: Path, env: dict | None = None) -> Proc:
+    """`env` over this process's environment; a name given None is left out."""
     full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env = {name: value for name, value in full_env.items() if value is not None}
     with open(log, "wb") as out:
         # SIGINT as at an interactive prompt whatever launched the suite: children of a background,
         # non-interactive shell inherit SIGINT ignored, and a Ctrl-C test would then test nothing.
@@ -105,15 +107,15 @@ def wait_for_text(proc: Proc, text: str, timeout: float) -> None:
 
 
 def run_cluster(tmp_path: Path, name: str, argv_for_rank, processes: int, local_devices: int,
-                timeout: float) -> list[Proc]:
+                timeout: float, env: dict | None = None) -> list[Proc]:
     """Run `processes` trainer processes on 127.0.0.1 (a free port); assert they all exit 0."""
     port = free_port()
-    procs = []
+    procs, extra = [], env or {}
     for rank in range(processes):
-        env = {}
+        env = dict(extra)
         if processes > 1:
-            env = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": str(processes),
-                   "JAX_PROCESS_ID": str(rank)}
+            env |= {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": str(processes),
+                    "JAX_PROCESS_ID": str(rank)}
         argv = argv_for_rank(rank) + ["--local-device-count", str(local_devices)]
         procs.append(start(argv, tmp_path / f"{name}-rank{rank}.log", env))
     codes = wait_all(procs, timeout)

@@ -135,3 +135,48 @@ def test_epochs_are_shuffled_differently_and_reproducibly():
     a, b = data.epoch_permutation(100, 0, 0), data.epoch_permutation(100, 0, 1)
     assert not np.array_equal(a, b)
     np.testing.assert_array_equal(a, data.epoch_permutation(100, 0, 0))
+
+
+def test_decoded_copies_are_written_once_then_mapped_with_the_same_bits(tmp_path, mnist):
+    copies = data.DecodedCopies(tmp_path / "decoded-data", write=True)
+    copies.folder.mkdir()
+    killed = copies.folder / f".{data.FILES['train_labels'][1]}.npy.4242"  # a writer killed mid-write
+    killed.write_bytes(b"\x93NUMPY")
+    first = data.load_mnist(MNIST_DIR, download=False, copies=copies)
+    kept = sorted(p.name for p in copies.folder.iterdir())
+    assert kept == sorted(f"{digest}.npy" for _, digest in data.FILES.values())  # no partial file left
+    again = data.load_mnist(MNIST_DIR, download=False, copies=copies)
+    for name in ("train_images", "train_labels", "test_images", "test_labels"):
+        assert np.array_equal(getattr(first, name), getattr(mnist, name))
+        assert np.array_equal(getattr(again, name), getattr(mnist, name))
+    assert isinstance(again.train_images.base, np.memmap) or isinstance(again.train_images, np.memmap)
+    assert not isinstance(first.train_images, np.memmap)
+
+
+def test_a_reader_that_does_not_write_and_a_folder_that_cannot_be_made_decode_as_without_copies(tmp_path, mnist):
+    reader = data.DecodedCopies(tmp_path / "decoded-data", write=False)
+    assert np.array_equal(data.load_mnist(MNIST_DIR, download=False, copies=reader).test_images, mnist.test_images)
+    assert not reader.folder.exists()
+    (tmp_path / "a-file").write_text("")
+    blocked = data.DecodedCopies(tmp_path / "a-file" / "decoded-data", write=True)
+    assert np.array_equal(data.load_mnist(MNIST_DIR, download=False, copies=blocked).test_labels, mnist.test_labels)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "other dtype", "a folder", "not an array"])
+def test_a_damaged_copy_is_decoded_again_and_replaced(tmp_path, mnist, damage):
+    copies = data.DecodedCopies(tmp_path / "decoded-data", write=True)
+    data.load_mnist(MNIST_DIR, download=False, copies=copies)
+    copy = copies.folder / f"{data.FILES['test_images'][1]}.npy"
+    if damage == "truncated":
+        copy.write_bytes(copy.read_bytes()[:100_000])
+    elif damage == "other dtype":
+        np.save(copy, mnist.test_images.astype(np.float32))
+    elif damage == "a folder":
+        copy.unlink()
+        copy.mkdir()
+    else:
+        copy.write_bytes(b"\x93NUMPY garbage")
+    loaded = data.load_mnist(MNIST_DIR, download=False, copies=copies)
+    assert np.array_equal(loaded.test_images, mnist.test_images) and loaded.test_images.dtype == np.uint8
+    if damage != "a folder":  # a folder in its place is left as it is
+        assert np.array_equal(np.load(copy, mmap_mode="r"), mnist.test_images.reshape(-1, 28, 28))

@@ -15,7 +15,7 @@ import pytest
 from tests.support.paths import MNIST_DIR
 from tests.support.procs import (checkpoints_of, latest_checkpoint, outputs_of, small_train_args, start, trainer_argv,
                                  wait_all)
-from trainer import exit_codes
+from trainer import data, exit_codes
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -31,7 +31,7 @@ def one_line_error(proc, code: int, text: str) -> None:
 def finished(tmp_path_factory):
     """The outputs of one small finished run."""
     root = tmp_path_factory.mktemp("finished")
-    proc = start(trainer_argv(*small_train_args(root)), root / "train.log")
+    proc = start(trainer_argv(*small_train_args(root)), root / "train.log", {data.DECODED_DATA_ENV: None})
     assert wait_all([proc], 120) == [0], proc.output[-2000:]
     return outputs_of(root), proc.output
 
@@ -40,7 +40,9 @@ def finished(tmp_path_factory):
 def test_a_finished_run_leaves_its_model_summary_and_metrics(finished):
     outputs, log = finished
     assert sorted(p.name for p in outputs.iterdir()) == [
-        "checkpoints", "metrics.jsonl", "model", "run.json", "summary.json", "xla-cache"]
+        "checkpoints", "decoded-data", "metrics.jsonl", "model", "run.json", "summary.json", "xla-cache"]
+    # the four MNIST files decoded, for a restart to map (named by their sha256)
+    assert sorted(p.stem for p in (outputs / "decoded-data").iterdir()) == sorted(h for _, h in data.FILES.values())
     assert sorted(p.name for p in (outputs / "model").iterdir()) == ["README.md", "config.json", "model.safetensors"]
     summary = json.loads((outputs / "summary.json").read_text())
     assert summary["steps"] == 32 and summary["restarts"] == 0 and summary["config"]["mlp_hidden_sizes"] == [64, 64]

@@ -12,9 +12,10 @@ import signal
 import numpy as np
 import pytest
 
-from tests.support.procs import (checkpoints_of, latest_checkpoint, free_port, kill, run_cluster, small_train_args, start,
-                                 trainer_argv, wait_all, wait_for_text)
+from tests.support.procs import (checkpoints_of, latest_checkpoint, free_port, kill, outputs_of, run_cluster,
+                                 small_train_args, start, trainer_argv, wait_all, wait_for_text)
 from trainer import checkpoint, exit_codes
+from trainer.data import DECODED_DATA_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -26,10 +27,13 @@ def cluster_env(port: int, rank: int, processes: int = 2) -> dict:
             "JAX_PROCESS_ID": str(rank)}
 
 
-def start_pair(tmp_path, name, ckpt, *extra, rank_extra=None):
+def start_pair(tmp_path, name, ckpt, *extra, rank_extra=None, env=None):
     port = free_port()
     return [start(trainer_argv(*small_train_args(ckpt, *ARGS, *extra, *((rank_extra or {}).get(rank, [])))),
-                  tmp_path / f"{name}-rank{rank}.log", cluster_env(port, rank)) for rank in range(2)]
+                  tmp_path / f"{name}-rank{rank}.log", {**cluster_env(port, rank), **(env or {})}) for rank in range(2)]
+
+
+DEFAULT_DECODED_DATA = {DECODED_DATA_ENV: None}  # the default: the copies in the job's outputs
 
 
 def params(directory) -> dict:
@@ -51,7 +55,7 @@ def stop_step(output: str) -> int:
 
 def test_sigterm_to_one_process_stops_all_at_one_step_and_the_rerun_matches_an_uninterrupted_run(tmp_path):
     stopped_dir = tmp_path / "stopped"
-    procs = start_pair(tmp_path, "stopped", stopped_dir)
+    procs = start_pair(tmp_path, "stopped", stopped_dir, env=DEFAULT_DECODED_DATA)
     try:
         wait_for_text(procs[0], "epoch 2/40, batch 8/32", 180)
         procs[1].popen.send_signal(signal.SIGTERM)
@@ -68,7 +72,9 @@ def test_sigterm_to_one_process_stops_all_at_one_step_and_the_rerun_matches_an_u
     assert checkpoint.list_steps(checkpoints_of(stopped_dir))[-1] == step
     assert re.search(rf"Rank 0: checkpoint saved at step {step}: \S+ \(\d+\.\d+ s\)", procs[0].output)
 
-    resumed = run_cluster(tmp_path, "resumed", lambda r: trainer_argv(*small_train_args(stopped_dir, *ARGS)), 2, 1, 240)
+    assert len(list((outputs_of(stopped_dir) / "decoded-data").glob("*.npy"))) == 4  # the restart maps them
+    resumed = run_cluster(tmp_path, "resumed", lambda r: trainer_argv(*small_train_args(stopped_dir, *ARGS)), 2, 1, 240,
+                          DEFAULT_DECODED_DATA)
     assert f"resuming from the checkpoint of step {step}" in resumed[1].output
     # the attempt's first step is a chunk of its own (the restart's cost in the log), and the bits stay the same
     assert f"Rank 0: first step (step {step + 1}) " in resumed[0].output, resumed[0].output[-3000:]
