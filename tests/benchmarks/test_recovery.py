@@ -65,7 +65,8 @@ def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
     assert done.returncode == 2 and option in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("name", ["recovery-operators.json.gz", "recovery-late.json.gz", "recovery-hosts.json.gz"])
+@pytest.mark.parametrize("name", ["recovery-operators.json.gz", "recovery-late.json.gz", "recovery-hosts.json.gz",
+                                  "recovery-first-step.json.gz"])
 def test_the_committed_recovery_reports_make_their_tables(name):
     report = read_report(RESULTS / name)
     text = recovery.markdown(report)
@@ -73,6 +74,14 @@ def test_the_committed_recovery_reports_make_their_tables(name):
         row = next(line for line in text.splitlines() if line.startswith(f"| {key} | "))
         assert f"| {result['median']['first_step']:.2f} |" in row
     assert set(report["phases"]) <= set(recovery.PHASES)  # (a report may predate a phase)
+
+
+def test_recovery_md_shows_the_first_step_reports_medians():
+    report = read_report(RESULTS / "recovery-first-step.json.gz")
+    text = (REPO_ROOT / "benchmarks" / "recovery.md").read_text()
+    for key, result in report["results"].items():
+        row = next(line for line in text.splitlines() if line.startswith(f"| {key} | "))
+        assert f"{result['median']['first_step']:.2f}" in row, row
 
 
 def test_the_committed_goodput_report_follows_from_its_records():
