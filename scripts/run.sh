@@ -188,12 +188,12 @@ stream_logs() {
       kubectl "${kube_args[@]}" --namespace "$NAMESPACE" logs -f "pod/$pod" -c "$CONTAINER" 2>"$tmp/logs.err" \
         > >(tee -a "$tmp/streamed") &
       echo $! >"$tmp/logs.pid"
-      wait "$!" || [ -e "$tmp/done" ] ||
+      wait "$!" || [ -e "$tmp/done" ] || [ "$tries" -gt 0 ] ||
         log "warning: cannot stream the logs of $pod: $(tail -n1 "$tmp/logs.err")"
       rm -f "$tmp/logs.pid"
       # A stream that ended before printing a line (asked for as the container started, the node busy)
       # is asked for again, a few times: otherwise this container's log is left to the final fetch.
-      sleep 0.5  # tee's last write
+      [ -e "$tmp/done" ] || sleep 0.5  # tee's last write
       if [ ! -s "$tmp/streamed" ] && [ $((tries += 1)) -lt 5 ]; then followed=""; fi
     fi
     sleep 1
@@ -299,8 +299,13 @@ fetch_results() {
   rm -rf "$part" && mkdir -p "$build/results"
   # Regular files and folders only: a link the job left in its outputs is never followed here
   # (generator/runstore/confined.py); what was left out is named in one line.
-  local left_out  # what only a restart reads (checkpoints, caches)
-  read -ra left_out <<<"$(confined left-out)"
+  local names left_out  # what only a restart reads (checkpoints, caches)
+  if ! names="$(confined left-out)"; then
+    log "warning: cannot copy the results: the names to leave out are unknown"
+    kube delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+    return 0
+  fi
+  read -ra left_out <<<"$names"
   if kube exec "$pod" -c results -- python -c "$(confined pack-script)" "/outputs/$NAME" "${left_out[@]}" \
        2>"$tmp/results.err" | confined extract "$part" --pod-log "$tmp/results.err" 2>"$tmp/extract.err"; then
     [ ! -s "$tmp/extract.err" ] || log "$(cat "$tmp/extract.err")"

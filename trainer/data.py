@@ -121,30 +121,48 @@ def ensure_file(data_dir: Path, key: str, download: bool, mirror: str, log=print
 MAX_IDX_BYTES = 1 << 30
 
 
-def parse_idx(path: Path, gzipped: bool = True, limit: int = MAX_IDX_BYTES) -> np.ndarray:
-    """Decode an IDX ubyte file, gzipped (as MNIST ships) or not, into an array; errors name the file.
-    Only the bytes its header announces are read (at most `limit`), so neither a lying header nor a
-    decompression bomb nor an endless file (/dev/zero) costs more than that."""
+def _idx_header(f, path: Path, limit: int) -> tuple[int, ...]:
+    """The dimensions an open IDX ubyte file's header announces (its data bytes at most `limit`)."""
+    head = f.read(4)
+    if len(head) < 4:
+        raise DataError(f"{path}: too short for an IDX header")
+    zero, dtype, ndim = struct.unpack(">HBB", head)
+    if zero != 0 or dtype != 0x08:
+        raise DataError(f"{path}: not an IDX ubyte file (magic {head.hex()})")
+    sizes = f.read(4 * ndim)
+    if len(sizes) < 4 * ndim:
+        raise DataError(f"{path}: too short for an IDX header of {ndim} dimensions")
+    dims = struct.unpack(f">{ndim}I", sizes)
+    if math.prod(dims) > limit:
+        raise DataError(f"{path}: the IDX header announces {math.prod(dims)} data bytes ({' x '.join(map(str, dims))}), "
+                        f"more than the {limit} this reader takes")
+    return dims
+
+
+def _open_idx(path: Path, gzipped: bool, read):
+    """read(open file) on an IDX file, gzipped (as MNIST ships) or not; errors name the file."""
     try:
         with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as f:
-            head = f.read(4)
-            if len(head) < 4:
-                raise DataError(f"{path}: too short for an IDX header")
-            zero, dtype, ndim = struct.unpack(">HBB", head)
-            if zero != 0 or dtype != 0x08:
-                raise DataError(f"{path}: not an IDX ubyte file (magic {head.hex()})")
-            sizes = f.read(4 * ndim)
-            if len(sizes) < 4 * ndim:
-                raise DataError(f"{path}: too short for an IDX header of {ndim} dimensions")
-            dims = struct.unpack(f">{ndim}I", sizes)
-            expected = math.prod(dims)
-            if expected > limit:
-                raise DataError(f"{path}: the IDX header announces {expected} data bytes ({' x '.join(map(str, dims))}), "
-                                f"more than the {limit} this reader takes")
-            raw = f.read(expected + 1)
+            return read(f)
     except (OSError, EOFError, zlib.error) as e:
         what = "not a valid gzip file" if gzipped else "cannot read"
         raise DataError(f"{path}: {what} ({getattr(e, 'strerror', None) or e})") from None
+
+
+def idx_dims(path: Path, gzipped: bool = True, limit: int = MAX_IDX_BYTES) -> tuple[int, ...]:
+    """The dimensions of an IDX ubyte file's array, from its header alone."""
+    return _open_idx(path, gzipped, lambda f: _idx_header(f, path, limit))
+
+
+def parse_idx(path: Path, gzipped: bool = True, limit: int = MAX_IDX_BYTES) -> np.ndarray:
+    """Decode an IDX ubyte file into an array. Only the bytes its header announces are read (at most
+    `limit`), so neither a lying header nor a decompression bomb nor an endless file (/dev/zero) costs
+    more than that."""
+    def read(f):
+        dims = _idx_header(f, path, limit)
+        return dims, f.read(math.prod(dims) + 1)
+    dims, raw = _open_idx(path, gzipped, read)
+    expected = math.prod(dims)
     if len(raw) != expected:
         found = f"{len(raw)}" if len(raw) < expected else "more"
         raise DataError(f"{path}: {found} data bytes, header announces {expected}")
@@ -167,16 +185,26 @@ class DecodedCopies:
 
     def array(self, path: Path, digest: str) -> np.ndarray:
         copy = self.folder / f"{digest}.npy"
-        try:
-            kept = np.load(copy, mmap_mode="r", allow_pickle=False)
-            if kept.dtype == np.uint8:
-                return kept
-        except (OSError, ValueError):  # none yet, or not a whole array (only os.replace makes one)
-            pass
+        kept = self._mapped(copy)
+        if kept is not None and kept.dtype == np.uint8 and kept.shape == idx_dims(path):
+            return kept
         array = parse_idx(path)
         if self.write:
             self._keep(array, copy)
         return array
+
+    @staticmethod
+    def _mapped(copy: Path) -> np.ndarray | None:
+        """The copy's array, memory-mapped; None when there is no whole array there (only os.replace
+        makes one: a partial write never has the name)."""
+        try:
+            kept = np.load(copy, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError, EOFError):
+            return None
+        if isinstance(kept, np.ndarray):
+            return kept
+        kept.close()  # an .npz archive
+        return None
 
     def _keep(self, array: np.ndarray, copy: Path) -> None:
         partial = copy.with_name(f".{copy.name}.{os.getpid()}")
@@ -186,6 +214,8 @@ class DecodedCopies:
                 stale.unlink(missing_ok=True)
             with open(partial, "wb") as f:
                 np.save(f, array, allow_pickle=False)
+                f.flush()
+                os.fsync(f.fileno())  # on disk before it has the name: a crash leaves no hollow copy
             os.replace(partial, copy)
         except OSError:
             with contextlib.suppress(OSError):

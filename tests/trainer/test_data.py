@@ -162,7 +162,8 @@ def test_a_reader_that_does_not_write_and_a_folder_that_cannot_be_made_decode_as
     assert np.array_equal(data.load_mnist(MNIST_DIR, download=False, copies=blocked).test_labels, mnist.test_labels)
 
 
-@pytest.mark.parametrize("damage", ["truncated", "other dtype", "a folder", "not an array"])
+@pytest.mark.parametrize("damage", ["truncated", "other dtype", "other shape", "an npz archive", "a folder",
+                                    "not an array"])
 def test_a_damaged_copy_is_decoded_again_and_replaced(tmp_path, mnist, damage):
     copies = data.DecodedCopies(tmp_path / "decoded-data", write=True)
     data.load_mnist(MNIST_DIR, download=False, copies=copies)
@@ -171,6 +172,11 @@ def test_a_damaged_copy_is_decoded_again_and_replaced(tmp_path, mnist, damage):
         copy.write_bytes(copy.read_bytes()[:100_000])
     elif damage == "other dtype":
         np.save(copy, mnist.test_images.astype(np.float32))
+    elif damage == "other shape":  # e.g. a hollow copy of another set: the file's own header decides
+        np.save(copy, np.zeros((100, 28, 28), np.uint8))
+    elif damage == "an npz archive":
+        with open(copy, "wb") as f:
+            np.savez(f, images=mnist.test_images)
     elif damage == "a folder":
         copy.unlink()
         copy.mkdir()
