@@ -146,20 +146,29 @@ def runs_of(report: dict) -> list[dict]:
     return report.get("runs", [report])
 
 
+def _evaluation(run: dict) -> str:
+    """The seconds of the per-epoch evaluations, and their share of the wall."""
+    if "evaluation_seconds" not in run:
+        return "-"
+    return f"{run['evaluation_seconds']:.1f} s ({run['evaluation_seconds'] / run['wall_seconds']:.1%})"
+
+
 def markdown(report: dict) -> str:
     rev = report.get("revision") or {}
     load = report["load_average_before_after"]
     rows = [f"| {report['target']} | {report['epochs']} ({run['total_steps']}) | {report['every_seconds']:g} s | "
             f"{run['restarts']} | {run['goodput']:.3f} | {run['goodput_from_apply']:.3f} | "
             f"{run['step_seconds'] * 1e3:.1f} ms | {run['wall_seconds']:.0f} s | "
-            f"{', '.join(map(str, run['steps_redone'])) or '-'} |" for run in runs_of(report)]
+            f"{', '.join(f'{s:.1f}' for s in run.get('lost_per_restart_seconds', [])) or '-'} | "
+            f"{_evaluation(run)} | {', '.join(map(str, run['steps_redone'])) or '-'} |" for run in runs_of(report)]
     summary = []
     if "runs" in report:
         summary = ["", f"Goodput over {len(report['runs'])} runs: median **{report['goodput_median']:.3f}**, "
                        f"minimum {report['goodput_min']:.3f}."]
     return "\n".join([
-        "| target | epochs (steps) | pod deleted every | restarts | goodput | from apply | step time | wall | steps redone |",
-        "|---|---|---|---|---|---|---|---|---|", *rows, *summary,
+        "| target | epochs (steps) | pod deleted every | restarts | goodput | from apply | step time | wall | "
+        "s lost per restart | evaluation | steps redone |",
+        "|---|---|---|---|---|---|---|---|---|---|---|", *rows, *summary,
         "", f"Commit {rev.get('commit')}, {report.get('date')}, {report['cpus']} CPUs; load average "
             f"{load[0][0]:.2f} before, {load[1][0]:.2f} after."])
 
