@@ -91,8 +91,9 @@ def test_recovery_md_shows_the_first_step_reports_medians():
         assert cells[5] == f"{statistics.median(gaps):.2f} ({', '.join(f'{g:.2f}' for g in gaps)})", row
 
 
-def test_the_committed_goodput_report_follows_from_its_records():
-    report = read_report(RESULTS / "goodput.json.gz")
+@pytest.mark.parametrize("name", ["goodput.json.gz", "goodput-jobset-runs.json.gz", "goodput-trainjob-runs.json.gz"])
+def test_the_committed_goodput_report_follows_from_its_records(name):
+    report = read_report(RESULTS / name)
     for run in goodput.runs_of(report):
         figures = goodput.goodput_figures(run["metrics_records"], 0.0, run["fault_times_seconds"])
         for key in ("total_steps", "step_seconds", "productive_seconds", "wall_seconds", "goodput", "restarts",
@@ -102,7 +103,7 @@ def test_the_committed_goodput_report_follows_from_its_records():
     if "runs" in report:
         goodputs = [run["goodput"] for run in report["runs"]]
         assert report["goodput_min"] == min(goodputs) and report["goodput_median"] == statistics.median(goodputs)
-    shown = subprocess.run([sys.executable, "-m", "benchmarks.goodput", "--markdown", str(RESULTS / "goodput.json.gz")],
+    shown = subprocess.run([sys.executable, "-m", "benchmarks.goodput", "--markdown", str(RESULTS / name)],
                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and shown.stdout == goodput.markdown(report) + "\n", shown.stderr
 
@@ -139,3 +140,12 @@ def test_the_host_growth_plot_draws_each_cell_over_its_host_counts(tmp_path):
     assert unwritable.returncode == 2 and unwritable.stderr.splitlines()[-1].endswith(
         f"--plot: cannot write {tmp_path / 'no' / 'x.png'}: No such file or directory"), unwritable.stderr
     assert "Traceback" not in unwritable.stderr
+
+
+def test_recovery_md_shows_the_goodput_runs_of_their_reports():
+    text = (REPO_ROOT / "benchmarks" / "recovery.md").read_text()
+    for target in ("jobset", "trainjob"):
+        report = read_report(RESULTS / f"goodput-{target}-runs.json.gz")
+        runs = ", ".join(f"{run['goodput']:.3f}" for run in report["runs"])
+        row = f"| {target} | {runs} | **{report['goodput_median']:.3f}** | {report['goodput_min']:.3f} |"
+        assert row in text, row
