@@ -91,7 +91,8 @@ def test_recovery_md_shows_the_first_step_reports_medians():
         assert cells[5] == f"{statistics.median(gaps):.2f} ({', '.join(f'{g:.2f}' for g in gaps)})", row
 
 
-@pytest.mark.parametrize("name", ["goodput.json.gz", "goodput-jobset-runs.json.gz", "goodput-trainjob-runs.json.gz"])
+@pytest.mark.parametrize("name", ["goodput.json.gz", "goodput-jobset-runs.json.gz", "goodput-trainjob-runs.json.gz",
+                                  "goodput-indexed-job-1.json.gz", "goodput-indexed-job-2.json.gz"])
 def test_the_committed_goodput_report_follows_from_its_records(name):
     report = read_report(RESULTS / name)
     for run in goodput.runs_of(report):
