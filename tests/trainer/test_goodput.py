@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.support.procs import free_port, outputs_of, small_train_args, start, trainer_argv, wait_all
-from trainer import goodput
+from trainer import exit_codes, goodput
 from trainer.outputs import METRICS, SUMMARY
 from trainer.results import read_records
 
@@ -36,7 +36,11 @@ def run_job(tmp_path, name, extra_for_rank):
 def test_a_restarted_run_accounts_for_redone_steps_restore_and_recovery(tmp_path):
     # Every process gets the hook: it ends a chunk of steps there, and the processes' chunks must agree.
     procs, codes = run_job(tmp_path, "first", lambda rank: ["--fault-after-step", "47"])
-    assert codes == [128 + signal.SIGKILL] * 2, procs[0].output[-3000:]
+    # Rank 1 kills itself after step 47 too, unless it sees its coordinator (rank 0) gone a moment before
+    # (a busy machine): then it ends as a lost peer. The attempt ends after step 47 either way.
+    killed = 128 + signal.SIGKILL
+    assert codes[0] == killed and codes[1] in (killed, exit_codes.PEER_LOST), (codes, procs[1].output[-3000:])
+    assert "Rank 0: fault injection: killing this process after step 47" in procs[0].output
     time.sleep(PAUSE)
     procs, codes = run_job(tmp_path, "second", lambda rank: [])
     assert codes == [0, 0], procs[0].output[-3000:]
