@@ -54,7 +54,7 @@ def create_backend(jax, platform: str | None) -> None:
 
 
 def wait_for_coordinator(address: str, timeout: float, log, retry_every: float = 0.5,
-                         admitted=None) -> tuple[float, str]:
+                         admitted=None, first_retry: float = 0.05) -> tuple[float, str]:
     """Block until a TCP connection to `address` succeeds (and `admitted(socket, deadline)` says yes,
     when given); return the seconds left of `timeout` and the address that answered, as IP:PORT.
 
@@ -62,12 +62,15 @@ def wait_for_coordinator(address: str, timeout: float, log, retry_every: float =
     without a readable reason. DNS failures are retried too: a pod's record can appear late. Every
     address a name resolves to is tried (a replaced pod's old address can still be listed). Every
     attempt, the name lookup included (the resolver's own timeouts and retries can take many seconds),
-    ends by the deadline, and attempts are at least `retry_every` apart, so the last moments do not
-    spin against DNS.
+    ends by the deadline. Attempts start `first_retry` apart, a gap that doubles up to `retry_every`:
+    a coordinator that comes a moment later (a restart's peers start together) is found within
+    that moment, one that comes late is not asked for many times a second, and the last moments do
+    not spin against DNS.
     """
     host, port = _split(address)
     deadline = time.monotonic() + timeout
     last_error: object = None
+    gap = min(first_retry, retry_every)
     while True:
         started = time.monotonic()
         if started >= deadline:
@@ -89,9 +92,11 @@ def wait_for_coordinator(address: str, timeout: float, log, retry_every: float =
                     last_error = "it did not admit this process (another attempt's coordinator, or its gang has formed)"
             except OSError as e:
                 last_error = e
-        time.sleep(max(min(started + retry_every, deadline) - time.monotonic(), 0))
+        time.sleep(max(min(started + gap, deadline) - time.monotonic(), 0))
+        gap = min(gap * 2, retry_every)
 
 
+JAX_SERVICE_RETRY_SECONDS = 0.05  # the most between a follower's tries of JAX's service (an IP: no DNS)
 OWN_LOOKUP_SECONDS = 10  # a resolver that hangs leaves the name to JAX, as before
 
 
@@ -353,7 +358,10 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
                 return fencing.hello(sock, spec.process_id, attempt, deadline)
 
             timeout, address = wait_for_coordinator(spec.coordinator_address, init_timeout, log, admitted=admitted)
-            timeout, address = wait_for_coordinator(address, timeout, log)  # JAX's service, up once all were admitted
+            # JAX's service: process 0 starts it on the port the moment every follower has closed
+            # its admitted connection, so the first try here usually comes a few ms too soon.
+            timeout, address = wait_for_coordinator(address, timeout, log, retry_every=JAX_SERVICE_RETRY_SECONDS,
+                                                    first_retry=0.005)
         else:
             timeout = fencing.gather(spec.coordinator_address, spec.num_processes, attempt, init_timeout, log)
             address = own_address(spec.coordinator_address)

@@ -77,24 +77,26 @@ def test_probe_gives_up_after_the_timeout_with_a_clear_message():
 
 def test_probe_keeps_to_its_deadline_and_paces_its_attempts(monkeypatch):
     """A lookup that hangs (a resolver with long timeouts) ends at the deadline, and failed attempts
-    are spaced, never a spin in the last milliseconds."""
+    are spaced: the gap doubles from the first one up to retry_every, never a spin in the last
+    milliseconds."""
     import trainer.runtime as runtime
 
     lookups = []
 
     def slow_lookup(*args, **kwargs):
         lookups.append(time.monotonic())
-        if len(lookups) > 2:
+        if len(lookups) > 4:
             time.sleep(30)
         raise socket.gaierror("temporary failure in name resolution")
 
     monkeypatch.setattr(runtime.socket, "getaddrinfo", slow_lookup)
     started = time.monotonic()
     with pytest.raises(CoordinatorError, match="did not come up"):
-        wait_for_coordinator("late-pod.example:1234", 1.5, print, retry_every=0.4)
+        wait_for_coordinator("late-pod.example:1234", 1.5, print, retry_every=0.4, first_retry=0.1)
     assert time.monotonic() - started < 3  # the deadline, not the hung lookup's 30 s (margin for a loaded host)
-    assert 2 <= len(lookups) <= 4  # a spin in the last moments would make hundreds
-    assert all(b - a >= 0.39 for a, b in zip(lookups, lookups[1:]))
+    assert 3 <= len(lookups) <= 5  # a spin in the last moments would make hundreds
+    gaps = [b - a for a, b in zip(lookups, lookups[1:])]
+    assert all(gap >= least - 0.005 for gap, least in zip(gaps, [0.1, 0.2, 0.4, 0.4]))
 
 
 VERSIONS = {"jax": "0.10.2", "jaxlib": "0.10.2"}
