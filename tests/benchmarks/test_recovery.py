@@ -66,7 +66,7 @@ def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
 
 
 @pytest.mark.parametrize("name", ["recovery-operators.json.gz", "recovery-late.json.gz", "recovery-hosts.json.gz",
-                                  "recovery-first-step.json.gz"])
+                                  "recovery-first-step.json.gz", "recovery-fast-join.json.gz"])
 def test_the_committed_recovery_reports_make_their_tables(name):
     report = read_report(RESULTS / name)
     text = recovery.markdown(report)
@@ -78,17 +78,24 @@ def test_the_committed_recovery_reports_make_their_tables(name):
 
 def test_recovery_md_shows_the_first_step_reports_medians():
     """Its first table, cell by cell: pods created, containers running, first step, the slowest first
-    step, and the median of each run's container running -> first step."""
-    report = read_report(RESULTS / "recovery-first-step.json.gz")
+    step, and the median of each run's container running -> first step; then the previous run's
+    first step and container -> first step."""
+    report = read_report(RESULTS / "recovery-fast-join.json.gz")
+    before = read_report(RESULTS / "recovery-first-step.json.gz")
     text = (REPO_ROOT / "benchmarks" / "recovery.md").read_text()
+
+    def gaps(result):
+        return [round(run["first_step"] - run["new_containers_running"], 2) for run in result["runs"]]
+
     for key, result in report["results"].items():
         row = next(line for line in text.splitlines() if line.startswith(f"| {key} | "))
         cells = [cell.replace("**", "").strip() for cell in row.split("|")[2:-1]]
-        median, runs = result["median"], result["runs"]
-        gaps = [round(run["first_step"] - run["new_containers_running"], 2) for run in runs]
+        median, runs = result["median"], gaps(result)
         assert cells[:4] == [f"{median[k]:.2f}" for k in ("new_pods_created", "new_containers_running", "first_step")] \
             + [f"{result['max']['first_step']:.2f}"], row
-        assert cells[5] == f"{statistics.median(gaps):.2f} ({', '.join(f'{g:.2f}' for g in gaps)})", row
+        assert cells[5] == f"{statistics.median(runs):.2f} ({', '.join(f'{g:.2f}' for g in runs)})", row
+        earlier = before["results"][key]
+        assert cells[6] == f"{earlier['median']['first_step']:.2f}, {statistics.median(gaps(earlier)):.2f}", row
 
 
 @pytest.mark.parametrize("name", ["goodput.json.gz", "goodput-jobset-runs.json.gz", "goodput-trainjob-runs.json.gz",
