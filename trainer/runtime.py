@@ -70,7 +70,7 @@ def wait_for_coordinator(address: str, timeout: float, log, retry_every: float =
     host, port = _split(address)
     deadline = time.monotonic() + timeout
     last_error: object = None
-    gap = min(first_retry, retry_every)
+    gap = max(min(first_retry, retry_every), 0.001)  # (never 0: a spin until the deadline)
     while True:
         started = time.monotonic()
         if started >= deadline:
@@ -358,8 +358,9 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
                 return fencing.hello(sock, spec.process_id, attempt, deadline)
 
             timeout, address = wait_for_coordinator(spec.coordinator_address, init_timeout, log, admitted=admitted)
-            # JAX's service: process 0 starts it on the port the moment every follower has closed
-            # its admitted connection, so the first try here usually comes a few ms too soon.
+            # JAX's service: process 0 starts it on the port once every follower has closed its
+            # admitted connection (and it has looked up its own address), so the first tries here
+            # usually come a few ms too soon.
             timeout, address = wait_for_coordinator(address, timeout, log, retry_every=JAX_SERVICE_RETRY_SECONDS,
                                                     first_retry=0.005)
         else:
