@@ -25,7 +25,6 @@ from typing import Callable
 
 from trainer.errors import JAX_FATAL_MARK, PeerLostError, peer_lost_cause, report
 from trainer.goodput import LAUNCHED_ENV, launched
-from trainer.preemption import flush_and_exit
 
 SUPERVISED_ENV = "JAX_TRAINING_SUPERVISED"  # set in the child: it runs the command itself
 FORWARDED = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP)
@@ -93,6 +92,8 @@ def run(spec, command: Callable[[], int]) -> int:
         # service (the step of JAX's own exit that its peers wait for; done already after training)
         # and ends without the rest of the interpreter's teardown, 0.3 s of JAX's clean-up on the path
         # of every restart (the pod's end is what its controller waits for).
+        from trainer.preemption import flush_and_exit  # (numpy's: loaded by the command, never by jaxgen)
+
         _leave_distributed()
         flush_and_exit(code)
     os.close(write_end)
