@@ -90,8 +90,8 @@ def run(spec, command: Callable[[], int]) -> int:
         code = command()
         # Its work is done and on disk (checkpoints, records, results): it leaves JAX's distributed
         # service (the step of JAX's own exit that its peers wait for; done already after training)
-        # and ends without the rest of the interpreter's teardown, 0.3 s of JAX's clean-up on the path
-        # of every restart (the pod's end is what its controller waits for).
+        # and ends without the rest of the interpreter's teardown, 0.3 s of JAX's clean-up between a
+        # stop's save and the pod's end, which its controller waits for before the restart.
         from trainer.preemption import flush_and_exit  # (numpy's: loaded by the command, never by jaxgen)
 
         _leave_distributed()
