@@ -66,7 +66,8 @@ def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
 
 
 @pytest.mark.parametrize("name", ["recovery-operators.json.gz", "recovery-late.json.gz", "recovery-hosts.json.gz",
-                                  "recovery-first-step.json.gz", "recovery-fast-join.json.gz"])
+                                  "recovery-first-step.json.gz", "recovery-fast-join.json.gz",
+                                  "recovery-indexed-job-8h.json.gz"])
 def test_the_committed_recovery_reports_make_their_tables(name):
     report = read_report(RESULTS / name)
     text = recovery.markdown(report)
