@@ -130,6 +130,10 @@ def _restore(cluster: Cluster, node: str) -> None:
     wait_until(f"the node controller to untaint {node}", lambda: not any(
         t["key"].startswith("node.kubernetes.io/") for t in
         cluster.get("node", node).get("spec", {}).get("taints") or []), timeout=90, interval=1)
+    # Ready again with its address: the API server reaches kwok through it for the logs of the pods
+    # that later tests place on this node (kwok's node-initialize stage once wrote an empty list).
+    addresses = cluster.get("node", node)["status"].get("addresses") or []
+    assert any(a["type"] == "InternalIP" for a in addresses), f"{node} came back without an InternalIP: {addresses}"
 
 
 @pytest.mark.timeout(240)
