@@ -36,7 +36,8 @@ def machine() -> dict:
 def report_options(parser: argparse.ArgumentParser) -> None:
     """--output and --markdown, as every real-node benchmark takes them."""
     parser.add_argument("--output", help="also write the JSON report to this file")
-    parser.add_argument("--markdown", metavar="FILE", help="print the figures of a saved report and exit")
+    parser.add_argument("--markdown", metavar="FILE", type=procs.saved_report,
+                        help="print the figures of a saved report and exit")
 
 
 def stamp() -> dict:
@@ -179,10 +180,11 @@ def main(argv=None) -> int:
     p.add_argument("--kwok-scale", action="store_true",
                    help="also start a kwok cluster and time 16/256/1024-host releases on as many fake nodes "
                         "(benchmarks/kwok_scale.py; 256 hosts at most with --quick)")
-    p.add_argument("--markdown", metavar="REPORT_JSON", help="print the tables of a saved report as Markdown and exit")
+    p.add_argument("--markdown", metavar="REPORT_JSON", type=procs.saved_report,
+                   help="print the tables of a saved report as Markdown and exit")
     args = p.parse_args(argv)
     if args.markdown:
-        print(report.markdown(procs.read_report(args.markdown)))
+        print(report.markdown(args.markdown))
         return 0
     mode = figures.QUICK if args.quick else figures.FULL
     # SIGTERM unwinds like an exception, so every started process group is killed on the way out.

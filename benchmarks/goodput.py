@@ -36,7 +36,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from benchmarks.cli import report_options, stamp
-from benchmarks.procs import read_report, publish
+from benchmarks.procs import publish
 from benchmarks.recovery import LOG_EVERY, SCRIPTS, TARGETS, Session, cluster_lock, log, rank_of, records, run
 
 
@@ -182,7 +182,7 @@ def main(argv=None) -> int:
     report_options(parser)
     args = parser.parse_args(argv)
     if args.markdown:
-        print(markdown(read_report(args.markdown)))
+        print(markdown(args.markdown))
         return 0
     if args.epochs < 1 or args.every <= 0 or args.repeats < 1:
         parser.error("--epochs and --repeats must be >= 1 and --every > 0")

@@ -51,7 +51,7 @@ from pathlib import Path
 
 from benchmarks import recovery
 from benchmarks.cli import report_options, stamp
-from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish, read_report, write_report
+from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish, write_report
 from benchmarks.recovery import PodWatch, Session, cluster_lock, rank_of, records, run
 from generator.engines.kubernetes.policy import (
     NODE_LOST_EFFECT,
@@ -561,7 +561,7 @@ def main(argv=None) -> int:
     report_options(parser)
     args = parser.parse_args(argv)
     if args.markdown:
-        print(markdown(read_report(args.markdown)))
+        print(markdown(args.markdown))
         return 0
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")

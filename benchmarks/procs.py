@@ -7,6 +7,7 @@ so the phases of a start-up can be read off rank 0's log.
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,3 +165,17 @@ def read_report(path: str | Path) -> dict:
     """A saved report, plain JSON or gzip-compressed (.gz)."""
     data = Path(path).read_bytes()
     return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)
+
+
+def saved_report(path: str) -> dict:
+    """The argparse type of an option that names a saved report (--markdown): the report, or an
+    argparse error that says in one line why it cannot be read."""
+    try:
+        report = read_report(path)
+    except (EOFError, ValueError, zlib.error, gzip.BadGzipFile) as e:  # cut short, not JSON, not gzip
+        raise argparse.ArgumentTypeError(f"{path}: not a saved report ({str(e).strip() or type(e).__name__})") from None
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {e.strerror or e}") from None
+    if not isinstance(report, dict):
+        raise argparse.ArgumentTypeError(f"{path}: not a saved report (JSON, but not an object)")
+    return report

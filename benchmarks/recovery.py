@@ -52,7 +52,7 @@ from datetime import datetime
 from pathlib import Path
 
 from benchmarks.cli import report_options, stamp
-from benchmarks.procs import read_report, MNIST_DIR, REPO_ROOT, publish, write_report
+from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish, saved_report, write_report
 from generator.targets import KUBERNETES as TARGETS, workload
 
 SCRIPTS = REPO_ROOT / "scripts"
@@ -441,23 +441,33 @@ def markdown(report: dict) -> str:
                       f"{report['repeats']}; load average {load[0][0]:.2f} before, {load[1][0]:.2f} after."])
 
 
-def host_growth(report: dict) -> dict[str, dict[int, float]]:
-    """{target × fault: {hosts: median seconds to the first step}} of a report measured at several host counts."""
+DEFAULT_HOSTS = 2  # --hosts' default: the host count of a report that names none
+
+
+def host_growth(*reports: dict) -> dict[str, dict[int, float]]:
+    """{target × fault: {hosts: median seconds to the first step}} of one or more reports. A report
+    measured at one host count names none in its cells: its `hosts` (else DEFAULT_HOSTS) is theirs."""
     growth: dict[str, dict[int, float]] = {}
-    for key, result in report["results"].items():
-        cell, _, hosts = key.rpartition(" × ")
-        if hosts.endswith(" hosts") and result["median"]:
-            growth.setdefault(cell, {})[int(hosts.split()[0])] = result["median"]["first_step"]
-    return growth
+    for report in reports:
+        for key, result in report["results"].items():
+            cell, _, hosts = key.rpartition(" × ")
+            if hosts.endswith(" hosts"):
+                count = int(hosts.split()[0])
+            else:
+                cell, count = key, (report.get("hosts") or [DEFAULT_HOSTS])[0]
+            if result["median"]:
+                growth.setdefault(cell, {})[count] = result["median"]["first_step"]
+    return {cell: points for cell, points in growth.items() if len(points) > 1}
 
 
-def plot_host_growth(report: dict, path: str) -> None:
-    """A small PNG: seconds from the fault to the first step against the gang's host count, a line per cell."""
+def plot_host_growth(reports: list[dict], path: str) -> None:
+    """A small PNG: seconds from the fault to the first step against the gang's host count, a line per
+    cell measured at more than one."""
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    growth = host_growth(report)
+    growth = host_growth(*reports)
     figure, axes = pyplot.subplots(figsize=(4.5, 3), dpi=100)
     for cell, points in sorted(growth.items()):
         hosts = sorted(points)
@@ -484,19 +494,21 @@ def main(argv=None) -> int:
                         help="the rank whose pod is deleted or container killed (0: the coordinator's)")
     parser.add_argument("--after-step", type=int, default=FAULT_AFTER_STEP, help="inject once this step is logged")
     parser.add_argument("--epochs", type=int, default=1, help="the job's epochs (468 steps each)")
-    parser.add_argument("--hosts", default="2", help="comma-separated host counts (pods of the gang), each measured")
+    parser.add_argument("--hosts", default=str(DEFAULT_HOSTS), help="comma-separated host counts (pods of the gang), each measured")
     parser.add_argument("--earlier-faults", type=int, default=0, metavar="N",
                         help="measure the fault that follows N earlier ones of the same kind in the same job")
     report_options(parser)
     parser.add_argument("--plot", metavar="PNG", help="with --markdown: also draw the first step against the host "
                         "count, a line per target × fault")
+    parser.add_argument("--plot-also", metavar="REPORT", action="append", default=[], type=saved_report,
+                        help="with --plot: also draw this report's cells (e.g. the same cells at another host count)")
     args = parser.parse_args(argv)
     if args.markdown:
-        report = read_report(args.markdown)
+        report = args.markdown
         print(markdown(report))
         if args.plot:
             try:
-                plot_host_growth(report, args.plot)
+                plot_host_growth([report, *args.plot_also], args.plot)
             except OSError as error:
                 parser.error(f"--plot: cannot write {args.plot}: {error.strerror}")
         return 0
@@ -514,7 +526,7 @@ def main(argv=None) -> int:
         parser.error("the real-node tier needs root")
     load_before = os.getloadavg()
     report: dict = {"after_step": args.after_step, "epochs": args.epochs, "victim_rank": args.victim_rank, "earlier_faults": args.earlier_faults, **stamp(),
-                    "repeats": args.repeats, "fault_after_step": FAULT_AFTER_STEP, "log_every": LOG_EVERY,
+                    "repeats": args.repeats, "hosts": host_counts, "fault_after_step": FAULT_AFTER_STEP, "log_every": LOG_EVERY,
                     "phases": {p: {"from": b, "to": e, "bounded_by": why} for p, (b, e, why) in PHASES.items()},
                     "cpus": os.cpu_count(), "results": {}}
     with cluster_lock(), tempfile.TemporaryDirectory(prefix="jaxt-bench-recovery.") as tmp:

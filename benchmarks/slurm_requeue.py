@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from benchmarks.cli import report_options, stamp
-from benchmarks.procs import MNIST_DIR, REPO_ROOT, free_port, publish, read_report
+from benchmarks.procs import MNIST_DIR, REPO_ROOT, free_port, publish
 
 SLURM_SCRIPTS = REPO_ROOT / "scripts" / "slurm"
 MARKS = ("saved", "left", "running_again", "resumed")
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     report_options(parser)
     args = parser.parse_args(argv)
     if args.markdown:
-        print(markdown(read_report(args.markdown)))
+        print(markdown(args.markdown))
         return 0
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")

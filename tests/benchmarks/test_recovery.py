@@ -58,6 +58,13 @@ def test_goodput_figures_of_a_stopped_and_resumed_run(tmp_path):
     ("benchmarks.goodput", ["--target", "slurm"], "--target"),
     ("benchmarks.goodput", ["--every", "0"], "--every"),
     ("benchmarks.goodput", ["--repeats", "0"], "--repeats"),
+    # a report to print that is not there or not a report: argparse's one line, as every module reads it
+    ("benchmarks", ["--markdown", "no-such-report.json"], "--markdown: cannot read no-such-report.json"),
+    ("benchmarks.recovery", ["--markdown", "README.md"], "--markdown: README.md: not a saved report"),
+    ("benchmarks.goodput", ["--markdown", "benchmarks/recovery-hosts.png"], "not a saved report"),
+    ("benchmarks.node_loss", ["--markdown", "benchmarks"], "--markdown: cannot read benchmarks: Is a directory"),
+    ("benchmarks.recovery", ["--markdown", "benchmarks/results/recovery-fast-join.json.gz", "--plot", "x.png",
+                             "--plot-also", "no-such-report.json"], "--plot-also: cannot read no-such-report.json"),
 ])
 def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
     done = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO_ROOT, capture_output=True, text=True,
@@ -138,6 +145,13 @@ def test_the_host_growth_plot_draws_each_cell_over_its_host_counts(tmp_path):
     growth = recovery.host_growth(report)
     assert growth == {cell: {h: report["results"][f"{cell} × {h} hosts"]["median"]["first_step"] for h in (2, 4)}
                       for cell in ("indexed-job × pod-deleted", "indexed-job × container-killed")}
+    # a report of one host count joins the others at its count (2 where it names none); a cell with
+    # one point draws no line
+    eight = read_report(RESULTS / "recovery-indexed-job-8h.json.gz")
+    assert "hosts" not in eight and recovery.host_growth(eight) == {}
+    joined = recovery.host_growth(report, {**eight, "hosts": [8]})
+    assert joined["indexed-job × pod-deleted"] == {
+        **growth["indexed-job × pod-deleted"], 8: eight["results"]["indexed-job × pod-deleted"]["median"]["first_step"]}
     png = tmp_path / "hosts.png"
     shown = subprocess.run([sys.executable, "-m", "benchmarks.recovery", "--markdown",
                             str(RESULTS / "recovery-in-place.json.gz"), "--plot", str(png)],
