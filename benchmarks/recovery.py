@@ -65,8 +65,11 @@ LOG_EVERY = 10
 # epoch, MNIST on the node volume `mnist`, the outputs on a claim backed by the node's disk. Requests
 # that 8 hosts fit on the node's 2 CPUs, and one cpu limit for every target: a TrainJob's limits
 # without one take its request (the Kubeflow SDK reads the device from them) and throttle it.
-# backoff_limit 1: a SIGKILLed process counts against it.
+# backoff_limit 1 (jobset.max_restarts 1 for a JobSet and the TrainJob's): a SIGKILLed process
+# counts against it. (With a JobSet's default of 0 a killed container restarted the job only when a
+# peer's peer-lost exit, which restarts it uncounted, reached the Job controller first.)
 SETS = ["training.epochs=1", f"training.log_every={LOG_EVERY}", "data.download=false", "backoff_limit=1",
+        "jobset.max_restarts=1",
         "checkpoint.every_steps=100", "persistence.enabled=true", "image.pull_policy=Never"]
 SET_JSON = ['data.volume={"persistentVolumeClaim": {"claimName": "mnist", "readOnly": true}}',
             'persistence.storage_class="-"',
@@ -441,22 +444,26 @@ def markdown(report: dict) -> str:
                       f"{report['repeats']}; load average {load[0][0]:.2f} before, {load[1][0]:.2f} after."])
 
 
-DEFAULT_HOSTS = 2  # --hosts' default: the host count of a report that names none
+def gang_size(run: dict) -> int:
+    """The hosts of a measured run: the pods its fault replaced and the processes restarted in theirs."""
+    return run["new_pods"] + (run.get("restarted_in_place") or 0)
 
 
 def host_growth(*reports: dict) -> dict[str, dict[int, float]]:
-    """{target × fault: {hosts: median seconds to the first step}} of one or more reports. A report
-    measured at one host count names none in its cells: its `hosts` (else DEFAULT_HOSTS) is theirs."""
+    """{target × fault: {hosts: median seconds to the first step}} of one or more reports (a report
+    measured at one host count names none in its cells: its runs' gang size is theirs); a later
+    report's cell replaces an earlier one's at the same host count."""
     growth: dict[str, dict[int, float]] = {}
     for report in reports:
         for key, result in report["results"].items():
+            if not result["median"]:
+                continue
             cell, _, hosts = key.rpartition(" × ")
             if hosts.endswith(" hosts"):
                 count = int(hosts.split()[0])
             else:
-                cell, count = key, (report.get("hosts") or [DEFAULT_HOSTS])[0]
-            if result["median"]:
-                growth.setdefault(cell, {})[count] = result["median"]["first_step"]
+                cell, count = key, gang_size(result["runs"][0])
+            growth.setdefault(cell, {})[count] = result["median"]["first_step"]
     return {cell: points for cell, points in growth.items() if len(points) > 1}
 
 
@@ -494,7 +501,7 @@ def main(argv=None) -> int:
                         help="the rank whose pod is deleted or container killed (0: the coordinator's)")
     parser.add_argument("--after-step", type=int, default=FAULT_AFTER_STEP, help="inject once this step is logged")
     parser.add_argument("--epochs", type=int, default=1, help="the job's epochs (468 steps each)")
-    parser.add_argument("--hosts", default=str(DEFAULT_HOSTS), help="comma-separated host counts (pods of the gang), each measured")
+    parser.add_argument("--hosts", default="2", help="comma-separated host counts (pods of the gang), each measured")
     parser.add_argument("--earlier-faults", type=int, default=0, metavar="N",
                         help="measure the fault that follows N earlier ones of the same kind in the same job")
     report_options(parser)
@@ -526,7 +533,7 @@ def main(argv=None) -> int:
         parser.error("the real-node tier needs root")
     load_before = os.getloadavg()
     report: dict = {"after_step": args.after_step, "epochs": args.epochs, "victim_rank": args.victim_rank, "earlier_faults": args.earlier_faults, **stamp(),
-                    "repeats": args.repeats, "hosts": host_counts, "fault_after_step": FAULT_AFTER_STEP, "log_every": LOG_EVERY,
+                    "repeats": args.repeats, "fault_after_step": FAULT_AFTER_STEP, "log_every": LOG_EVERY,
                     "phases": {p: {"from": b, "to": e, "bounded_by": why} for p, (b, e, why) in PHASES.items()},
                     "cpus": os.cpu_count(), "results": {}}
     with cluster_lock(), tempfile.TemporaryDirectory(prefix="jaxt-bench-recovery.") as tmp:

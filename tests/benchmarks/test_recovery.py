@@ -74,13 +74,15 @@ def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
 
 @pytest.mark.parametrize("name", ["recovery-operators.json.gz", "recovery-late.json.gz", "recovery-hosts.json.gz",
                                   "recovery-first-step.json.gz", "recovery-fast-join.json.gz",
-                                  "recovery-indexed-job-8h.json.gz"])
+                                  "recovery-indexed-job-8h.json.gz", "recovery-hosts-both.json.gz"])
 def test_the_committed_recovery_reports_make_their_tables(name):
     report = read_report(RESULTS / name)
     text = recovery.markdown(report)
     for key, result in report["results"].items():
         row = next(line for line in text.splitlines() if line.startswith(f"| {key} | "))
         assert f"| {result['median']['first_step']:.2f} |" in row
+        if key.endswith(" hosts"):  # the gang size the plot reads off a report of one host count
+            assert {recovery.gang_size(run) for run in result["runs"]} == {int(key.split(" × ")[-1].split()[0])}
     assert set(report["phases"]) <= set(recovery.PHASES)  # (a report may predate a phase)
 
 
@@ -145,11 +147,10 @@ def test_the_host_growth_plot_draws_each_cell_over_its_host_counts(tmp_path):
     growth = recovery.host_growth(report)
     assert growth == {cell: {h: report["results"][f"{cell} × {h} hosts"]["median"]["first_step"] for h in (2, 4)}
                       for cell in ("indexed-job × pod-deleted", "indexed-job × container-killed")}
-    # a report of one host count joins the others at its count (2 where it names none); a cell with
-    # one point draws no line
+    # a report of one host count joins the others at its runs' count; a cell with one point draws no line
     eight = read_report(RESULTS / "recovery-indexed-job-8h.json.gz")
-    assert "hosts" not in eight and recovery.host_growth(eight) == {}
-    joined = recovery.host_growth(report, {**eight, "hosts": [8]})
+    assert recovery.host_growth(eight) == {}
+    joined = recovery.host_growth(report, eight)
     assert joined["indexed-job × pod-deleted"] == {
         **growth["indexed-job × pod-deleted"], 8: eight["results"]["indexed-job × pod-deleted"]["median"]["first_step"]}
     png = tmp_path / "hosts.png"
@@ -175,3 +176,27 @@ def test_recovery_md_shows_the_goodput_runs_of_their_reports():
             runs = ", ".join(f"{run['goodput']:.3f}" for run in report["runs"])
             row = f"| {label} | {runs} | {median.format(report['goodput_median'])} | {report['goodput_min']:.3f} |"
             assert row in text, row
+
+
+def test_recovery_md_shows_the_host_table_of_its_reports():
+    """The 2/4/8-host table, cell by cell: 2 hosts from the 2-host report, 4 and 8 from the host run,
+    the JobSet's killed container at 8 hosts from its own rerun; the 8-host phases; the plot's points."""
+    reports = [read_report(RESULTS / name) for name in
+               ("recovery-hosts-both.json.gz", "recovery-fast-join.json.gz", "recovery-jobset-killed-8h.json.gz")]
+    growth = recovery.host_growth(*reports)
+    rerun = reports[2]["results"]["jobset × container-killed"]
+    text = (REPO_ROOT / "benchmarks" / "recovery.md").read_text()
+    for target in ("jobset", "trainjob", "jaxjob"):
+        for fault in ("pod-deleted", "container-killed"):
+            cell = f"{target} × {fault}"
+            row = next(line for line in text.splitlines() if line.startswith(f"| {cell} | ") and line.count("/") == 5)
+            cells = [c.replace("**", "").strip() for c in row.split("|")[2:-1]]
+            assert cells[:3] == [f"{growth[cell][h]:.2f}" for h in (2, 4, 8)], row
+            eight = rerun if cell == "jobset × container-killed" else reports[0]["results"][f"{cell} × 8 hosts"]
+            assert growth[cell][8] == eight["median"]["first_step"]
+            phases = [eight["median"]["phases"][p] for p in ("replace", "container_start", "import_and_data",
+                                                               "rendezvous", "restore", "to_first_step")]
+            assert cells[4] == " / ".join(f"{p:.2f}" for p in phases), row
+            before = read_report(RESULTS / "recovery-hosts.json.gz")["results"]  # pod-deleted only
+            assert cells[3] == (", ".join(f"{before[f'{cell} × {h} hosts']['median']['first_step']:.2f}" for h in (4, 8))
+                                if fault == "pod-deleted" else ""), row
