@@ -25,7 +25,7 @@ from pathlib import Path
 
 from trainer import outputs
 from trainer.config import named
-from trainer.errors import CheckpointError, ConfigError
+from trainer.errors import CheckpointError, ConfigError, first_line
 from trainer.extras import missing
 
 SCHEME = "s3://"
@@ -65,7 +65,7 @@ def failure_reason(e: Exception) -> str:
     if error:
         reason = f"{error.get('Code', '?')}: {error.get('Message') or 'no message'}"
     else:
-        reason = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
+        reason = first_line(e)
     return reason[:300]
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from trainer import outputs
 from trainer.config import named
-from trainer.errors import CheckpointError
+from trainer.errors import CheckpointError, first_line
 
 PATTERN = outputs.CHECKPOINT_FILE
 KEEP = 2
@@ -171,8 +171,7 @@ def _read_state(path: Path, step: int | None = None) -> tuple[dict, list[np.ndar
             _check_meta(meta, step)
             return meta, [z[f"leaf_{i:04d}"] for i in range(meta["num_leaves"])]
     except Exception as e:  # noqa: BLE001  (zipfile, numpy, json and key errors alike)
-        reason = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{path}: unreadable checkpoint ({reason[:200]}); move it away or use another "
+        raise CheckpointError(f"{path}: unreadable checkpoint ({first_line(e, 200)}); move it away or use another "
                               f"{named('checkpoint_dir')}") from None
 
 

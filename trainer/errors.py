@@ -130,6 +130,12 @@ def peer_lost_cause(text: str) -> str | None:
     return next((cause for pattern, cause in PEER_LOST_SIGNS if re.search(pattern, text)), None)
 
 
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The first line of `error`'s message, at most `limit` characters; its type's name when it has none."""
+    text = str(error).strip()
+    return text.splitlines()[0][:limit] if text else type(error).__name__
+
+
 def as_peer_lost(error: BaseException) -> PeerLostError | None:
     """The PeerLostError a failed collective or coordination call of a distributed run means, or None
     for any other error (an out-of-memory error, a bug)."""
@@ -139,8 +145,7 @@ def as_peer_lost(error: BaseException) -> PeerLostError | None:
     cause = peer_lost_cause(text)
     if cause is None:
         return None
-    first = text.splitlines()[0] if text else type(error).__name__
-    return PeerLostError(f"{cause}: {first[:300]}")
+    return PeerLostError(f"{cause}: {first_line(error)}")
 
 
 def report(error: TrainerError, spec=None, distributed: bool = True) -> int:

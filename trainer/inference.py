@@ -14,7 +14,7 @@ import numpy as np
 from trainer import data, export, outputs
 from trainer.config import DEFAULT_DATA_DIR, DEFAULT_MIRROR
 from trainer.outputs import MODEL
-from trainer.errors import ConfigError, DataError, write_stdout
+from trainer.errors import ConfigError, DataError, first_line, write_stdout
 
 SIDE = 28  # MNIST images are 28 x 28
 
@@ -93,8 +93,8 @@ def _fit(jax, model_path: str, params: dict, config: dict) -> None:
         out = jax.eval_shape(lambda p, x: network.apply(p, x, config["precision"]), params,
                              jax.ShapeDtypeStruct((1, models.base.INPUTS), np.float32))
     except (TypeError, ValueError) as e:
-        reason = str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
-        raise ConfigError(f"--model {model_path}: its tensors' shapes do not fit a {config['model']} ({reason})") from None
+        raise ConfigError(f"--model {model_path}: its tensors' shapes do not fit a {config['model']} "
+                          f"({first_line(e, 200)})") from None
     if out.shape != (1, models.base.CLASSES):
         raise ConfigError(f"--model {model_path}: it gives outputs of shape {out.shape[1:]}, not "
                           f"{models.base.CLASSES} logits")
@@ -164,8 +164,7 @@ def _png(path: Path) -> np.ndarray:
     except DataError:
         raise
     except Exception as e:  # noqa: BLE001  (Pillow raises OSError, ValueError, SyntaxError, its bomb errors...)
-        reason = str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
-        raise DataError(f"{path}: not a readable PNG ({reason})") from None
+        raise DataError(f"{path}: not a readable PNG ({first_line(e, 200)})") from None
 
 
 # A grayscale image brighter than mid-grey on average is a dark digit on a light ground.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from trainer import __version__
 from trainer.config import fields_named, from_variables, named
-from trainer.errors import CheckpointError
+from trainer.errors import CheckpointError, first_line
 from trainer.outputs import RUN_FILE
 
 
@@ -71,8 +71,7 @@ def claim(directory: str | os.PathLike, name: str, fingerprint: dict, bucket_uri
     except OSError as e:
         raise CheckpointError(f"{directory}: cannot use it for the job's outputs: {e.strerror or e}") from None
     except (ValueError, RecursionError) as e:
-        reason = str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{path}: unreadable ({reason}); move it away or use another "
+        raise CheckpointError(f"{path}: unreadable ({first_line(e, 200)}); move it away or use another "
                               f"{named('checkpoint_dir')}") from None
     theirs = owner.get("fingerprint") if isinstance(owner, dict) else None
     if not isinstance(theirs, dict):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from trainer import fencing
 from trainer.cluster import ClusterSpec
-from trainer.errors import ConfigError, CoordinatorError, DeviceCountError
+from trainer.errors import ConfigError, CoordinatorError, DeviceCountError, first_line
 
 # Seconds to wait for every peer to join, and before a silent peer counts as dead.
 DEFAULT_INIT_TIMEOUT = 300
@@ -49,8 +49,8 @@ def create_backend(jax, platform: str | None) -> None:
         jax.devices()
     except Exception as e:  # noqa: BLE001  e.g. --platform gpu with no GPU, driver or CUDA plugin (jax raises
         # RuntimeError, or AssertionError when no plugin registers the platform at all)
-        first = str(e).strip().splitlines()[0] if str(e).strip() else f"{type(e).__name__} from jax"
-        raise DeviceCountError(f"--platform {platform}: no usable {str(platform).upper()} backend ({first})") from None
+        raise DeviceCountError(f"--platform {platform}: no usable {str(platform).upper()} backend "
+                               f"({first_line(e)})") from None
 
 
 def wait_for_coordinator(address: str, timeout: float, log, retry_every: float = 0.5,

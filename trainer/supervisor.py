@@ -23,7 +23,7 @@ import signal
 import sys
 from typing import Callable
 
-from trainer.errors import JAX_FATAL_MARK, PeerLostError, peer_lost_cause, report
+from trainer.errors import JAX_FATAL_MARK, PeerLostError, first_line, peer_lost_cause, report
 from trainer.goodput import LAUNCHED_ENV, launched
 
 SUPERVISED_ENV = "JAX_TRAINING_SUPERVISED"  # set in the child: it runs the command itself
@@ -67,8 +67,7 @@ def _leave_distributed() -> None:
     try:
         jax.distributed.shutdown()  # a no-op where it ran or never started
     except Exception as e:  # noqa: BLE001  a peer gone already: the process ends all the same
-        print(f"leaving JAX's distributed service: {str(e).strip().splitlines()[0] if str(e).strip() else e!r}",
-              file=sys.stderr)
+        print(f"leaving JAX's distributed service: {first_line(e)}", file=sys.stderr)
 
 
 def run(spec, command: Callable[[], int]) -> int:

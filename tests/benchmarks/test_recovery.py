@@ -200,3 +200,21 @@ def test_recovery_md_shows_the_host_table_of_its_reports():
             before = read_report(RESULTS / "recovery-hosts.json.gz")["results"]  # pod-deleted only
             assert cells[3] == (", ".join(f"{before[f'{cell} × {h} hosts']['median']['first_step']:.2f}" for h in (4, 8))
                                 if fault == "pod-deleted" else ""), row
+
+
+def test_recovery_md_shows_make_bench_before_and_after_from_its_reports():
+    """The undisturbed figures of `make bench` before and after the restart path's change, as the
+    two committed reports' tables print them."""
+    from benchmarks import report as bench_report
+
+    def cells(name):
+        rows = bench_report.markdown(read_report(RESULTS / name)).splitlines()
+        return {row.split(" | ")[0].lstrip("| ").replace("&nbsp;", ""): row.split(" | ")[1] for row in rows
+                if row.startswith("| ") and " | " in row}
+
+    before, after = cells("make-bench-2b56838.json.gz"), cells("make-bench-c3a1b2b.json.gz")
+    text = " ".join((REPO_ROOT / "benchmarks" / "recovery.md").read_text().split())
+    for label in ("images/s per epoch after compile (1x1)", "epoch seconds 1x1", "epoch seconds 2x1",
+                  "start -> 98.0% test accuracy, 1 process", "start -> first step done, 2 processes",
+                  "same, warm compilation cache"):
+        assert f"{before[label]} → {after[label]}" in text, label

@@ -6,7 +6,7 @@ tests/trainer/test_coordination_failures.py were injected."""
 import pytest
 
 from trainer import exit_codes
-from trainer.errors import PEER_LOST_SIGNS, as_peer_lost, peer_lost_cause
+from trainer.errors import PEER_LOST_SIGNS, as_peer_lost, first_line, peer_lost_cause
 
 
 class JaxRuntimeError(RuntimeError):
@@ -48,3 +48,10 @@ def test_other_errors_are_not():
                   JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 8589934592 bytes"),
                   JaxRuntimeError("INVALID_ARGUMENT: Executable expected parameter 0 of size 8")):
         assert as_peer_lost(error) is None
+
+
+def test_an_error_is_reported_by_its_first_line_or_its_type():
+    """errors.first_line, how every one-line report quotes the error it caught (a lost peer's above)."""
+    assert first_line(ValueError("\n  bad header\nline 2")) == "bad header"
+    assert first_line(OSError()) == "OSError" and first_line(KeyError("")) == "''"
+    assert first_line(RuntimeError("x" * 500)) == "x" * 300 and first_line(RuntimeError("x" * 500), 200) == "x" * 200
