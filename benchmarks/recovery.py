@@ -475,7 +475,7 @@ def plot_host_growth(reports: list[dict], path: str) -> None:
     from matplotlib import pyplot
 
     growth = host_growth(*reports)
-    figure, axes = pyplot.subplots(figsize=(4.5, 3), dpi=100)
+    figure, axes = pyplot.subplots(figsize=(6.5, 3), dpi=100)
     for cell, points in sorted(growth.items()):
         hosts = sorted(points)
         axes.plot(hosts, [points[h] for h in hosts], marker="o", label=cell)
@@ -485,7 +485,7 @@ def plot_host_growth(reports: list[dict], path: str) -> None:
     axes.set_xlabel("hosts (pods of the gang)")
     axes.set_ylabel("s, fault → first step")
     axes.set_ylim(bottom=0)
-    axes.legend(fontsize=7)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))  # beside the lines, not over them
     axes.grid(alpha=0.3)
     figure.tight_layout()
     figure.savefig(path)

@@ -74,7 +74,8 @@ def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
 
 @pytest.mark.parametrize("name", ["recovery-operators.json.gz", "recovery-late.json.gz", "recovery-hosts.json.gz",
                                   "recovery-first-step.json.gz", "recovery-fast-join.json.gz",
-                                  "recovery-indexed-job-8h.json.gz", "recovery-hosts-both.json.gz"])
+                                  "recovery-indexed-job-8h.json.gz", "recovery-hosts-both.json.gz",
+                                  "recovery-indexed-job-4h.json.gz", "recovery-jobset-killed-8h.json.gz"])
 def test_the_committed_recovery_reports_make_their_tables(name):
     report = read_report(RESULTS / name)
     text = recovery.markdown(report)
@@ -180,26 +181,38 @@ def test_recovery_md_shows_the_goodput_runs_of_their_reports():
 
 def test_recovery_md_shows_the_host_table_of_its_reports():
     """The 2/4/8-host table, cell by cell: 2 hosts from the 2-host report, 4 and 8 from the host run,
-    the JobSet's killed container at 8 hosts from its own rerun; the 8-host phases; the plot's points."""
+    the JobSet's killed container at 8 hosts from its own rerun, the Indexed Job's 4 and 8 hosts from
+    theirs; the 8-host phases; the earlier figures; the plot's points."""
     reports = [read_report(RESULTS / name) for name in
-               ("recovery-hosts-both.json.gz", "recovery-fast-join.json.gz", "recovery-jobset-killed-8h.json.gz")]
+               ("recovery-hosts-both.json.gz", "recovery-fast-join.json.gz", "recovery-jobset-killed-8h.json.gz",
+                "recovery-indexed-job-4h.json.gz", "recovery-indexed-job-8h.json.gz")]
     growth = recovery.host_growth(*reports)
-    rerun = reports[2]["results"]["jobset × container-killed"]
+    before = read_report(RESULTS / "recovery-hosts.json.gz")["results"]  # the operators' pod-deleted only
+    in_place = read_report(RESULTS / "recovery-in-place.json.gz")["results"]  # the Indexed Job's, 2 and 4 hosts
     text = (REPO_ROOT / "benchmarks" / "recovery.md").read_text()
-    for target in ("jobset", "trainjob", "jaxjob"):
+    for target in ("jobset", "trainjob", "jaxjob", "indexed-job"):
         for fault in ("pod-deleted", "container-killed"):
             cell = f"{target} × {fault}"
             row = next(line for line in text.splitlines() if line.startswith(f"| {cell} | ") and line.count("/") == 5)
             cells = [c.replace("**", "").strip() for c in row.split("|")[2:-1]]
             assert cells[:3] == [f"{growth[cell][h]:.2f}" for h in (2, 4, 8)], row
-            eight = rerun if cell == "jobset × container-killed" else reports[0]["results"][f"{cell} × 8 hosts"]
+            if target == "indexed-job":
+                eight = reports[4]["results"][cell]
+            elif cell == "jobset × container-killed":
+                eight = reports[2]["results"][cell]
+            else:
+                eight = reports[0]["results"][f"{cell} × 8 hosts"]
             assert growth[cell][8] == eight["median"]["first_step"]
             phases = [eight["median"]["phases"][p] for p in ("replace", "container_start", "import_and_data",
                                                                "rendezvous", "restore", "to_first_step")]
             assert cells[4] == " / ".join(f"{p:.2f}" for p in phases), row
-            before = read_report(RESULTS / "recovery-hosts.json.gz")["results"]  # pod-deleted only
-            assert cells[3] == (", ".join(f"{before[f'{cell} × {h} hosts']['median']['first_step']:.2f}" for h in (4, 8))
-                                if fault == "pod-deleted" else ""), row
+            if target == "indexed-job":
+                earlier = f"{in_place[f'{cell} × 4 hosts']['median']['first_step']:.2f} (4 hosts, 651d8ad)"
+            elif fault == "pod-deleted":
+                earlier = ", ".join(f"{before[f'{cell} × {h} hosts']['median']['first_step']:.2f}" for h in (4, 8))
+            else:
+                earlier = ""
+            assert cells[3] == earlier, row
 
 
 def test_recovery_md_shows_make_bench_before_and_after_from_its_reports():
