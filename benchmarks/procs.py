@@ -22,6 +22,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainer.errors import first_line
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MNIST_DIR = (REPO_ROOT / ".." / "shared" / "data" / "mnist").resolve()
 
@@ -173,7 +175,7 @@ def saved_report(path: str) -> dict:
     try:
         report = read_report(path)
     except (EOFError, ValueError, zlib.error, gzip.BadGzipFile) as e:  # cut short, not JSON, not gzip
-        raise argparse.ArgumentTypeError(f"{path}: not a saved report ({str(e).strip() or type(e).__name__})") from None
+        raise argparse.ArgumentTypeError(f"{path}: not a saved report ({first_line(e)})") from None
     except OSError as e:
         raise argparse.ArgumentTypeError(f"cannot read {path}: {e.strerror or e}") from None
     if not isinstance(report, dict):
