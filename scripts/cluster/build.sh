@@ -2,7 +2,7 @@
 # Builds (once, cached by the pins of its wrapper module under $JAXT_CACHE/tools) every binary of the
 # test control plane: etcd (scripts/cluster/etcd), the pod sandbox (pause) binary
 # (scripts/cluster/pause), and from the one control-plane module (scripts/cluster/controlplane)
-# kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet, kwok, CoreDNS, the JobSet
+# kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet, kwok, CoreDNS, kube-proxy, the JobSet
 # controller, the Kubeflow training-operator (JAXJob), the Kubeflow Trainer v2 controller manager
 # (TrainJob) with its TrainingRuntime CRD, the Kueue controller manager with its CRDs, and kube-router
 # (scripts/cluster/kube-router: the real nodes' NetworkPolicy firewall).
@@ -19,7 +19,7 @@ Builds the binaries of the local test control plane from the Go module proxy int
 $JAXT_CACHE/tools/<name>-<version>/ and links them into $JAXT_BIN.
 
   --core   build only etcd, the Kubernetes control plane, the kubelet and kwok (skip CoreDNS,
-           pause, kube-router, the JobSet controller, the Kubeflow training-operator, Trainer v2
+           kube-proxy, pause, kube-router, the JobSet controller, the Kubeflow training-operator, Trainer v2
            and Kueue)
 EOF
 }
@@ -100,10 +100,11 @@ go_module controlplane "$controlplane" "-X sigs.k8s.io/kwok/pkg/consts.Version=$
   kwok=sigs.k8s.io/kwok/cmd/kwok
 
 if ! $core_only; then
-  # The real-node tier: cluster DNS (the plugins its Corefile uses), the pod sandbox process (its
-  # image is built locally) and the NetworkPolicy firewall.
+  # The real-node tier: cluster DNS (the plugins its Corefile uses), the service proxy, the pod
+  # sandbox process (its image is built locally) and the NetworkPolicy firewall.
   go_module controlplane "$controlplane" "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" \
     coredns=jax-training/cluster/controlplane/coredns
+  go_module controlplane "$controlplane" "$k8s_ldflags" kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
   go_module pause "$cluster_dir/pause" "" pause=jax-training/cluster/pause
   go_module kube-router "$cluster_dir/kube-router" \
     "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \

@@ -51,6 +51,8 @@ cert trainer "/CN=$TRAINER_SERVICE" serverAuth "IP:127.0.0.1,DNS:localhost,DNS:$
 # The real node (node.sh): the kubelet's identity, and CoreDNS's (bound to a read-only role).
 cert node "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
 cert coredns "/CN=jax-training-coredns" clientAuth
+# The real nodes' service proxy: the user the API server's own system:node-proxier binding names.
+cert kube-proxy "/CN=system:kube-proxy" clientAuth
 # up.sh --network-policy: kube-router's firewall (bound to a read-only role).
 cert kube-router "/CN=jax-training-kube-router" clientAuth
 

@@ -2,10 +2,10 @@
 # Stops the real nodes of STATE_DIR (up.sh --real-node or --real-nodes N, node.sh) and reverts every
 # change they made to the host: kube-router (up.sh --network-policy) goes first with its chains and
 # ipsets (network-policy.sh stop), pods are deleted while the kubelets still run (so CNI tears their
-# networks down), then the kubelets, CoreDNS and the containerds are stopped by pid, and the mounts,
-# the bridges, the lo address, the pod network's nat rule, the kubelets' iptables chains and
-# cgroups (and the cgroup roots of nodes 2..N), their /var/log/containers links and ip_forward are
-# restored. Idempotent; called by down.sh.
+# networks down), then the kubelets, CoreDNS, kube-proxy and the containerds are stopped by pid, and
+# the mounts, the bridges, the lo address, the pod network's nat rule, the kubelets' and kube-proxy's
+# iptables chains and cgroups (and the cgroup roots of nodes 2..N), their /var/log/containers links
+# and ip_forward are restored. Idempotent; called by down.sh.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../lib/common.sh"
@@ -55,7 +55,7 @@ if $any_kubelet && [ -f "$state/kubeconfig" ]; then
   KUBECONFIG="$state/kubeconfig" timeout 60 kubectl delete pods --all --all-namespaces \
     --grace-period 1 --wait --timeout 50s >/dev/null 2>&1 || log "warning: some pods were not deleted in time"
 fi
-stop "${kubelets[@]}" coredns
+stop "${kubelets[@]}" coredns kube-proxy
 
 # 2. Whatever each containerd still holds (pods deleted behind the kubelet's back), then containerd.
 ctr_() { timeout 20 ctr --address "$sock" -n k8s.io "$@" 2>/dev/null; }

@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # Sourced by up.sh --real-node (it uses up.sh's start, wait_for, kubeconfig, $state, $pki and
 # $timeout): node_up adds one real node to the control plane: containerd + runc with bridge CNI, a
-# kubelet, and CoreDNS serving cluster DNS, with the trainer image (scripts/image.sh) and a local pod
-# sandbox image imported (no registry is involved). Needs root. All state goes under STATE_DIR/node;
+# kubelet, CoreDNS serving cluster DNS and kube-proxy serving Service addresses, with the trainer
+# image (scripts/image.sh) and a local pod sandbox image imported (no registry is involved). Needs root. All state goes under STATE_DIR/node;
 # every change to the host is recorded there and reverted by node-down.sh. With up.sh --real-nodes N,
 # node_add adds nodes 2..N beside it (under STATE_DIR/node-I), each with its own containerd.
 source "$here/node.env"
@@ -211,7 +211,26 @@ import socket, struct, sys
 q = b'\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00' + b''.join(bytes([len(p)]) + p.encode() for p in 'kubernetes.default.svc.$CLUSTER_DOMAIN'.split('.')) + b'\x00\x00\x01\x00\x01'
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1); s.sendto(q, ('$CLUSTER_DNS_IP', 53))
 sys.exit(0 if struct.unpack('>H', s.recv(512)[6:8])[0] > 0 else 1)"
+  node_service_proxy
   log "node $NODE_NAME ready (kubelet on $node_ip:$kubelet_port, cluster DNS $CLUSTER_DNS_IP, pods $POD_SUBNET)"
+}
+
+# node_service_proxy: kube-proxy (iptables mode), so that a ClusterIP Service's address reaches its
+# endpoints. ONE for the host, named after node 1: every node shares the host's network namespace,
+# and the rules it writes serve the pods of all of them. It leaves the host's sysctls alone (conntrack
+# sizes and timeouts, route_localnet) and opens no port (health and metrics servers off). Its chains
+# (KUBE-*) are removed by node-down.sh with the kubelets'.
+node_service_proxy() {
+  kubeconfig "$node/kube-proxy.kubeconfig" kube-proxy
+  start kube-proxy "$JAXT_BIN/kube-proxy" --kubeconfig "$node/kube-proxy.kubeconfig" \
+    --hostname-override "$NODE_NAME" --proxy-mode iptables --cluster-cidr "$POD_NETWORK" \
+    --healthz-bind-address "" --metrics-bind-address "" --nodeport-addresses primary \
+    --iptables-localhost-nodeports=false \
+    --conntrack-max-per-core 0 --conntrack-tcp-timeout-established 0 --conntrack-tcp-timeout-close-wait 0 \
+    --oom-score-adj 0 -v 1
+  # its first sync is done when the portal chain is hooked into PREROUTING
+  wait_for "kube-proxy's rules" iptables -t nat -C PREROUTING -m comment --comment "kubernetes service portals" \
+    -j KUBE-SERVICES
 }
 
 # node_add I: node I (2..MAX_REAL_NODES) beside the first one (node_up): its own containerd (socket
