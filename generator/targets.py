@@ -29,10 +29,16 @@ CONTAINER = "jax"  # our container's name in the pods we render (where no runtim
 class Hosts:
     """How an engine names the pod of process i: <name>-<replica segments>-<i>. With a subdomain (the
     headless Service <name>) process 0 resolves as <its hostname>.<name>; without, the engine gives
-    each pod a Service of its own, named as the pod."""
+    each pod a Service of its own, named as the pod. With a `service`, the other processes reach
+    process 0 through a Service of ours instead (render: coordinator Service)."""
 
     replica: tuple[str, ...] = ()
     subdomain: bool = True
+    # The coordinator Service our render adds (a format of name), where the engine's own name for
+    # process 0 resolves only while its pod is Ready: a restarted gang's first lookup came before the
+    # new process 0 was, and the cluster DNS cached the NXDOMAIN (5 s to 30 s). A ClusterIP name
+    # always resolves. No longer than process 0's hostname, whose length check then covers it.
+    service: str = ""
     # What a pod's name adds to its hostname, where the engine refuses names over 63 characters (the
     # JobSet webhook counts <hostname>-<5 random characters>; a Job's pods are truncated instead).
     pod_name_suffix: str = ""
@@ -47,6 +53,8 @@ class Hosts:
         return "-".join((name, *self.replica, str(index)))
 
     def coordinator(self, name: str) -> str:
+        if self.service:
+            return self.service.format(name=name)
         return self.host(name, 0) + (f".{name}" if self.subdomain else "")
 
 
@@ -107,9 +115,14 @@ class Workload:
         """Whether the pods' owner reference is the job (else only owner_label, if any)."""
         return self.runtime is None
 
+    def process_labels(self, name: str, index) -> dict[str, str]:
+        """The labels that select the pod of process `index` (process 0's: what a coordinator Service selects)."""
+        pods = dict(term.split("=", 1) for term in self.pod_selector.format(name=name).split(","))
+        return {**pods, self.index_label: str(index)}
+
     def rank0_selector(self, name: str) -> str:
         """The label selector of process 0's pod (what `kubectl logs` follows)."""
-        return f"{self.pod_selector.format(name=name)},{self.index_label}=0"
+        return ",".join(f"{key}={value}" for key, value in self.process_labels(name, 0).items())
 
 
 @dataclass(frozen=True)
@@ -197,9 +210,10 @@ TARGETS = {t.name: t for t in (
         Needs(f"nothing: Kubernetes' own Job and Service (Kubernetes {LOWEST.rsplit('.', 1)[0]} or newer)",
               "K8S_VERSION")),
     # The Kubeflow training-operator (v1) sets its own variables and PYTHONUNBUFFERED, and gives each
-    # pod a Service named as the pod.
+    # pod a Service named as the pod, which publishes Ready pods only; the trainer reaches process 0
+    # through our coordinator Service instead (JAX_COORDINATOR_ADDRESS, read before the operator's).
     Target("jaxjob", "kubernetes", "jaxjob.yaml.j2", KUBEFLOW_V1, (KUBEFLOW_V1,), Workload(
-        "JAXJob", "jaxjobs.kubeflow.org", Hosts(replica=("worker",), subdomain=False),
+        "JAXJob", "jaxjobs.kubeflow.org", Hosts(replica=("worker",), subdomain=False, service="{name}-coord"),
         "training.kubeflow.org/job-name={name}", "Succeeded",
         pod_spec_path=("spec", "jaxReplicaSpecs", "Worker", "template", "spec"),
         index_label="training.kubeflow.org/replica-index", port_name="jaxjob-port",
@@ -283,7 +297,11 @@ def chart_row(name: str) -> dict:
     optional = {"podNameSuffix": w.hosts.pod_name_suffix, "replicatedJob": w.hosts.replicated_job,
                 "enginePort": w.engine_port, "runtimeJob": runtime.job,
                 "runtimeContainer": runtime.container, "patchManager": runtime.patch_manager,
-                "kueueOptIn": w.kueue_opt_in, "attemptField": w.attempt_field}
+                "kueueOptIn": w.kueue_opt_in, "attemptField": w.attempt_field,
+                # the coordinator Service (named as `coordinator`; it selects process 0's pod, its
+                # labels as printf formats of name and index) and the variable that points at it
+                "coordinatorEnv": JAX.coordinator if w.hosts.service else "",
+                "coordinatorSelector": w.process_labels(GO_NAME, GO_INDEX) if w.hosts.service else {}}
     return {**row, **{k: v for k, v in optional.items() if v}, "container": w.container}
 
 

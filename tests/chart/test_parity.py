@@ -14,7 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from generator.targets import KUBERNETES
+from generator.targets import KUBERNETES, workload
 from tests.support.examples import EXAMPLES, KUBERNETES_EXAMPLES, target_of
 from tests.support.manifests import default_kinds
 from tests.support.strategies import variables
@@ -55,8 +55,9 @@ def test_example(path):
         assert_refuses_target(helm_template(name, path), target_of(path))
         return
     docs = assert_parity(path, name)
-    assert all(doc["metadata"]["name"] == (f"{name}-outputs" if doc["kind"] == "PersistentVolumeClaim" else name)
-               for doc in docs)
+    service = workload(values.get("target", "indexed-job")).hosts.service
+    own_names = {"PersistentVolumeClaim": f"{name}-outputs", "Service": service.format(name=name) if service else name}
+    assert all(doc["metadata"]["name"] == own_names.get(doc["kind"], name) for doc in docs)
 
 
 def test_matrix_is_large_and_covers_every_target():

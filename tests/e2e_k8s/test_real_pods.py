@@ -21,7 +21,7 @@ from tests.e2e_k8s.kube import (SCRIPTS, assert_complete, finish, prepare, relea
 from tests.e2e_k8s.real import (HOSTS, MIN_ACCURACY, PERSISTENCE, assert_results_fetched, containerd_cli,
                                  containerd_task, final_accuracy, outputs_volume, train, trained)
 from generator.engines.kubernetes.checks import EMPTYDIR_WARNING
-from generator.targets import KUBERNETES
+from generator.targets import KUBERNETES, TARGETS
 from tests.support.examples import target_of
 from tests.support.paths import EXAMPLES_DIR, REPO_ROOT
 from tests.e2e_k8s.test_helm import CHART, helm_cmd
@@ -147,6 +147,9 @@ def test_operator_targets_train(real, tmp_path, target):
     logs = subprocess.run([sys.executable, "-m", "generator", "logs", name, "--namespace", cluster.namespace],
                           cwd=REPO_ROOT, env=cluster.env, capture_output=True, text=True, timeout=60)
     assert logs.returncode == 0 and "training completed." in logs.stdout, logs.stdout[-3000:] + logs.stderr
+    hosts = TARGETS[target].workload.hosts
+    if hosts.service:  # the processes met through the render's coordinator Service (the cluster's kube-proxy)
+        assert f"coordinator {hosts.coordinator(name)}:" in logs.stdout, logs.stdout[-3000:]
     cluster.run([SCRIPTS / "clean.sh", build], timeout=180)
     assert cluster.release_objects(name) == []
 

@@ -64,7 +64,7 @@ def test_set_and_extra_files_merge_in_order(tmp_path):
     extra = tmp_path / "extra.yaml"
     extra.write_text("training:\n  epochs: 7\nlabels:\n  team: vision\n")
     docs = jaxgen("render", SEED, "-f", str(extra), "--set", "training.epochs=9", "--target", "jaxjob").documents()
-    jaxjob, _policy = docs
+    jaxjob = next(doc for doc in docs if doc["kind"] == "JAXJob")
     (pod,) = pod_templates(docs)
     args = pod["spec"]["containers"][0]["args"]
     assert args[args.index("--epochs") + 1] == "9"
@@ -89,7 +89,7 @@ def test_output_directory_is_replaced_as_a_whole(tmp_path):
     assert sorted(p.name for p in out.glob("*.yaml")) == ["job-jax-training.yaml", "networkpolicy-jax-training.yaml",
                                                           "service-jax-training.yaml"]
     assert jaxgen("render", SEED, "--target", "jaxjob", "--set", "network_policy.enabled=false", "-o", str(out)).exit_code == 0
-    assert sorted(p.name for p in out.glob("*.yaml")) == ["jaxjob-jax-training.yaml"]
+    assert sorted(p.name for p in out.glob("*.yaml")) == ["jaxjob-jax-training.yaml", "service-jax-training-coord.yaml"]
     assert yaml.safe_load((out / "jaxjob-jax-training.yaml").read_text())["kind"] == "JAXJob"
     assert [p.name for p in tmp_path.iterdir()] == ["build"]  # no staging leftovers
 

@@ -39,7 +39,7 @@ def test_each_target_validates(target, accelerator):
 def test_validator_catches_a_bad_manifest():
     """The strict check itself must be able to fail: an unknown field and a wrong type."""
     result = jaxgen("render", "--target", "jaxjob")
-    jaxjob = result.documents()[0]
+    jaxjob = next(doc for doc in result.documents() if doc["kind"] == "JAXJob")
     jaxjob["spec"]["jaxReplicaSpecs"]["Worker"]["replicaz"] = 2
     assert validation_problems(jaxjob)
     job = jaxgen("render").documents()[1]

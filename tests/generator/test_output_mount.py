@@ -30,7 +30,8 @@ def test_a_render_into_an_empty_mount_point_and_again_over_it(tmp_path):
     if "mount: " in done.stderr and "permission denied" in done.stderr.lower():
         pytest.skip("no permission to mount here")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    second = [".jaxgen-output", "jaxjob-jax-training.yaml", "networkpolicy-jax-training.yaml"]
+    second = [".jaxgen-output", "jaxjob-jax-training.yaml", "networkpolicy-jax-training.yaml",
+              "service-jax-training-coord.yaml"]
     assert done.stdout.split() == second  # the second render alone
     assert sorted(p.name for p in (tmp_path / "source").iterdir()) == second
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mnt", "source"]  # nothing staged beside it
@@ -56,7 +57,8 @@ def test_a_tmpfs_mount_point_under_a_read_only_parent_holds_the_render(tmp_path)
     if "mount: " in done.stderr and "permission denied" in done.stderr.lower():
         pytest.skip("no permission to mount here")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    assert done.stdout.split()[-3:] == [".jaxgen-output", "jaxjob-jax-training.yaml", "networkpolicy-jax-training.yaml"]
+    assert done.stdout.split()[-4:] == [".jaxgen-output", "jaxjob-jax-training.yaml", "networkpolicy-jax-training.yaml",
+              "service-jax-training-coord.yaml"]
 
 
 def test_a_mount_point_keeps_what_the_render_did_not_write(tmp_path):
@@ -71,7 +73,7 @@ def test_a_mount_point_keeps_what_the_render_did_not_write(tmp_path):
         pytest.skip("no permission to mount here")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert done.stdout.split() == [".jaxgen-output", "jaxjob-jax-training.yaml", "networkpolicy-jax-training.yaml",
-                                   "results"]
+                                   "results", "service-jax-training-coord.yaml"]
     assert (tmp_path / "source" / "results" / "jax-training" / "summary.json").read_text() == "{}"
 
 

@@ -78,7 +78,8 @@ def test_a_used_build_folder_keeps_its_results(tmp_path):
         assert (build / "results" / "jax-training" / "latest" / "summary.json").exists()
         assert (build / "notes.txt").read_text() == "mine"
         assert sorted(p.name for p in build.glob("*.yaml")) == ["jaxjob-jax-training.yaml",
-                                                                  "networkpolicy-jax-training.yaml"] != first
+                                                                  "networkpolicy-jax-training.yaml",
+                                                                  "service-jax-training-coord.yaml"] != first
         assert json.loads((build / "release" / "values.json").read_text())["target"] == "jaxjob"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["build"]  # nothing staged beside it is left
 

@@ -63,8 +63,9 @@ def test_jax_variables_come_from_us_or_from_the_engine(name):
     values, docs = _render(name)
     text = str(docs)
     t = TARGETS[name]
-    if t.process_env:
+    if t.process_env or t.workload.hosts.service:  # ours, or ours beside the engine's (its Service)
         assert f"'{t.workload.hosts.coordinator('tt')}:{values['coordinator_port']}'" in text
+        assert text.count("'JAX_COORDINATOR_ADDRESS'") == 1
     else:
         assert "JAX_COORDINATOR_ADDRESS" not in text
     assert ("'PYTHONUNBUFFERED'" in text) == ("PYTHONUNBUFFERED" not in t.workload.engine_env)
@@ -80,11 +81,20 @@ def test_what_the_engine_sets_is_reserved(name):
 
 @pytest.mark.parametrize("name", KUBERNETES)
 def test_the_rows_naming_is_the_rendered_one(name):
-    """Pod 0 of the render answers to the row's coordinator name: its subdomain's Service is the job's name."""
+    """Pod 0 of the render answers to the row's coordinator name: its subdomain's Service is the job's
+    name, or the coordinator Service selects pod 0 alone (by the labels the engine gives it)."""
     _, docs = _render(name)
-    hosts = TARGETS[name].workload.hosts
+    w = TARGETS[name].workload
+    hosts = w.hosts
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    if hosts.service:
+        assert list(services) == [hosts.coordinator("tt")] == ["tt-coord"]
+        assert services["tt-coord"]["spec"]["selector"] == w.process_labels("tt", 0)
+        assert f"{w.index_label}=0" in w.rank0_selector("tt")
+        # no longer than pod 0's hostname, so that the hostname's length check covers the Service's name
+        assert len(hosts.service.format(name="")) <= len(hosts.host("", 0))
+        return
     assert hosts.coordinator("tt") == hosts.host("tt", 0) + (".tt" if hosts.subdomain else "")
-    services = [d["metadata"]["name"] for d in docs if d["kind"] == "Service"]
     assert all(s == "tt" for s in services) and (not services or hosts.subdomain)
 
 

@@ -1,8 +1,9 @@
 {{/* The container's environment (the twin of container_env() in generator/engines/kubernetes/render.py). */}}
 
 {{/* The container's env (JSON list): PYTHONUNBUFFERED where the engine does not set it, our JAX_*
-variables where it does not set those, the gang's attempt where the controller gives one,
-JAX_LOCAL_DEVICE_COUNT (every target), the bucket's credentials from outputs.secret, then the user's env. */}}
+variables where it does not set those, the coordinator Service's address where the target has one,
+the gang's attempt where the controller gives one, JAX_LOCAL_DEVICE_COUNT (every target), the
+bucket's credentials from outputs.secret, then the user's env. */}}
 {{- define "jax-training.containerEnv" -}}
 {{- $env := list -}}
 {{- $contract := .Files.Get "files/contract.json" | fromJson -}}
@@ -10,6 +11,9 @@ JAX_LOCAL_DEVICE_COUNT (every target), the bucket's credentials from outputs.sec
 {{- $env = append $env (dict "name" $contract.unbufferedEnv "value" "1") -}}
 {{- end -}}
 {{- $env = concat $env (include "jax-training.processEnv" . | fromJsonArray) -}}
+{{- with (include "jax-training.target" . | fromJson).coordinatorEnv -}}
+{{- $env = append $env (dict "name" . "value" (printf "%s:%d" (include "jax-training.coordinatorHost" $) (int64 $.Values.coordinator_port))) -}}
+{{- end -}}
 {{- with (include "jax-training.target" . | fromJson).attemptField -}}
 {{- $env = append $env (dict "name" $contract.attemptEnv "valueFrom" (dict "fieldRef" (dict "fieldPath" .))) -}}
 {{- end -}}

@@ -35,7 +35,7 @@ outputs.uri the bucket's copy, s3://BUCKET/PREFIX/<name> as the trainer's bucket
 {{- include "jax-training.json" $found -}}
 {{- end -}}
 
-{{/* DNS name of process 0 as the other pods resolve it (pod hostname . Service subdomain). */}}
+{{/* DNS name of process 0 as the other pods resolve it (pod hostname . Service subdomain, or the coordinator Service). */}}
 {{- define "jax-training.coordinatorHost" -}}
 {{- printf (include "jax-training.target" . | fromJson).coordinator (include "jax-training.name" .) -}}
 {{- end -}}

@@ -118,7 +118,7 @@ pod_annotations()). */}}
 ["annotations" DICT]): those annotations win over the annotations variable. */}}
 {{- define "jax-training.metadata" -}}
 metadata:
-  name: {{ include "jax-training.name" .root | include "jax-training.json" }}
+  name: {{ .name | default (include "jax-training.name" .root) | include "jax-training.json" }}
   namespace: {{ include "jax-training.namespace" .root | include "jax-training.json" }}
   labels: {{ include "jax-training.json" .labels }}
   {{- $annotations := merge (dict) (.annotations | default dict) .root.Values.annotations }}

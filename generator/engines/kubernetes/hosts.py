@@ -10,7 +10,8 @@ from ...targets import workload
 
 
 def coordinator_host(values: dict) -> str:
-    """DNS name of process 0, as the other pods resolve it (pod hostname . Service subdomain)."""
+    """DNS name of process 0, as the other pods resolve it (pod hostname . Service subdomain, or the
+    render's coordinator Service)."""
     return workload(values).hosts.coordinator(values["name"])
 
 

@@ -11,6 +11,7 @@ import jinja2
 import yaml
 
 from trainer import contract, exit_codes
+from trainer.cluster import JAX
 from trainer.fencing import ATTEMPT_ENV
 
 from ... import __version__, images, kubernetes_versions, names, targets, yaml_text
@@ -71,12 +72,14 @@ class PodContext:
 
     def container_env(self) -> list[dict]:
         """The container's env: PYTHONUNBUFFERED where the engine does not set it, our JAX_* variables
-        where it does not set those, the gang's attempt where the controller gives one,
-        JAX_LOCAL_DEVICE_COUNT (every target: the devices each process expects), the bucket's credentials
-        from outputs.secret, then the user's env."""
+        where it does not set those, the coordinator Service's address where the target has one, the
+        gang's attempt where the controller gives one, JAX_LOCAL_DEVICE_COUNT (every target: the
+        devices each process expects), the bucket's credentials from outputs.secret, then the user's env."""
         set_by_engine = targets.workload(self.v).engine_env
         env = [] if policy.UNBUFFERED_ENV in set_by_engine else [{"name": policy.UNBUFFERED_ENV, "value": "1"}]
         env += self.process_env()
+        if service := self.coordinator_service():  # read before the engine's own coordinator variable
+            env.append({"name": JAX.coordinator, "value": f"{service['name']}:{int(self.v['coordinator_port'])}"})
         attempt = targets.workload(self.v).attempt_field
         if attempt:  # the gang's attempt, which fences off an older one's processes (trainer/fencing.py)
             env.append({"name": ATTEMPT_ENV, "valueFrom": {"fieldRef": {"fieldPath": attempt}}})
@@ -99,6 +102,14 @@ class PodContext:
         index = {"fieldRef": {"fieldPath": policy.COMPLETION_INDEX_FIELD}}
         return [{"name": name, "valueFrom": index} if name == t.launcher.process_id else {"name": name, "value": value}
                 for name, value in env.items()]
+
+    def coordinator_service(self) -> dict | None:
+        """Where the target has one (targets.Hosts.service), the Service in front of process 0: its
+        name and the labels of process 0's pod it selects."""
+        w = targets.workload(self.v)
+        if not w.hosts.service:
+            return None
+        return {"name": coordinator_host(self.v), "selector": w.process_labels(self.v["name"], 0)}
 
     def target(self) -> SimpleNamespace:
         """The row's facts the templates read, by the names they use: the container port's name, a
@@ -280,7 +291,7 @@ class PodContext:
             "tolerations", "volume", "jobset_annotations", "job_annotations", "pod_failure_policy", "container_restart_rules", "jobset_failure_rules", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
             "volumes", "target", "outputs_claim", "metrics_port", "pod_annotations",
-            "pod_monitor_endpoints")}
+            "pod_monitor_endpoints", "coordinator_service")}
 
 
 def render_text(values: dict) -> str:

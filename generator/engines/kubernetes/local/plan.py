@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import trainer
+from trainer.cluster import JAX
 from trainer.config import EPHEMERAL_OUTPUTS_ENV, FROM_VARIABLES_ENV, fields_named, flag
 from trainer.contract import PROCESS_ENV
 from trainer.fencing import ATTEMPT_ENV
@@ -260,6 +261,8 @@ def engine_env(t: Target, rank: int, count: int, port: int) -> dict[str, str]:
     env = dict(t.workload.engine_env)
     for launcher in (*t.engine_sets, t.launcher):
         env.update(launcher.env(rank, count, "127.0.0.1", port))
+    if t.workload.hosts.service:  # the render's address of its coordinator Service (read first)
+        env[JAX.coordinator] = f"127.0.0.1:{port}"
     return env
 
 
