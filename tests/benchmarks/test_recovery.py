@@ -75,7 +75,8 @@ def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
 @pytest.mark.parametrize("name", ["recovery-operators.json.gz", "recovery-late.json.gz", "recovery-hosts.json.gz",
                                   "recovery-first-step.json.gz", "recovery-fast-join.json.gz",
                                   "recovery-indexed-job-8h.json.gz", "recovery-hosts-both.json.gz",
-                                  "recovery-indexed-job-4h.json.gz", "recovery-jobset-killed-8h.json.gz"])
+                                  "recovery-indexed-job-4h.json.gz", "recovery-jobset-killed-8h.json.gz",
+                                  "recovery-jaxjob-coord-service.json.gz"])
 def test_the_committed_recovery_reports_make_their_tables(name):
     report = read_report(RESULTS / name)
     text = recovery.markdown(report)
@@ -187,10 +188,12 @@ def test_recovery_md_shows_the_goodput_runs_of_their_reports():
 def test_recovery_md_shows_the_host_table_of_its_reports():
     """The 2/4/8-host table, cell by cell: 2 hosts from the 2-host report, 4 and 8 from the host run,
     the JobSet's killed container at 8 hosts from its own rerun, the Indexed Job's 4 and 8 hosts from
-    theirs; the 8-host phases; the earlier figures; the plot's points."""
+    theirs, the JAXJob's from its run with the coordinator Service; the 8-host phases; the earlier
+    figures; the plot's points."""
     reports = [read_report(RESULTS / name) for name in
                ("recovery-hosts-both.json.gz", "recovery-fast-join.json.gz", "recovery-jobset-killed-8h.json.gz",
-                "recovery-indexed-job-4h.json.gz", "recovery-indexed-job-8h.json.gz")]
+                "recovery-indexed-job-4h.json.gz", "recovery-indexed-job-8h.json.gz",
+                "recovery-jaxjob-coord-service.json.gz")]
     growth = recovery.host_growth(*reports)
     before = read_report(RESULTS / "recovery-hosts.json.gz")["results"]  # the operators' pod-deleted only
     in_place = read_report(RESULTS / "recovery-in-place.json.gz")["results"]  # the Indexed Job's, 2 and 4 hosts
@@ -203,6 +206,8 @@ def test_recovery_md_shows_the_host_table_of_its_reports():
             assert cells[:3] == [f"{growth[cell][h]:.2f}" for h in (2, 4, 8)], row
             if target == "indexed-job":
                 eight = reports[4]["results"][cell]
+            elif target == "jaxjob":
+                eight = reports[5]["results"][f"{cell} × 8 hosts"]
             elif cell == "jobset × container-killed":
                 eight = reports[2]["results"][cell]
             else:
@@ -236,3 +241,21 @@ def test_recovery_md_shows_make_bench_before_and_after_from_its_reports():
                   "start -> 98.0% test accuracy, 1 process", "start -> first step done, 2 processes",
                   "same, warm compilation cache"):
         assert f"{before[label]} → {after[label]}" in text, label
+
+
+def test_recovery_md_shows_the_jaxjob_meeting_through_its_coordinator_service():
+    """The JAXJob's deleted pod at 2 hosts since the render's coordinator Service, as its report has
+    it: container -> first step (median and runs), the first step after the fault, the rendezvous;
+    and every process of every run took the Service's address from JAX_COORDINATOR_ADDRESS."""
+    report = read_report(RESULTS / "recovery-jaxjob-coord-service.json.gz")
+    result = report["results"]["jaxjob × pod-deleted × 2 hosts"]
+    gaps = [round(run["first_step"] - run["new_containers_running"], 2) for run in result["runs"]]
+    text = " ".join((REPO_ROOT / "benchmarks" / "recovery.md").read_text().split())
+    assert f"now meets at **{statistics.median(gaps):.2f} s** ({', '.join(f'{g:.2f}' for g in gaps)})" in text
+    assert f"first step **{result['median']['first_step']:.2f} s** after the fault" in text
+    assert f"rendezvous 4.12 → {result['median']['phases']['rendezvous']:.2f} s" in text
+    for cell in report["results"].values():
+        for run in cell["runs"]:
+            lines = [line for logs in run["start_logs"].values() for line in logs if ": cluster: process " in line]
+            assert len(lines) == recovery.gang_size(run) and all(
+                "-coord:" in line and "coordinator_address: JAX_COORDINATOR_ADDRESS" in line for line in lines)
