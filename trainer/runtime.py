@@ -102,7 +102,10 @@ OWN_LOOKUP_SECONDS = 10  # a resolver that hangs leaves the name to JAX, as befo
 
 def own_address(address: str) -> str:
     """The coordinator's own view of `address`: IP:PORT of the first address the name resolves to
-    that belongs to this host, else `address` unchanged."""
+    that belongs to this host; the loopback where it resolves only to others' (a Service's
+    ClusterIP in front of this process: reaching itself through it is a hairpin, which a
+    NetworkPolicy enforcer can drop, and JAX's service listens on every address anyway); `address`
+    unchanged where it does not resolve."""
     host, port = _split(address)
     try:
         infos = _lookup(host, port, time.monotonic() + OWN_LOOKUP_SECONDS)
@@ -115,7 +118,7 @@ def own_address(address: str) -> str:
                 return _join(sockaddr[0], port)
         except OSError:
             continue
-    return address
+    return _join("127.0.0.1", port) if infos else address
 
 
 def _split(address: str) -> tuple[str, int]:

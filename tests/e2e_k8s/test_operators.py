@@ -58,13 +58,15 @@ def test_jaxjob_runs_under_the_training_operator(cluster, build_dir):
             names = [e["name"] for e in pod["spec"]["containers"][0]["env"]]
             assert len(names) == len(set(names)), f"a variable set twice: {names}"
             env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
-            # injected by the operator; of the JAX_* variables our render adds only the device count
+            # injected by the operator; of the JAX_* variables our render adds the device count
             # (every target). The port is the one our coordinator listens on (the port named jaxjob-port).
             assert env["COORDINATOR_PORT"] == "1234"
             assert env["NUM_PROCESSES"] == str(hosts)
             assert env["PROCESS_ID"] == pod["metadata"]["labels"]["training.kubeflow.org/replica-index"]
             assert env["COORDINATOR_ADDRESS"].startswith(f"{name}-worker-0")
-            assert {k for k in env if k.startswith("JAX_")} == {"JAX_LOCAL_DEVICE_COUNT"}
+            # and our coordinator Service's address, which the trainer reads first
+            assert {k for k in env if k.startswith("JAX_")} == {"JAX_LOCAL_DEVICE_COUNT", "JAX_COORDINATOR_ADDRESS"}
+            assert env["JAX_COORDINATOR_ADDRESS"] == f"{name}-coord:1234"
         code, output = finish(run)
         assert code == 0, output
         assert "succeeded" in output and "kwok: simulated log of a fake pod" in output, output

@@ -6,6 +6,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from generator.targets import workload
 from tests.support.jaxgen import jaxgen
 from tests.support.manifests import KUBERNETES_VERSIONS, default_kinds, pod_templates, validation_problems
 from tests.support.strategies import variables
@@ -23,8 +24,10 @@ def test_valid_variables_render_valid_manifests(values):
     for version in KUBERNETES_VERSIONS:  # a render for each version is valid there
         for doc in jaxgen("render", "-", stdin=json.dumps({**values, "kube_version": version})).documents():
             assert validation_problems(doc, version) == [], doc["kind"]
+    service = workload(values["target"]).hosts.service  # a coordinator Service of its own, if any
     for doc in docs:
-        assert doc["metadata"]["name"] == values["name"]
+        own = service.format(name=values["name"]) if service and doc["kind"] == "Service" else values["name"]
+        assert doc["metadata"]["name"] == own
         assert values.get("labels", {}).items() <= doc["metadata"]["labels"].items()
         assert values.get("annotations", {}).items() <= doc["metadata"].get("annotations", {}).items()
     (template,) = pod_templates(docs)

@@ -64,7 +64,8 @@ def test_probe_tries_every_address_of_the_name(monkeypatch):
 
 def test_the_coordinator_finds_its_own_address():
     assert own_address("localhost:1234") == "127.0.0.1:1234"
-    assert own_address("192.0.2.1:1234") == "192.0.2.1:1234"  # not this host's: left as given
+    # only another host's (a Service's ClusterIP in front of this process): itself, on the loopback
+    assert own_address("192.0.2.1:1234") == "127.0.0.1:1234"
     assert own_address("no-such-host.invalid:1234") == "no-such-host.invalid:1234"
 
 

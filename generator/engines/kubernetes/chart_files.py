@@ -10,7 +10,7 @@ from trainer import cluster, contract
 from trainer.fencing import ATTEMPT_ENV
 
 from ... import images, shipping, targets
-from . import kueue
+from . import kueue, policy
 from .policy import (ANNOTATIONS_MAX_BYTES, BUCKET_CREDENTIALS_ENV, CHECKPOINTS_VOLUME, CHILD_JOB_FAILURE_RULES,
                      COMPLETION_INDEX_FIELD, DNS_LABEL_MAX, DNS_SUBDOMAIN_MAX, GPU_RESOURCE, HUGE_PAGES_PREFIX,
                      IN_PLACE_RESTART, INSTANCE_LABEL, JOBSET_FAILURE_RULES, METRICS_PORT_NAME, NAME_LABEL,
@@ -25,6 +25,7 @@ def chart_json() -> str:
     facts = {
         "completionIndexField": COMPLETION_INDEX_FIELD,
         "dnsLabelMax": DNS_LABEL_MAX,
+        "coordinatorServiceAnnotations": policy.COORDINATOR_SERVICE_ANNOTATIONS,
         "dnsSubdomainMax": DNS_SUBDOMAIN_MAX,
         "annotationsMaxBytes": ANNOTATIONS_MAX_BYTES,
         "maxGpusPerHost": contract.MAX_GPUS_PER_HOST,

@@ -86,6 +86,11 @@ RENDERED_ENV = (UNBUFFERED_ENV,)
 # S3 client reads its credentials from (trainer/bucket.py).
 BUCKET_CREDENTIALS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
+# The coordinator Service's (targets.Hosts.service): its pod is the engine's, which no linter of the
+# render can see.
+COORDINATOR_SERVICE_ANNOTATIONS = {"ignore-check.kube-linter.io/dangling-service":
+                                   "It selects the pod of process 0, which the job's controller creates."}
+
 # The name of the trainer's Prometheus port (trainer/monitoring.py), which a PodMonitor selects.
 METRICS_PORT_NAME = "metrics"
 

@@ -109,7 +109,8 @@ class PodContext:
         w = targets.workload(self.v)
         if not w.hosts.service:
             return None
-        return {"name": coordinator_host(self.v), "selector": w.process_labels(self.v["name"], 0)}
+        return {"name": coordinator_host(self.v), "selector": w.process_labels(self.v["name"], 0),
+                "annotations": policy.COORDINATOR_SERVICE_ANNOTATIONS}
 
     def target(self) -> SimpleNamespace:
         """The row's facts the templates read, by the names they use: the container port's name, a
