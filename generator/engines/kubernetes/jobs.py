@@ -22,6 +22,7 @@ from . import causes, kueue
 from ...errors import UserError
 from ...job_status import FAILED, PENDING, QUEUED, RUNNING, STOPPED, SUCCEEDED, JobStatus
 from .kubectl import ClusterError, Kubectl, NotFound
+from .log_stream import LogStream
 from .outputs import NOT_RECORDED, recorded
 from .policy import (INSTANCE_LABEL, METRICS_PORT_NAME, NODE_LOST_EFFECT, NODE_LOST_TAINTS, OUT_OF_SERVICE_TAINT,
                      PROJECT_SELECTOR)
@@ -361,13 +362,16 @@ def _container_restarts(pod: dict, container: str) -> int:
                  if cs.get("name") == container), 0)
 
 
+def _running(pod: dict, container: str) -> bool:
+    return any(cs.get("name") == container and "running" in (cs.get("state") or {})
+               for cs in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
 def logs(name: str, rank: int, follow: bool, echo, kube: Kubectl, poll: float = 2.0) -> int:
     """Rank `rank`'s log; with `follow`, until the job ends, moving to the pod that replaces it and to
     the container that restarts in place (its stream ends with the old container; a deleted pod's
-    stream does not always end by itself, so it gets a few seconds for its last lines)."""
-    import subprocess
-    import threading
-
+    stream does not always end by itself, so it gets a few seconds for its last lines), and reopening
+    a stream that ends while its container runs (log_stream.py)."""
     stream = followed = None
     try:
         while True:
@@ -376,37 +380,30 @@ def logs(name: str, rank: int, follow: bool, echo, kube: Kubectl, poll: float = 
             finished = job.phase()[0] in job_status.FINISHED
             if pod is None and stream is None and (finished or not follow):
                 raise NotFound(f"{name}: no started pod of rank {rank} (jaxgen status {name} says why)")
-            restarts = pod and _container_restarts(pod, job.workload.container)
+            container = job.workload.container
+            restarts = pod and _container_restarts(pod, container)
             if pod is not None and (pod["metadata"]["uid"], restarts) != followed:
                 if stream is not None:
-                    try:
-                        stream.wait(timeout=5)
-                    except subprocess.TimeoutExpired:
-                        stream.terminate()
-                        stream.wait()
+                    stream.finish(timeout=5)
                     stream = None
                 followed = (pod["metadata"]["uid"], restarts)
                 again = f", restart {restarts}" if restarts else ""
                 echo(f"==> pod {pod['metadata']['name']} (rank {rank}{again}) <==")
-                args = ["logs", f"pod/{pod['metadata']['name']}", "-c", job.workload.container]
+                args = ["logs", f"pod/{pod['metadata']['name']}", "-c", container]
                 if follow and not finished:
-                    stream = subprocess.Popen([kube.binary, *kube.global_args, f"--namespace={kube.namespace}",
-                                               *args, "-f"], stdout=subprocess.PIPE, text=True)
-                    threading.Thread(target=lambda out=stream.stdout: [echo(line, nl=False) for line in out],
-                                     daemon=True).start()
+                    stream = LogStream([kube.binary, *kube.global_args, f"--namespace={kube.namespace}", *args], echo)
                 else:
                     echo(kube.run(*args, check=False).stdout, nl=False)
+            elif stream and stream.ended() and pod is not None and _running(pod, container) and not finished:
+                stream.reopen()  # it ended early: the kubelet's reader failed, or the connection
             if finished and stream is not None:
-                try:
-                    stream.wait(timeout=5)  # the last lines
-                except subprocess.TimeoutExpired:
-                    pass
+                stream.finish(timeout=5)  # the last lines
             if not follow or finished:
                 return 0
             time.sleep(poll)
     finally:
-        if stream is not None and stream.poll() is None:
-            stream.terminate()
+        if stream is not None:
+            stream.stop()
 
 
 __all__ = ["ClusterError", "Kubectl", "NotFound", "jobs", "logs", "status"]
