@@ -1,6 +1,6 @@
 """`jaxgen logs --follow`'s stream of one container (generator/engines/kubernetes/log_stream.py): a
-stream that ends early is reopened from the newest line's second, and no line is lost or shown twice,
-lines of one instant and of one second included. The kubelet's side is a program that answers as it
+stream that ends early is reopened from the newest line's second, the container's end is read once
+more, and no line is lost or shown twice, lines of one instant and of one second included. The kubelet's side is a program that answers as it
 does: timestamped lines (trailing zeros of the fraction cut) from --since-time's second on."""
 
 from __future__ import annotations
@@ -61,9 +61,21 @@ def test_a_stream_cut_inside_a_second_loses_and_repeats_nothing(tmp_path):
     shown, stream = follow(command, reopen_times=1)
     assert shown == [text for _, text in LOG]
     assert stream.reopened == 1
-    first, second = calls.read_text().splitlines()
+    first, second, last = calls.read_text().splitlines()
     assert "-f --timestamps" in first and "--since-time" not in first
-    assert second.endswith("--since-time=2026-11-30T05:40:10Z"), second
+    assert second.endswith("-f --timestamps --since-time=2026-11-30T05:40:10Z"), second
+    assert last == "--timestamps --since-time=2026-11-30T05:40:11Z", last  # the end's read: no -f
+
+
+def test_a_stream_that_stopped_delivering_is_caught_up_at_the_containers_end(tmp_path):
+    """No reopen (the stream did not end, or ended as the container did): the end's read has the rest,
+    from the pod's previous container where it restarted in place."""
+    command, calls = kubelet(tmp_path, cut=2)
+    shown = []
+    stream = LogStream(command, lambda text, nl=True: shown.append(text))
+    stream.finish(timeout=30, restarted=True)
+    assert "".join(shown).splitlines() == [text for _, text in LOG]
+    assert calls.read_text().splitlines()[-1].endswith("--since-time=2026-11-30T05:40:10Z --previous")
 
 
 def test_every_cut_and_repeated_reopens(tmp_path):
@@ -74,7 +86,7 @@ def test_every_cut_and_repeated_reopens(tmp_path):
         assert shown == [text for _, text in LOG], cut
 
 
-def test_a_line_without_the_kubelets_stamp_is_shown_as_it_is(tmp_path):
+def test_a_line_without_the_kubelets_stamp_is_shown_once_as_it_is(tmp_path):
     script = tmp_path / "plain.py"
     script.write_text("print('no stamp here')\n")
     shown, _ = follow([sys.executable, str(script)], reopen_times=0)

@@ -384,7 +384,7 @@ def logs(name: str, rank: int, follow: bool, echo, kube: Kubectl, poll: float = 
             restarts = pod and _container_restarts(pod, container)
             if pod is not None and (pod["metadata"]["uid"], restarts) != followed:
                 if stream is not None:
-                    stream.finish(timeout=5)
+                    stream.finish(timeout=5, restarted=pod["metadata"]["uid"] == followed[0])
                     stream = None
                 followed = (pod["metadata"]["uid"], restarts)
                 again = f", restart {restarts}" if restarts else ""

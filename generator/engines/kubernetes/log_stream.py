@@ -1,5 +1,5 @@
 """One container's log as `jaxgen logs --follow` shows it: `kubectl logs -f`, reopened where it
-ends while the container still runs.
+ends while the container still runs, and read once more at the container's end.
 
 A follow can end early: the kubelet's reader stops with an error when it cannot watch the log file
 (inotify instances or watches used up on the node, "too many open files"), after the lines the file
@@ -41,12 +41,15 @@ class LogStream:
         self._reader = threading.Thread(target=self._pump, args=(self.proc.stdout,), daemon=True)
         self._reader.start()
 
-    def _pump(self, out) -> None:
+    def _pump(self, out, unstamped: bool = True) -> None:
+        """Show the lines of `out` not shown yet; `unstamped`: also those without the kubelet's
+        timestamp, as they are (a second read cannot tell whether they were)."""
         repeated = 0  # lines of the newest instant this stream sent again
         for line in out:
             match = _STAMP.match(line)
-            if match is None:  # not the kubelet's form: shown as it is
-                self.echo(line, nl=False)
+            if match is None:
+                if unstamped:
+                    self.echo(line, nl=False)
                 continue
             instant = _instant(match)
             with self._lock:
@@ -70,14 +73,25 @@ class LogStream:
         self.reopened += 1
         self._open()
 
-    def finish(self, timeout: float) -> None:
-        """Its last lines, `timeout` seconds at most (a deleted pod's stream does not always end by itself)."""
+    def finish(self, timeout: float, restarted: bool = False) -> None:
+        """Its last lines: the stream's, `timeout` seconds at most (a deleted pod's stream does not
+        always end by itself), then what the container logged after the newest line shown, read once
+        (`restarted`: the container has restarted in place, so its log is the pod's previous one),
+        in case the stream stopped delivering without ending. Nothing where the pod is gone."""
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.stop()
-            return
         self._reader.join(timeout)
+        since = [f"--since-time={self.newest[0]}"] if self.newest else []
+        try:
+            rest = subprocess.run([*self.command, "--timestamps", *since, *(["--previous"] if restarted else [])],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace",
+                                  timeout=30)
+        except subprocess.TimeoutExpired:
+            return
+        if rest.returncode == 0:
+            self._pump(rest.stdout.splitlines(keepends=True), unstamped=False)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
