@@ -57,8 +57,10 @@ def table() -> str:
             jaxjob = "restarted (counted)"
         else:
             jaxjob = f"fails (cannot express a retry below {JAXJOB_RETRIED.start})"
-        rows.append(f"| {entry.code} | {entry.name} | {_indexed_job(entry.action)} | "
-                    f"{child} → {_jobset_action(child, f'failed with exit code {entry.code} matching FailJob rule')} | {jaxjob} |")
+        restart = _jobset_action(child, f"failed with exit code {entry.code} matching FailJob rule")
+        if entry.code == exit_codes.PEER_LOST:  # its process exits after the failed peer's pod is seen
+            child = f"{child} after a {policy.PEER_LOST_WAIT_SECONDS} s wait"
+        rows.append(f"| {entry.code} | {entry.name} | {_indexed_job(entry.action)} | {child} → {restart} | {jaxjob} |")
     child = _rule(policy.CHILD_JOB_FAILURE_RULES, DISRUPTION)
     rows.append(f"| – | `{DISRUPTION}` pod condition | {_rule(policy.POD_FAILURE_RULES, DISRUPTION)} | "
                 f"{child} → {_jobset_action(child, f'has condition {DISRUPTION} matching FailJob rule')} | – (no condition rules) |")

@@ -11,6 +11,12 @@ its tail, and when the child dies by a signal after JAX's fatal line, classifies
 passed to the child; the child dies with the parent. Any other death by a signal is reported as a
 shell does (128 + the signal).
 
+Where the job's controller restarts the whole gang on the first failed pod it sees (a JobSet: its
+failure policy matches that pod's code), a process that only saw its peer die waits a few seconds
+before it exits with the peer-lost code (PEER_LOST_WAIT_ENV, which those renders set), so that the
+pod that died is the one seen: a crash counts against the restart limit, a disruption does not. A
+stop signal ends the wait (the controller is already deleting the pod).
+
 The child is a fork of the parent, taken before jax is imported (no thread runs yet): it starts with
 the interpreter and the trainer's modules the parent already loaded, where a new `python -m trainer`
 loaded them again on the path to the first step of every (re)start."""
@@ -18,15 +24,19 @@ loaded them again on the path to the first step of every (re)start."""
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import signal
 import sys
 from typing import Callable
 
-from trainer.errors import JAX_FATAL_MARK, PeerLostError, first_line, peer_lost_cause, report
+from trainer import exit_codes
+from trainer.errors import JAX_FATAL_MARK, ConfigError, PeerLostError, first_line, peer_lost_cause, report
 from trainer.goodput import LAUNCHED_ENV, launched
 
 SUPERVISED_ENV = "JAX_TRAINING_SUPERVISED"  # set in the child: it runs the command itself
+PEER_LOST_WAIT_ENV = "JAX_TRAINING_PEER_LOST_WAIT"  # seconds to wait before exiting on a lost peer
+PEER_LOST_WAIT_MAX = 3600
 FORWARDED = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP)
 TAIL_BYTES = 16 * 1024
 _PR_SET_PDEATHSIG = 1
@@ -70,10 +80,40 @@ def _leave_distributed() -> None:
         print(f"leaving JAX's distributed service: {first_line(e)}", file=sys.stderr)
 
 
+def peer_lost_wait(env=os.environ) -> float:
+    """PEER_LOST_WAIT_ENV's seconds (0 where unset); ConfigError for another value."""
+    text = env.get(PEER_LOST_WAIT_ENV, "").strip()
+    try:
+        seconds = float(text or 0)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= PEER_LOST_WAIT_MAX:  # (nan and inf too)
+        raise ConfigError(f"{PEER_LOST_WAIT_ENV}={text[:40]!r} must be seconds from 0 to {PEER_LOST_WAIT_MAX}")
+    return seconds
+
+
+def _wait_for_stop(seconds: float, rank: int) -> None:
+    """Wait `seconds`, or until a stop signal comes."""
+    if seconds <= 0:
+        return
+    print(f"Rank {rank}: waiting {seconds:g} s before exiting, so that the job's controller sees the failed "
+          f"peer's pod first", file=sys.stderr, flush=True)
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # taken by sigtimedwait, not by a handler
+    signal.sigtimedwait(FORWARDED, seconds)
+
+
 def run(spec, command: Callable[[], int]) -> int:
     """Run `command` (the trainer's command, supervised) in a child and return its exit code, or the
-    peer-lost code when JAX aborted it on a coordination failure. The child ends with `command`'s code
-    as soon as it returns."""
+    peer-lost code when JAX aborted it on a coordination failure, after PEER_LOST_WAIT_ENV's wait.
+    The child ends with `command`'s code as soon as it returns."""
+    wait = peer_lost_wait()  # (a bad value is reported now, not at the end)
+    code = _supervise(spec, command)
+    if code == exit_codes.PEER_LOST:
+        _wait_for_stop(wait, spec.process_id)
+    return code
+
+
+def _supervise(spec, command: Callable[[], int]) -> int:
     started = str(launched())
     parent = os.getpid()
     sys.stdout.flush()

@@ -5,6 +5,8 @@
   same step on SIGTERM and exits 143; the job does not count that against its backoff limit (0
   here), replaces the pods (the JobSet recreates its child Job) and the run resumes from exactly
   that step; run.sh brings the results into the build folder.
+- A JobSet worker killed mid-training (SIGKILL: 137) counts against max_restarts (0: the JobSet
+  fails), though its peer sees it die first: the peer waits before it exits with 141.
 - A configuration error (an impossible flag) fails the Job on the first pod failure, no retries.
 - A hang (a test-only flag stops one process's progress) is dumped (every thread's stack) by the
   watchdog, which exits with the hang code, and the Job starts the rank again: `jaxgen status` says
@@ -26,8 +28,8 @@ import yaml
 
 from tests.e2e_k8s.kube import (SCRIPTS, assert_complete, finish, prepare, release_selector, set_option, start_run,
                                 wait_until)
-from tests.e2e_k8s.real import (PERSISTENCE, assert_results_fetched, delete_pod, final_accuracy, outputs_volume,
-                                 uninterrupted_accuracy)
+from tests.e2e_k8s.real import (PERSISTENCE, assert_results_fetched, containerd_cli, containerd_task, delete_pod,
+                                 final_accuracy, outputs_volume, uninterrupted_accuracy)
 from tests.e2e_k8s.test_job_commands import jaxgen
 from tests.support.paths import EXAMPLES_DIR
 from trainer import exit_codes
@@ -78,6 +80,12 @@ def test_deleted_worker_saves_and_resumes_without_counting(real, tmp_path, targe
         with open(tmp_path / "logs.txt", "w") as out:  # a file: a full pipe would hold the stream back
             followed = subprocess.Popen([sys.executable, "-m", "generator", "logs", name, "--follow", "--namespace",
                                          cluster.namespace], env=cluster.env, stdout=out, stderr=subprocess.STDOUT)
+        # Its stream of the running container ends early once (a kubelet's reader that fails, a dropped
+        # connection: here its kubectl is killed), after some lines: the follower goes on where it ended.
+        wait_until("the follower showing rank 0's lines", lambda: (tmp_path / "logs.txt").read_text().count("\n") >= 3,
+                   timeout=120, interval=0.2, run=run)
+        assert subprocess.run(["pkill", "-P", str(followed.pid), "-f", "logs pod/"]).returncode == 0
+        before_break = (tmp_path / "logs.txt").read_text().splitlines()[1:]
         delete_pod(cluster, name, 1)
         code, output = finish(run, timeout=660)
         logs_code = followed.wait(timeout=120)
@@ -91,6 +99,8 @@ def test_deleted_worker_saves_and_resumes_without_counting(real, tmp_path, targe
     # and the resume both shown, to the end.
     assert logs_code == 0 and len(re.findall(r"^==> pod \S+ \(rank 0", logs, re.M)) >= 2, logs[-6000:]
     assert "every process stops after step" in logs and "resuming from the checkpoint of step" in logs, logs[-6000:]
+    first_container = logs.split("==> pod ")[1].splitlines()[1:]  # the lines after the break: shown once
+    assert before_break and all(first_container.count(line) == 1 for line in before_break), logs[-6000:]
     assert "training completed." in logs, logs[-6000:]
     saved = re.findall(r"every process stops after step (\d+)\n.*checkpoint saved at step \1:", output)
     resumed = re.findall(r"resuming from the checkpoint of step (\d+)", output)
@@ -109,6 +119,34 @@ def test_deleted_worker_saves_and_resumes_without_counting(real, tmp_path, targe
     assert abs(accuracy - uninterrupted_accuracy()) <= 0.003, (accuracy, uninterrupted_accuracy())
     summary = assert_results_fetched(build, name, output)
     assert summary["test_accuracy"] == accuracy and summary["resumed_from"] == [int(resumed[0])]
+    cluster.run([SCRIPTS / "clean.sh", "--delete-outputs", build], timeout=180)
+
+
+@pytest.mark.timeout(600)
+def test_a_killed_jobset_worker_counts_against_max_restarts(real, tmp_path):
+    """A crash (rank 1's container SIGKILLed: 137) is what the JobSet sees, not its peer's 141, which
+    waits (JAX_TRAINING_PEER_LOST_WAIT) and would restart it uncounted: with max_restarts 0 it fails."""
+    cluster, sets = real
+    name = "real-crash-jobset"
+    outputs = outputs_volume(cluster, name) / name
+    build = tmp_path / "build"
+    prepare(cluster, build, name, *sets, "jobset.max_restarts=0", *PERSISTENCE, base="cpu-local.json",
+            target="jobset")
+    run = start_run(cluster, build, "--no-logs", timeout=420)
+    try:
+        metrics = outputs / "metrics.jsonl"
+        wait_until("training past step 50", lambda: metrics.exists() and re.search(
+            r'"step": ([5-9]\d|\d\d\d)', metrics.read_text()), timeout=300, interval=0.5, run=run)
+        cluster.run([*containerd_cli(), "tasks", "kill", "--signal", "SIGKILL",
+                     containerd_task(cluster, f"{name}-worker-0-1-")])
+        code, output = finish(run, timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    status = cluster.get("jobset", name)["status"]
+    assert code != 0 and not status.get("restarts"), (status, output[-3000:])
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed" and c["status"] == "True")
+    assert failed["reason"] == "ReachedMaxRestarts", status
     cluster.run([SCRIPTS / "clean.sh", "--delete-outputs", build], timeout=180)
 
 

@@ -18,8 +18,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 HEARTBEAT = 5
 
 
-def launch(tmp_path, port: int, rank: int, tag: str = ""):
-    env = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(rank)}
+def launch(tmp_path, port: int, rank: int, tag: str = "", env: dict | None = None):
+    env = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(rank),
+           **(env or {})}
     args = ["train", "--data-dir", str(MNIST_DIR), "--no-download", "--mlp-hidden-sizes", "256,256",
             "--epochs", "50", "--log-every", "5", "--heartbeat-timeout", str(HEARTBEAT), "--init-timeout", "60",
             "--metrics-port", "0"]
@@ -74,3 +75,37 @@ def test_coordinator_restarted_ends_the_follower_with_peer_lost(tmp_path):
 
     follower, = inject(tmp_path, restart_coordinator)
     assert "Rank 1: error: " in follower.output
+
+
+def test_a_lost_peers_wait_holds_the_exit_until_a_stop_signal(tmp_path):
+    """JAX_TRAINING_PEER_LOST_WAIT (a JobSet's pods: docs/kubernetes.md): the survivor of a killed peer
+    exits with the peer-lost code only after the wait, which a stop signal cuts short."""
+    wait = 60
+    port = free_port()
+    procs = [launch(tmp_path, port, 0, env={"JAX_TRAINING_PEER_LOST_WAIT": str(wait)}), launch(tmp_path, port, 1)]
+    try:
+        wait_for_text(procs[0], "batch 10/", 180)
+        kill(procs[1])
+        wait_for_text(procs[0], f"Rank 0: waiting {wait} s before exiting", HEARTBEAT + 30)
+        waiting = time.monotonic()
+        time.sleep(3)
+        assert procs[0].popen.poll() is None, procs[0].output[-3000:]  # without the wait it exits at once
+        os.killpg(procs[0].popen.pid, signal.SIGTERM)
+        code, = wait_all(procs[:1], 30)
+    finally:
+        for proc in procs:
+            kill(proc)
+    assert code == exit_codes.PEER_LOST and time.monotonic() - waiting < wait, procs[0].output[-3000:]
+    errors = [line for line in procs[0].output.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and errors[0].startswith("Rank 0: error: "), procs[0].output[-3000:]
+
+
+def test_a_bad_peer_lost_wait_is_one_line_and_the_config_code(tmp_path):
+    env = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{free_port()}", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"}
+    for value in ("ten", "-1", "nan", "inf", "3601"):
+        proc = start(trainer_argv("train", "--data-dir", str(MNIST_DIR), "--no-download"),
+                     tmp_path / f"bad-{value}.log", {**env, "JAX_TRAINING_PEER_LOST_WAIT": value})
+        code, = wait_all([proc], 60)
+        assert code == exit_codes.CONFIG, proc.output
+        assert proc.output.strip() == (f"Rank 1: error: JAX_TRAINING_PEER_LOST_WAIT={value!r} must be seconds "
+                                       "from 0 to 3600"), proc.output

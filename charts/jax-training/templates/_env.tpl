@@ -2,7 +2,7 @@
 
 {{/* The container's env (JSON list): PYTHONUNBUFFERED where the engine does not set it, our JAX_*
 variables where it does not set those, the coordinator Service's address where the target has one,
-the gang's attempt where the controller gives one, JAX_LOCAL_DEVICE_COUNT (every target), the
+the gang's attempt and a lost peer's wait where the controller restarts it as a whole, JAX_LOCAL_DEVICE_COUNT (every target), the
 bucket's credentials from outputs.secret, then the user's env. */}}
 {{- define "jax-training.containerEnv" -}}
 {{- $env := list -}}
@@ -16,6 +16,7 @@ bucket's credentials from outputs.secret, then the user's env. */}}
 {{- end -}}
 {{- with (include "jax-training.target" . | fromJson).attemptField -}}
 {{- $env = append $env (dict "name" $contract.attemptEnv "valueFrom" (dict "fieldRef" (dict "fieldPath" .))) -}}
+{{- $env = append $env (dict "name" $contract.peerLostWaitEnv "value" ($contract.peerLostWaitSeconds | toString)) -}}
 {{- end -}}
 {{- $deviceCount := $contract.localDeviceCountEnv -}}
 {{- $env = append $env (dict "name" $deviceCount "value" (int64 .Values.local_device_count | toString)) -}}

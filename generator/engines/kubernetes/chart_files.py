@@ -8,6 +8,7 @@ import json
 
 from trainer import cluster, contract
 from trainer.fencing import ATTEMPT_ENV
+from trainer.supervisor import PEER_LOST_WAIT_ENV
 
 from ... import images, shipping, targets
 from . import kueue, policy
@@ -48,6 +49,8 @@ def chart_json() -> str:
         "pathFlags": list(contract.PATH_FLAGS),
         "localDeviceCountEnv": cluster.LOCAL_DEVICE_COUNT_ENV,
         "attemptEnv": ATTEMPT_ENV,
+        "peerLostWaitEnv": PEER_LOST_WAIT_ENV,
+        "peerLostWaitSeconds": policy.PEER_LOST_WAIT_SECONDS,
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
         "inPlaceRestart": IN_PLACE_RESTART,
         "childJobFailureRules": [{"action": action, "match": match} for action, match in CHILD_JOB_FAILURE_RULES],

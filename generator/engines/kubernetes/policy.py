@@ -120,6 +120,13 @@ CHILD_JOB_FAILURE_RULES = (
 # and the Job controller's pod-failure backoff (10 s, doubled for each failed pod since the last
 # success; it has no setting) counts one failure per fault instead of one per host.
 IN_PLACE_RESTART = "ignore"
+# A JobSet restarts on the first failed child Job it sees, and counts the restart or not by the code of
+# the pod that failed it (JOBSET_FAILURE_RULES); the processes that only saw their peer die (141)
+# wait this long before they exit (trainer/supervisor.py), so that the pod that died, whose kubelet
+# reports it within 1-3 s, is that pod: a crash (1, 137) counts, a disruption (143, DisruptionTarget)
+# does not. Otherwise a peer's 141 came first almost always, and a crash that recurs restarted the
+# JobSet without end. The controller's restart ends the wait (SIGTERM), so it costs no recovery time.
+PEER_LOST_WAIT_SECONDS = 10
 # The failurePolicy rules of a JobSet, matched against the failed child Job's reason and message
 # (the Job controller's "failed with exit code N matching FailJob rule" or "has condition C matching
 # FailJob rule"): a stop or a disruption restarts the JobSet without counting; any other FailJob (a

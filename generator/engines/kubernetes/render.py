@@ -13,6 +13,7 @@ import yaml
 from trainer import contract, exit_codes
 from trainer.cluster import JAX
 from trainer.fencing import ATTEMPT_ENV
+from trainer.supervisor import PEER_LOST_WAIT_ENV
 
 from ... import __version__, images, kubernetes_versions, names, targets, yaml_text
 from ...errors import TemplateBug
@@ -73,8 +74,9 @@ class PodContext:
     def container_env(self) -> list[dict]:
         """The container's env: PYTHONUNBUFFERED where the engine does not set it, our JAX_* variables
         where it does not set those, the coordinator Service's address where the target has one, the
-        gang's attempt where the controller gives one, JAX_LOCAL_DEVICE_COUNT (every target: the
-        devices each process expects), the bucket's credentials from outputs.secret, then the user's env."""
+        gang's attempt and a lost peer's wait where the controller restarts it as a whole,
+        JAX_LOCAL_DEVICE_COUNT (every target: the devices each process expects), the bucket's
+        credentials from outputs.secret, then the user's env."""
         set_by_engine = targets.workload(self.v).engine_env
         env = [] if policy.UNBUFFERED_ENV in set_by_engine else [{"name": policy.UNBUFFERED_ENV, "value": "1"}]
         env += self.process_env()
@@ -83,6 +85,8 @@ class PodContext:
         attempt = targets.workload(self.v).attempt_field
         if attempt:  # the gang's attempt, which fences off an older one's processes (trainer/fencing.py)
             env.append({"name": ATTEMPT_ENV, "valueFrom": {"fieldRef": {"fieldPath": attempt}}})
+            # a gang restarted as a whole, on its first failed pod: a lost peer's wait (policy.py)
+            env.append({"name": PEER_LOST_WAIT_ENV, "value": str(policy.PEER_LOST_WAIT_SECONDS)})
         name, value = device_env(self.v)
         env.append({"name": name, "value": value})
         if secret := self.v["outputs"]["secret"]:
