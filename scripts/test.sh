@@ -10,8 +10,7 @@
 #   --setup  set up first, as `make test` does: the control plane's binaries, the node's packages
 #            and the trainer image build in the background from the start; the Python environment,
 #            the tools and SLURM in the foreground, after which the lanes start (the kubernetes
-#            lane's first cluster waits on build.sh's lock for the binaries, its first real node on
-#            image.sh's for the image)
+#            lane once the background set-up is done)
 #   JAXT_TEST_LANES=1  one pytest session over everything, in order (no lanes; --setup sets up all first)
 # Exit: 0 when every lane passes, else the first failing lane's pytest code (5: nothing collected), or
 # the background set-up's code when it failed and every lane passed.
@@ -53,17 +52,22 @@ KUBERNETES_TIERS=(tests/e2e_k8s tests/benchmarks/test_kwok_scale.py)
 REST=(tests)
 for tier in "${SLURM_TIERS[@]}" "${KUBERNETES_TIERS[@]}"; do REST+=(--ignore "$tier"); done
 
-start_lane() {  # NAME ARGS...: a pytest session in its own process group, its output in $logs/NAME.log
-  local name="$1"; shift
-  setsid "$PY" -m pytest -p no:cacheprovider "$@" >"$logs/$name.log" 2>&1 </dev/null &
+start_lane() {  # NAME AFTER ARGS...: a pytest session in its own process group, its output in $logs/NAME.log,
+  # started once process AFTER (if any) has ended
+  local name="$1" after="$2"; shift 2
+  # shellcheck disable=SC2016  # expanded by the lane's own shell
+  setsid bash -c 'while [ -n "$1" ] && kill -0 "$1" 2>/dev/null; do sleep 2; done; shift; exec "$@"' lane \
+    "$after" "$PY" -m pytest -p no:cacheprovider "$@" >"$logs/$name.log" 2>&1 </dev/null &
   pids+=("$!")
-  log "lane $name: pytest $* (log: $logs/$name.log)"
+  log "lane $name: pytest $*${after:+, once the background set-up is done} (log: $logs/$name.log)"
 }
 for lane in "${LANES[@]}"; do  # in LANES' order: pids[i] is lane i's
   case "$lane" in
-    slurm) start_lane slurm "${SLURM_TIERS[@]}" "$@" ;;
-    kubernetes) start_lane kubernetes "${KUBERNETES_TIERS[@]}" "$@" ;;
-    rest) start_lane rest "${REST[@]}" "$@" ;;
+    slurm) start_lane slurm "" "${SLURM_TIERS[@]}" "$@" ;;
+    # Its tests take the cluster binaries, the node's packages and the image as set up: on a new
+    # machine, its first test's time limit would otherwise run out while they are still building.
+    kubernetes) start_lane kubernetes "$setup_pid" "${KUBERNETES_TIERS[@]}" "$@" ;;
+    rest) start_lane rest "" "${REST[@]}" "$@" ;;
   esac
 done
 started=$SECONDS
