@@ -362,16 +362,11 @@ def _container_restarts(pod: dict, container: str) -> int:
                  if cs.get("name") == container), 0)
 
 
-def _running(pod: dict, container: str) -> bool:
-    return any(cs.get("name") == container and "running" in (cs.get("state") or {})
-               for cs in (pod.get("status") or {}).get("containerStatuses") or [])
-
-
 def logs(name: str, rank: int, follow: bool, echo, kube: Kubectl, poll: float = 2.0) -> int:
     """Rank `rank`'s log; with `follow`, until the job ends, moving to the pod that replaces it and to
     the container that restarts in place (its stream ends with the old container; a deleted pod's
-    stream does not always end by itself, so it gets a few seconds for its last lines), and reopening
-    a stream that ends while its container runs (log_stream.py)."""
+    stream does not always end by itself, so it gets a few seconds for its last lines); a stream that
+    ends early is followed again (log_stream.py)."""
     stream = followed = None
     try:
         while True:
@@ -384,18 +379,16 @@ def logs(name: str, rank: int, follow: bool, echo, kube: Kubectl, poll: float = 
             restarts = pod and _container_restarts(pod, container)
             if pod is not None and (pod["metadata"]["uid"], restarts) != followed:
                 if stream is not None:
-                    stream.finish(timeout=5, restarted=pod["metadata"]["uid"] == followed[0])
+                    stream.finish(timeout=5)
                     stream = None
                 followed = (pod["metadata"]["uid"], restarts)
                 again = f", restart {restarts}" if restarts else ""
                 echo(f"==> pod {pod['metadata']['name']} (rank {rank}{again}) <==")
                 args = ["logs", f"pod/{pod['metadata']['name']}", "-c", container]
                 if follow and not finished:
-                    stream = LogStream([kube.binary, *kube.global_args, f"--namespace={kube.namespace}", *args], echo)
+                    stream = LogStream(kube, pod["metadata"]["name"], container, restarts, echo)
                 else:
                     echo(kube.run(*args, check=False).stdout, nl=False)
-            elif stream and stream.ended() and pod is not None and _running(pod, container) and not finished:
-                stream.reopen()  # it ended early: the kubelet's reader failed, or the connection
             if finished and stream is not None:
                 stream.finish(timeout=5)  # the last lines
             if not follow or finished:
