@@ -76,7 +76,7 @@ def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
                                   "recovery-first-step.json.gz", "recovery-fast-join.json.gz",
                                   "recovery-indexed-job-8h.json.gz", "recovery-hosts-both.json.gz",
                                   "recovery-indexed-job-4h.json.gz", "recovery-jobset-killed-8h.json.gz",
-                                  "recovery-jaxjob-coord-service.json.gz"])
+                                  "recovery-jaxjob-coord-service.json.gz", "recovery-peer-lost-wait.json.gz"])
 def test_the_committed_recovery_reports_make_their_tables(name):
     report = read_report(RESULTS / name)
     text = recovery.markdown(report)
@@ -259,3 +259,26 @@ def test_recovery_md_shows_the_jaxjob_meeting_through_its_coordinator_service():
             lines = [line for logs in run["start_logs"].values() for line in logs if ": cluster: process " in line]
             assert len(lines) == recovery.gang_size(run) and all(
                 "-coord:" in line and "coordinator_address: JAX_COORDINATOR_ADDRESS" in line for line in lines)
+
+
+def test_recovery_md_and_the_failure_page_show_a_crash_with_the_lost_peers_wait():
+    """A killed container of a JobSet and a TrainJob since a lost peer's wait, as its report has it: the
+    first step after the fault, the terminate phase, container -> first step; and the fast-join run's
+    figures it is compared with, there and in docs/kubernetes.md."""
+    report = read_report(RESULTS / "recovery-peer-lost-wait.json.gz")["results"]
+    before = read_report(RESULTS / "recovery-fast-join.json.gz")["results"]
+    text = " ".join((REPO_ROOT / "benchmarks" / "recovery.md").read_text().split())
+    page = " ".join((REPO_ROOT / "docs" / "kubernetes.md").read_text().split())
+    jobset, trainjob = (report[f"{t} × container-killed"] for t in ("jobset", "trainjob"))
+    then = [before[f"{t} × container-killed"]["median"]["first_step"] for t in ("jobset", "trainjob")]
+    assert (f"first step {jobset['median']['first_step']:.2f} s (JobSet) and {trainjob['median']['first_step']:.2f} s"
+            f" (TrainJob) after the fault, {then[0]:.2f} and {then[1]:.2f} above") in text
+    assert (f"terminate {jobset['median']['phases']['terminate']:.2f} and "
+            f"{trainjob['median']['phases']['terminate']:.2f} s") in text
+
+    def gap(result):
+        return statistics.median(run["first_step"] - run["new_containers_running"] for run in result["runs"])
+    assert f"container → first step {gap(jobset):.2f} and {gap(trainjob):.2f} s" in text
+    assert (f"JobSet {then[0]:.2f} → {jobset['median']['first_step']:.2f} s, TrainJob {then[1]:.2f} → "
+            f"{trainjob['median']['first_step']:.2f} s") in page
+

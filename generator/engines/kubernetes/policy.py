@@ -125,7 +125,8 @@ IN_PLACE_RESTART = "ignore"
 # wait this long before they exit (trainer/supervisor.py), so that the pod that died, whose kubelet
 # reports it within 1-3 s, is that pod: a crash (1, 137) counts, a disruption (143, DisruptionTarget)
 # does not. Otherwise a peer's 141 came first almost always, and a crash that recurs restarted the
-# JobSet without end. The controller's restart ends the wait (SIGTERM), so it costs no recovery time.
+# JobSet without end. The controller's restart ends the wait (SIGTERM); ending running pods rather than
+# ended ones costs a crash's recovery a fraction of a second (docs/kubernetes.md).
 PEER_LOST_WAIT_SECONDS = 10
 # The failurePolicy rules of a JobSet, matched against the failed child Job's reason and message
 # (the Job controller's "failed with exit code N matching FailJob rule" or "has condition C matching
