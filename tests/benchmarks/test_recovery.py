@@ -113,7 +113,8 @@ def test_recovery_md_shows_the_first_step_reports_medians():
 @pytest.mark.parametrize("name", ["goodput.json.gz", "goodput-jobset-runs.json.gz", "goodput-trainjob-runs.json.gz",
                                   "goodput-jobset-fast.json.gz", "goodput-trainjob-fast.json.gz",
                                   "goodput-jobset-quiet.json.gz", "goodput-trainjob-quiet.json.gz",
-                                  "goodput-indexed-job-1.json.gz", "goodput-indexed-job-2.json.gz"])
+                                  "goodput-indexed-job-1.json.gz", "goodput-indexed-job-2.json.gz",
+                                  "goodput-indexed-job-3.json.gz"])
 def test_the_committed_goodput_report_follows_from_its_records(name):
     report = read_report(RESULTS / name)
     for run in goodput.runs_of(report):
@@ -281,4 +282,16 @@ def test_recovery_md_and_the_failure_page_show_a_crash_with_the_lost_peers_wait(
     assert f"container → first step {gap(jobset):.2f} and {gap(trainjob):.2f} s" in text
     assert (f"JobSet {then[0]:.2f} → {jobset['median']['first_step']:.2f} s, TrainJob {then[1]:.2f} → "
             f"{trainjob['median']['first_step']:.2f} s") in page
+
+
+def test_recovery_md_shows_the_indexed_jobs_three_goodput_runs():
+    """The Indexed Job's goodput under a deletion every 120 s, one run per report: each run, the
+    median and the minimum, the restarts' seconds lost and the backoff's share of them."""
+    runs = [goodput.runs_of(read_report(RESULTS / f"goodput-indexed-job-{n}.json.gz"))[0] for n in (1, 2, 3)]
+    values = [run["goodput"] for run in runs]
+    text = " ".join((REPO_ROOT / "benchmarks" / "recovery.md").read_text().split())
+    assert (f"goodput **{values[0]:.3f}, {values[1]:.3f} and {values[2]:.3f}**, median "
+            f"**{statistics.median(values):.3f}**, minimum {min(values):.3f}") in text
+    lost = sum(runs[2]["lost_per_restart_seconds"])
+    assert round(lost) == 73 and f"70 of {round(lost)} s in the third ({round(70 / lost * 100)} %" in text
 
