@@ -190,9 +190,16 @@ def test_hang_is_dumped_and_restarted(real, tmp_path):
         cause = json.loads(jaxgen(cluster, "status", name, "-o", "json").stdout).get("cause", "")
         print(f"cause: {cause} ({time.monotonic() - observed:.1f} s)")
         hang = re.escape(exit_codes.describe(exit_codes.HANG))
-        # attempt 2, or 3 where the peer's in-place restart (it lost rank {index}) was counted first
-        assert re.fullmatch(rf"restart(ed|ing): rank {index} ended with {hang}; attempt [23], \d:\d\d:\d\d lost"
-                            r"( so far)?", cause), cause
+        # every process hangs, so the cause may name either rank; attempt 2, or 3 where the peer's
+        # in-place restart (it lost that rank) was counted first
+        matched = re.fullmatch(rf"restart(ed|ing): rank (\d+) ended with {hang}; attempt [23], \d:\d\d:\d\d lost"
+                               r"( so far)?", cause)
+        assert matched, cause
+        hung_ranks = {p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]
+                      for p in pods_of(cluster, name) for s in p["status"].get("containerStatuses", [])
+                      for state in (s["state"], s.get("lastState", {}))
+                      if state.get("terminated", {}).get("exitCode") == exit_codes.HANG}
+        assert matched[2] in hung_ranks, (cause, hung_ranks)
     finally:
         if run.poll() is None:
             run.kill()
