@@ -105,16 +105,18 @@ PHASES = {
 class Plan:
     """How long each job of a round trains, how often it checkpoints, when the fault comes (every job
     holds after step after_step, having checkpointed before it, until the round releases them all and
-    each has trained past it), and its failure.node_lost_seconds (None: the variable's default)."""
+    each has trained past it), its failure.node_lost_seconds (None: the variable's default), and more
+    NAME=VALUE sets of its own (after the round's)."""
     train_examples: int = TRAIN_EXAMPLES
     checkpoint_every: int = CHECKPOINT_EVERY
     after_step: int = AFTER_STEP
     node_lost_seconds: int | None = None
+    extra: tuple[str, ...] = ()
 
     def sets(self) -> list[str]:
         lost = [] if self.node_lost_seconds is None else [f"failure.node_lost_seconds={self.node_lost_seconds}"]
         return [f"training.train_examples={self.train_examples}", f"checkpoint.every_steps={self.checkpoint_every}",
-                *lost]
+                *lost, *self.extra]
 
     def set_json(self) -> list[str]:
         # the trainer's hidden hold (trainer/faults.py): a job started early waits for the last one

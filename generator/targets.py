@@ -99,6 +99,10 @@ class Workload:
     suspend_path: tuple = ("spec", "suspend")
     # The pod field holding the gang's attempt (trainer/fencing.py), where the controller gives one.
     attempt_field: str = ""
+    # Whether its container restarts in place, in the pod it had (container restart rules, where the
+    # render's Kubernetes has them), on the codes of policy.IN_PLACE_RESTART: the job object has no
+    # owner to restart its gang as a whole.
+    restarts_in_place: bool = False
 
     @property
     def container(self) -> str:
@@ -206,7 +210,7 @@ TARGETS = {t.name: t for t in (
     # Our JAX_* variables; Kubernetes sets the completion index.
     Target("indexed-job", "kubernetes", "indexed-job.yaml.j2", JAX, (INDEXED_JOB,), Workload(
         "Job", "jobs.batch", Hosts(), "batch.kubernetes.io/job-name={name}", "Complete",
-        pod_spec_path=("spec", "template", "spec")),
+        pod_spec_path=("spec", "template", "spec"), restarts_in_place=True),
         Needs(f"nothing: Kubernetes' own Job and Service (Kubernetes {LOWEST.rsplit('.', 1)[0]} or newer)",
               "K8S_VERSION")),
     # The Kubeflow training-operator (v1) sets its own variables and PYTHONUNBUFFERED, and gives each
@@ -297,7 +301,7 @@ def chart_row(name: str) -> dict:
     optional = {"podNameSuffix": w.hosts.pod_name_suffix, "replicatedJob": w.hosts.replicated_job,
                 "enginePort": w.engine_port, "runtimeJob": runtime.job,
                 "runtimeContainer": runtime.container, "patchManager": runtime.patch_manager,
-                "kueueOptIn": w.kueue_opt_in, "attemptField": w.attempt_field,
+                "kueueOptIn": w.kueue_opt_in, "attemptField": w.attempt_field, "restartsInPlace": w.restarts_in_place,
                 # the coordinator Service (named as `coordinator`; it selects process 0's pod, its
                 # labels as printf formats of name and index) and the variable that points at it
                 "coordinatorEnv": JAX.coordinator if w.hosts.service else "",

@@ -8,7 +8,7 @@ import errno
 import os
 import sys
 
-from trainer import config, faults, supervisor, versions
+from trainer import config, faults, rejoin, supervisor, versions
 from trainer.cluster import resolve_cluster
 from trainer.errors import ConfigError, TrainerError, as_peer_lost, report, write_stdout
 from trainer.exit_codes import INTERRUPTED
@@ -135,6 +135,7 @@ def _run(argv: list[str] | None) -> int:
             local_device_count=args.local_device_count,
             coordinator_port=args.coordinator_port,
         )
+        rejoin.mark()  # a bad pod UID ends the process before anything starts
         if spec.distributed and not supervisor.supervised():  # JAX may abort on a coordination failure
             return supervisor.run(spec, lambda: _run(argv))  # the child runs the command itself
         if args.command == "train":

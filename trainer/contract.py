@@ -12,6 +12,7 @@ from __future__ import annotations
 from trainer import cluster, config
 from trainer.fencing import ATTEMPT_ENV
 from trainer.goodput import LAUNCHED_ENV
+from trainer.rejoin import POD_UID_ENV
 from trainer.supervisor import PEER_LOST_WAIT_ENV, SUPERVISED_ENV
 
 # GPUs one host (pod or SLURM node) may hold: the most any machine offers.
@@ -46,7 +47,8 @@ PROCESS_ENV = cluster.launcher_env_names(*(la for la in cluster.LAUNCHERS if la 
 
 # The trainer's internal variables: what the job's launchers and the trainer itself set for its own
 # processes (the attempt that fences off an older one, a supervised child's start and role, a lost
-# peer's wait, what `jaxgen run` tells its processes). A user env entry with one of these names is
-# refused on every target: it would end every process, or switch attempt fencing off.
-INTERNAL_ENV = (ATTEMPT_ENV, LAUNCHED_ENV, SUPERVISED_ENV, PEER_LOST_WAIT_ENV, config.FROM_VARIABLES_ENV,
-                config.EPHEMERAL_OUTPUTS_ENV)
+# peer's wait, the pod whose container restarts in place, what `jaxgen run` tells its processes). A
+# user env entry with one of these names is refused on every target: it would end every process, or
+# switch attempt fencing off.
+INTERNAL_ENV = (ATTEMPT_ENV, LAUNCHED_ENV, SUPERVISED_ENV, PEER_LOST_WAIT_ENV, POD_UID_ENV,
+                config.FROM_VARIABLES_ENV, config.EPHEMERAL_OUTPUTS_ENV)

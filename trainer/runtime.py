@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from trainer import fencing
+from trainer import fencing, rejoin
 from trainer.cluster import ClusterSpec
 from trainer.errors import ConfigError, CoordinatorError, DeviceCountError, first_line
 
@@ -356,18 +356,25 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
         # that answer is stale (a replaced pod's old record), resolves again only 30 s later.
         # Attempt fencing first (trainer/fencing.py): process 0 admits its gang on the port, then JAX takes it.
         attempt = fencing.attempt_of()
+        met = rejoin.mark()
+        wait = init_timeout
+        if rejoin.has_met(met):  # (trainer/rejoin.py)
+            wait = rejoin.REJOIN_WAIT_SECONDS
+            log(f"restarted in place after its gang had met: waiting for every peer without the init timeout "
+                f"of {init_timeout:g} s (a lost peer's pod may wait for its node's repair or a person's action)")
         if spec.process_id != 0:
             def admitted(sock, deadline):
                 return fencing.hello(sock, spec.process_id, attempt, deadline)
 
-            timeout, address = wait_for_coordinator(spec.coordinator_address, init_timeout, log, admitted=admitted)
+            timeout, address = wait_for_coordinator(spec.coordinator_address, wait, log, admitted=admitted)
+            timeout = min(timeout, init_timeout)  # the gang is there: JAX's own start is bounded as ever
             # JAX's service: process 0 starts it on the port once every follower has closed its
             # admitted connection (and it has looked up its own address), so the first tries here
             # usually come a few ms too soon.
             timeout, address = wait_for_coordinator(address, timeout, log, retry_every=JAX_SERVICE_RETRY_SECONDS,
                                                     first_retry=0.005)
         else:
-            timeout = fencing.gather(spec.coordinator_address, spec.num_processes, attempt, init_timeout, log)
+            timeout = min(fencing.gather(spec.coordinator_address, spec.num_processes, attempt, wait, log), init_timeout)
             address = own_address(spec.coordinator_address)
         local_ids = None
         if platform == "gpu" and spec.local_device_count:
@@ -384,6 +391,7 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
             heartbeat_timeout_seconds=int(heartbeat_timeout),
         )
         deadline.cancel()
+        rejoin.record_met(met)
     if platform == "cpu":  # (platform None leaves XLA's threads to JAX and the user)
         size_cpu_threads(spec, cpu_threads, init_timeout, log)
     create_backend(jax, platform)

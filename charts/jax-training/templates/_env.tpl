@@ -2,8 +2,8 @@
 
 {{/* The container's env (JSON list): PYTHONUNBUFFERED where the engine does not set it, our JAX_*
 variables where it does not set those, the coordinator Service's address where the target has one,
-the gang's attempt and a lost peer's wait where the controller restarts it as a whole,
-JAX_LOCAL_DEVICE_COUNT (every target), the bucket's credentials from outputs.secret, then the user's
+the gang's attempt and a lost peer's wait where the controller restarts it as a whole, the pod's
+UID where the container restarts in place, JAX_LOCAL_DEVICE_COUNT (every target), the bucket's credentials from outputs.secret, then the user's
 env. */}}
 {{- define "jax-training.containerEnv" -}}
 {{- $env := list -}}
@@ -18,6 +18,9 @@ env. */}}
 {{- with (include "jax-training.target" . | fromJson).attemptField -}}
 {{- $env = append $env (dict "name" $contract.attemptEnv "valueFrom" (dict "fieldRef" (dict "fieldPath" .))) -}}
 {{- $env = append $env (dict "name" $contract.peerLostWaitEnv "value" ($contract.peerLostWaitSeconds | toString)) -}}
+{{- end -}}
+{{- if include "jax-training.containerRestartRules" . | fromJsonArray -}}
+{{- $env = append $env (dict "name" $contract.podUidEnv "valueFrom" (dict "fieldRef" (dict "fieldPath" $contract.podUidField))) -}}
 {{- end -}}
 {{- $deviceCount := $contract.localDeviceCountEnv -}}
 {{- $env = append $env (dict "name" $deviceCount "value" (int64 .Values.local_device_count | toString)) -}}

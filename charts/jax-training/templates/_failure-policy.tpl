@@ -36,14 +36,15 @@ codes fail it too, and the JobSet recreates its Jobs without counting (files/con
 {{- end -}}
 
 {{/*
-The Indexed Job container's in-place restarts (JSON list; the twin of container_restart_rules()): a
-Restart rule on the codes whose action is files/contract.json's inPlaceRestart; empty where the
-Kubernetes version (kube_version, else the cluster's as helm reads it) lacks container restart rules.
+The container's in-place restarts (JSON list; the twin of container_restart_rules()) on a target that
+restarts in place (its row's restartsInPlace: the Indexed Job): a Restart rule on the codes whose
+action is files/contract.json's inPlaceRestart; empty elsewhere, or where the Kubernetes version
+(kube_version, else the cluster's as helm reads it) lacks container restart rules.
 */}}
 {{- define "jax-training.containerRestartRules" -}}
 {{- $since := (.Files.Get "files/kubernetes-versions.json" | fromJson).containerRestartRules -}}
 {{- $version := .Values.kube_version | default .Capabilities.KubeVersion.Version -}}
-{{- if semverCompare (printf ">=%s-0" $since) $version -}}
+{{- if and (include "jax-training.target" . | fromJson).restartsInPlace (semverCompare (printf ">=%s-0" $since) $version) -}}
 {{- $action := (.Files.Get "files/contract.json" | fromJson).inPlaceRestart -}}
 {{- $codes := list -}}
 {{- range (.Files.Get "files/exit-codes.json" | fromJson).exit_codes -}}

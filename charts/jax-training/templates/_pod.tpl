@@ -5,7 +5,6 @@ The pod template of every target; call with (dict "root" $ ["subdomain" NAME] ["
 patch: the pod template of a TrainJob's runtime patch, whose runtime makes the pod: only the fields a
 patch may carry, and of the container its name and what it mounts (the TrainJob's trainer sets its
 image, command, args, env and resources). Every scalar goes through jax-training.json.
-inPlace: the container restarts in place on the codes of jax-training.containerRestartRules.
 */}}
 {{- define "jax-training.podTemplate" -}}
 {{- $root := .root -}}
@@ -81,7 +80,7 @@ spec:
       resources: {{ include "jax-training.json" $resources }}
       {{- end }}
       {{- $restartRules := include "jax-training.containerRestartRules" $root | fromJsonArray }}
-      {{- if and .inPlace $restartRules }}
+      {{- if $restartRules }}
       restartPolicy: Never
       restartPolicyRules: {{ include "jax-training.json" $restartRules }}
       {{- end }}

@@ -8,6 +8,7 @@ import json
 
 from trainer import cluster, contract
 from trainer.fencing import ATTEMPT_ENV
+from trainer.rejoin import POD_UID_ENV
 from trainer.supervisor import PEER_LOST_WAIT_ENV
 
 from ... import images, shipping, targets
@@ -53,6 +54,8 @@ def chart_json() -> str:
         "peerLostWaitSeconds": policy.PEER_LOST_WAIT_SECONDS,
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
         "inPlaceRestart": IN_PLACE_RESTART,
+        "podUidEnv": POD_UID_ENV,
+        "podUidField": policy.POD_UID_FIELD,
         "childJobFailureRules": [{"action": action, "match": match} for action, match in CHILD_JOB_FAILURE_RULES],
         "jobSetFailureRules": list(JOBSET_FAILURE_RULES),
         "metricsPortName": METRICS_PORT_NAME,

@@ -120,6 +120,9 @@ CHILD_JOB_FAILURE_RULES = (
 # and the Job controller's pod-failure backoff (10 s, doubled for each failed pod since the last
 # success; it has no setting) counts one failure per fault instead of one per host.
 IN_PLACE_RESTART = "ignore"
+# Where such a process finds its pod's UID (trainer/rejoin.py: restarted in place after its gang had
+# met, it waits for a lost peer's replacement without the init timeout).
+POD_UID_FIELD = "metadata.uid"
 # A JobSet restarts on the first failed child Job it sees, and counts the restart or not by the code of
 # the pod that failed it (JOBSET_FAILURE_RULES); the processes that only saw their peer die (141)
 # wait this long before they exit (trainer/supervisor.py), so that the pod that died, whose kubelet

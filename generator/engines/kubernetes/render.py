@@ -13,6 +13,7 @@ import yaml
 from trainer import contract, exit_codes
 from trainer.cluster import JAX
 from trainer.fencing import ATTEMPT_ENV
+from trainer.rejoin import POD_UID_ENV
 from trainer.supervisor import PEER_LOST_WAIT_ENV
 
 from ... import __version__, images, kubernetes_versions, names, targets, yaml_text
@@ -74,8 +75,8 @@ class PodContext:
     def container_env(self) -> list[dict]:
         """The container's env: PYTHONUNBUFFERED where the engine does not set it, our JAX_* variables
         where it does not set those, the coordinator Service's address where the target has one, the
-        gang's attempt and a lost peer's wait where the controller restarts it as a whole,
-        JAX_LOCAL_DEVICE_COUNT (every target: the devices each process expects), the bucket's
+        gang's attempt and a lost peer's wait where the controller restarts it as a whole, the pod's UID
+        where the container restarts in place, JAX_LOCAL_DEVICE_COUNT (every target: the devices each process expects), the bucket's
         credentials from outputs.secret, then the user's env."""
         set_by_engine = targets.workload(self.v).engine_env
         env = [] if policy.UNBUFFERED_ENV in set_by_engine else [{"name": policy.UNBUFFERED_ENV, "value": "1"}]
@@ -87,6 +88,8 @@ class PodContext:
             env.append({"name": ATTEMPT_ENV, "valueFrom": {"fieldRef": {"fieldPath": attempt}}})
             # a gang restarted as a whole, on its first failed pod: a lost peer's wait (policy.py)
             env.append({"name": PEER_LOST_WAIT_ENV, "value": str(policy.PEER_LOST_WAIT_SECONDS)})
+        if self.container_restart_rules():  # a process restarted in place waits for a lost peer (trainer/rejoin.py)
+            env.append({"name": POD_UID_ENV, "valueFrom": {"fieldRef": {"fieldPath": policy.POD_UID_FIELD}}})
         name, value = device_env(self.v)
         env.append({"name": name, "value": value})
         if secret := self.v["outputs"]["secret"]:
@@ -223,9 +226,11 @@ class PodContext:
         return {"rules": rules}
 
     def container_restart_rules(self) -> list[dict]:
-        """The Indexed Job container's in-place restarts (policy.IN_PLACE_RESTART); none where the
-        render's Kubernetes version (kube_version) lacks container restart rules."""
-        if not kubernetes_versions.at_least(self.v["kube_version"], kubernetes_versions.CONTAINER_RESTART_RULES):
+        """The container's in-place restarts (policy.IN_PLACE_RESTART) on a target that restarts in place
+        (the Indexed Job); none elsewhere, or where the render's Kubernetes version (kube_version) lacks
+        container restart rules."""
+        if not targets.workload(self.v).restarts_in_place or not kubernetes_versions.at_least(
+                self.v["kube_version"], kubernetes_versions.CONTAINER_RESTART_RULES):
             return []
         codes = exit_codes.codes(policy.IN_PLACE_RESTART)
         return [{"action": "Restart", "exitCodes": {"operator": "In", "values": codes}}]

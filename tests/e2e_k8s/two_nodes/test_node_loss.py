@@ -17,6 +17,7 @@ tolerate the lost node for PLAN's seconds, not the default 30 (the same eviction
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -70,6 +71,23 @@ def test_power_off_every_target_waits_for_the_out_of_service_taint_then_resumes(
         assert "still_stuck_after_action" not in r and r["completed"], (target, r)
         assert PLAN.checkpoint_every <= r["resumed_step"] <= r["last_step_logged_before"], (target, r)
         assert r["resumed_step"] % PLAN.checkpoint_every == 0, (target, r)
+
+
+@pytest.mark.node_loss
+@pytest.mark.timeout(900)
+def test_power_off_an_indexed_job_with_the_default_backoff_limit_waits_past_its_init_timeout(two_nodes, image,
+                                                                                           tmp_path):
+    """The survivor restarts in place and waits for its lost peer without the init timeout (trainer/rejoin.py):
+    with backoff_limit 0 its exit 4 at that timeout would fail the Job before the person's action."""
+    init_timeout = 20
+    plan = dataclasses.replace(PLAN, extra=("backoff_limit=0", f"init_timeout_seconds={init_timeout}"))
+    r = node_loss.fault_round(nodes_of(two_nodes, image), ["indexed-job"], "power-off", 1, tmp_path,
+                              person_after=300, act_on_eviction=True, plan=plan)["indexed-job"]
+    print(json.dumps(r, indent=1))
+    assert r["person_action"] > init_timeout + 10, r  # the survivor's wait outlasted its init timeout
+    assert r["person_action"] < r["new_pods_created"] < r["first_step"], r
+    assert "still_stuck_after_action" not in r and r["completed"], r
+    assert PLAN.checkpoint_every <= r["resumed_step"] <= r["last_step_logged_before"], r
 
 
 @pytest.mark.node_loss

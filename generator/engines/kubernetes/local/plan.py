@@ -20,6 +20,7 @@ from trainer.cluster import JAX
 from trainer.config import EPHEMERAL_OUTPUTS_ENV, FROM_VARIABLES_ENV, fields_named, flag
 from trainer.contract import PROCESS_ENV
 from trainer.fencing import ATTEMPT_ENV
+from trainer.rejoin import POD_UID_ENV
 
 from ....errors import TemplateBug, UserError
 from ....runstore.location import Outputs
@@ -274,6 +275,8 @@ def _env_value(item: dict, rank: int, name: str, mounts) -> str:
         return str(rank)
     if item["name"] == ATTEMPT_ENV:
         return "0"  # a JobSet's restart attempt: each attempt sets its own (Runner._start_all)
+    if item["name"] == POD_UID_ENV:
+        return ""  # no pod: a local process is never restarted alone (trainer/rejoin.py)
     if field_path in ("metadata.name", "spec.nodeName"):
         return name if field_path == "metadata.name" else socket.gethostname()
     if field_path == "status.podIP":
