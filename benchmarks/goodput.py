@@ -179,7 +179,7 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--every", type=float, default=120.0, help="seconds between pod deletions")
     parser.add_argument("--repeats", type=int, default=1, help="runs, each on a fresh control plane and node")
-    report_options(parser)
+    report_options(parser, "target", "every_seconds")
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown(args.markdown))

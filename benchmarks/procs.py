@@ -181,3 +181,16 @@ def saved_report(path: str) -> dict:
     if not isinstance(report, dict):
         raise argparse.ArgumentTypeError(f"{path}: not a saved report (JSON, but not an object)")
     return report
+
+
+def saved_report_of(benchmark: str, *keys: str):
+    """saved_report for the reports of `benchmark`, which all hold `keys`: another benchmark's report
+    is refused in one line, not read into a KeyError."""
+    def read(path: str) -> dict:
+        report = saved_report(path)
+        missing = next((key for key in keys if key not in report), None)
+        if missing:
+            raise argparse.ArgumentTypeError(f"{path}: not a report of {benchmark} (it has no {missing!r})")
+        return report
+
+    return read

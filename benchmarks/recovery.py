@@ -52,13 +52,14 @@ from datetime import datetime
 from pathlib import Path
 
 from benchmarks.cli import report_options, stamp
-from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish, saved_report, write_report
+from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish, saved_report_of, write_report
 from generator.targets import KUBERNETES as TARGETS, workload
 
 SCRIPTS = REPO_ROOT / "scripts"
 NAMESPACE = "jax-bench"
 LOCK = "/tmp/jaxt-cluster.lock"
 FAULTS = ("pod-deleted", "container-killed")
+REPORT_KEYS = ("victim_rank", "phases", "results")  # what every report of this benchmark holds
 FAULT_AFTER_STEP = 150
 LOG_EVERY = 10
 # The variables every run here uses (as tests/e2e_k8s's real tier): 2 hosts × 1 CPU device, one
@@ -504,10 +505,11 @@ def main(argv=None) -> int:
     parser.add_argument("--hosts", default="2", help="comma-separated host counts (pods of the gang), each measured")
     parser.add_argument("--earlier-faults", type=int, default=0, metavar="N",
                         help="measure the fault that follows N earlier ones of the same kind in the same job")
-    report_options(parser)
+    report_options(parser, *REPORT_KEYS)
     parser.add_argument("--plot", metavar="PNG", help="with --markdown: also draw the first step against the host "
                         "count, a line per target × fault")
-    parser.add_argument("--plot-also", metavar="REPORT", action="append", default=[], type=saved_report,
+    parser.add_argument("--plot-also", metavar="REPORT", action="append", default=[],
+                        type=saved_report_of(parser.prog.removeprefix("python -m "), *REPORT_KEYS),
                         help="with --plot: also draw this report's cells (e.g. the same cells at another host count)")
     args = parser.parse_args(argv)
     if args.markdown:

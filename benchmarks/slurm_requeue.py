@@ -144,7 +144,7 @@ def markdown(report: dict) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.slurm_requeue", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
-    report_options(parser)
+    report_options(parser, "signal_at_step", "runs")
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown(args.markdown))

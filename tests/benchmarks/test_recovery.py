@@ -65,6 +65,16 @@ def test_goodput_figures_of_a_stopped_and_resumed_run(tmp_path):
     ("benchmarks.node_loss", ["--markdown", "benchmarks"], "--markdown: cannot read benchmarks: Is a directory"),
     ("benchmarks.recovery", ["--markdown", "benchmarks/results/recovery-fast-join.json.gz", "--plot", "x.png",
                              "--plot-also", "no-such-report.json"], "--plot-also: cannot read no-such-report.json"),
+    # another benchmark's report: refused by what every report of the module holds, not a KeyError
+    ("benchmarks.recovery", ["--markdown", "benchmarks/results/goodput.json.gz"],
+     "--markdown: benchmarks/results/goodput.json.gz: not a report of benchmarks.recovery (it has no 'victim_rank')"),
+    ("benchmarks.recovery", ["--markdown", "benchmarks/results/recovery-fast-join.json.gz", "--plot", "x.png",
+                             "--plot-also", "benchmarks/results/node-loss.json.gz"], "not a report of benchmarks.recovery"),
+    ("benchmarks.goodput", ["--markdown", "benchmarks/results/recovery-cache.json.gz"], "not a report of benchmarks.goodput"),
+    ("benchmarks.node_loss", ["--markdown", "benchmarks/results/goodput.json.gz"], "not a report of benchmarks.node_loss"),
+    ("benchmarks.slurm_requeue", ["--markdown", "benchmarks/results/node-loss.json.gz"],
+     "not a report of benchmarks.slurm_requeue"),
+    ("benchmarks", ["--markdown", "benchmarks/results/slurm-requeue.json.gz"], "not a report of benchmarks (it has no"),
 ])
 def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
     done = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO_ROOT, capture_output=True, text=True,
