@@ -560,7 +560,7 @@ def main(argv=None) -> int:
     parser.add_argument("--act-on-eviction", action="store_true",
                         help="the person acts once Kubernetes has evicted the lost node's pods (as the tests do), "
                              "not --person-after seconds after the fault")
-    report_options(parser)
+    report_options(parser, "person_after", "phases", "results")
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown(args.markdown))
