@@ -37,7 +37,8 @@ def report_options(parser: argparse.ArgumentParser, *keys: str) -> None:
     """--output and --markdown, as every real-node benchmark takes them; `keys`: what each of its reports
     holds (a report of another benchmark is refused)."""
     parser.add_argument("--output", help="also write the JSON report to this file")
-    parser.add_argument("--markdown", metavar="FILE", type=procs.saved_report_of(parser.prog.removeprefix("python -m "), *keys),
+    benchmark = parser.prog.removeprefix("python -m ")
+    parser.add_argument("--markdown", metavar="FILE", type=procs.saved_report_of(benchmark, *keys),
                         help="print the figures of a saved report and exit")
 
 

@@ -374,7 +374,8 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
             timeout, address = wait_for_coordinator(address, timeout, log, retry_every=JAX_SERVICE_RETRY_SECONDS,
                                                     first_retry=0.005)
         else:
-            timeout = min(fencing.gather(spec.coordinator_address, spec.num_processes, attempt, wait, log), init_timeout)
+            timeout = fencing.gather(spec.coordinator_address, spec.num_processes, attempt, wait, log)
+            timeout = min(timeout, init_timeout)
             address = own_address(spec.coordinator_address)
         local_ids = None
         if platform == "gpu" and spec.local_device_count:

@@ -3,8 +3,8 @@
 {{/* The container's env (JSON list): PYTHONUNBUFFERED where the engine does not set it, our JAX_*
 variables where it does not set those, the coordinator Service's address where the target has one,
 the gang's attempt and a lost peer's wait where the controller restarts it as a whole, the pod's
-UID where the container restarts in place, JAX_LOCAL_DEVICE_COUNT (every target), the bucket's credentials from outputs.secret, then the user's
-env. */}}
+UID where the container restarts in place, JAX_LOCAL_DEVICE_COUNT (every target), the bucket's
+credentials from outputs.secret, then the user's env. */}}
 {{- define "jax-training.containerEnv" -}}
 {{- $env := list -}}
 {{- $contract := .Files.Get "files/contract.json" | fromJson -}}

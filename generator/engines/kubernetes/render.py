@@ -76,8 +76,8 @@ class PodContext:
         """The container's env: PYTHONUNBUFFERED where the engine does not set it, our JAX_* variables
         where it does not set those, the coordinator Service's address where the target has one, the
         gang's attempt and a lost peer's wait where the controller restarts it as a whole, the pod's UID
-        where the container restarts in place, JAX_LOCAL_DEVICE_COUNT (every target: the devices each process expects), the bucket's
-        credentials from outputs.secret, then the user's env."""
+        where the container restarts in place, JAX_LOCAL_DEVICE_COUNT (every target: the devices each
+        process expects), the bucket's credentials from outputs.secret, then the user's env."""
         set_by_engine = targets.workload(self.v).engine_env
         env = [] if policy.UNBUFFERED_ENV in set_by_engine else [{"name": policy.UNBUFFERED_ENV, "value": "1"}]
         env += self.process_env()
@@ -88,7 +88,7 @@ class PodContext:
             env.append({"name": ATTEMPT_ENV, "valueFrom": {"fieldRef": {"fieldPath": attempt}}})
             # a gang restarted as a whole, on its first failed pod: a lost peer's wait (policy.py)
             env.append({"name": PEER_LOST_WAIT_ENV, "value": str(policy.PEER_LOST_WAIT_SECONDS)})
-        if self.container_restart_rules():  # a process restarted in place waits for a lost peer (trainer/rejoin.py)
+        if self.container_restart_rules():  # restarted in place, it waits for a lost peer (trainer/rejoin.py)
             env.append({"name": POD_UID_ENV, "valueFrom": {"fieldRef": {"fieldPath": policy.POD_UID_FIELD}}})
         name, value = device_env(self.v)
         env.append({"name": name, "value": value})
