@@ -54,7 +54,7 @@ def table() -> str:
         if entry.action == "fail":
             jaxjob = "fails"
         elif entry.code in JAXJOB_RETRIED:
-            jaxjob = "restarted (counted)"
+            jaxjob = "restarted (uncounted)"
         else:
             jaxjob = f"fails (cannot express a retry below {JAXJOB_RETRIED.start})"
         restart = _jobset_action(child, f"failed with exit code {entry.code} matching FailJob rule")

@@ -61,7 +61,7 @@ def failed_condition(cluster, name: str):
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("target", ["indexed-job", "jobset"])
+@pytest.mark.parametrize("target", ["indexed-job", "jobset", "jaxjob"])
 def test_deleted_worker_saves_and_resumes_without_counting(real, tmp_path, target):
     cluster, sets = real
     name = f"real-preempt-{target}"
@@ -111,10 +111,17 @@ def test_deleted_worker_saves_and_resumes_without_counting(real, tmp_path, targe
         job = cluster.get("job", name)
         assert_complete(job)
         assert job["status"].get("failed", 0) == 0, job["status"]  # the stop was not counted
-    else:
+    elif target == "jobset":
         # its child Job failed on the stop, and the JobSet recreated it without counting the restart
         status = cluster.get("jobset", name)["status"]
         assert status.get("restarts") == 1 and not status.get("restartsCountTowardsMax"), status
+    else:
+        # the operator restarted the stopped pods (143: restartPolicy ExitCode) and backoff_limit 0,
+        # rendered as the floor of 1, did not fail it (the operator fails a backoffLimit of 0 at once)
+        job = cluster.get("jaxjob", name)
+        assert job["spec"]["runPolicy"]["backoffLimit"] == 1, job["spec"]
+        conditions = {c["type"]: c["status"] for c in job["status"]["conditions"]}
+        assert conditions.get("Succeeded") == "True" and "Restarting" in conditions, job["status"]
     accuracy = final_accuracy(output)
     assert abs(accuracy - uninterrupted_accuracy()) <= 0.003, (accuracy, uninterrupted_accuracy())
     summary = assert_results_fetched(build, name, output)

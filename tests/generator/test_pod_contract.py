@@ -55,3 +55,14 @@ def test_indexed_job_waits_for_a_failed_pod_and_ends_with_rank_0():
     (job,) = [d for d in result.documents() if d["kind"] == "Job"]
     assert job["spec"]["podReplacementPolicy"] == "Failed"
     assert job["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+
+
+@pytest.mark.parametrize("backoff_limit, hosts, expected", [(0, 2, 1), (1, 1, 1), (3, 2, 6)])
+def test_a_jaxjob_backoff_limit_is_never_0(backoff_limit, hosts, expected):
+    """The training-operator (v1.9) fails a JAXJob with backoffLimit 0 on its first failed pod, a stopped
+    one included, and counts none above it: the render's floor keeps a stop from failing it."""
+    result = jaxgen("render", "--target", "jaxjob", "--set", f"backoff_limit={backoff_limit}",
+                    "--set", f"hosts_count={hosts}")
+    assert result.exit_code == 0, result.stderr
+    (job,) = [d for d in result.documents() if d["kind"] == "JAXJob"]
+    assert job["spec"]["runPolicy"]["backoffLimit"] == expected

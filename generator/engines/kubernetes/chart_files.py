@@ -52,6 +52,7 @@ def chart_json() -> str:
         "attemptEnv": ATTEMPT_ENV,
         "peerLostWaitEnv": PEER_LOST_WAIT_ENV,
         "peerLostWaitSeconds": policy.PEER_LOST_WAIT_SECONDS,
+        "jaxjobBackoffLimitFloor": policy.JAXJOB_BACKOFF_LIMIT_FLOOR,
         "podFailureRules": [{"action": action, "match": match} for action, match in POD_FAILURE_RULES],
         "inPlaceRestart": IN_PLACE_RESTART,
         "podUidEnv": POD_UID_ENV,

@@ -131,6 +131,13 @@ POD_UID_FIELD = "metadata.uid"
 # JobSet without end. The controller's restart ends the wait (SIGTERM); ending running pods rather than
 # ended ones costs a crash's recovery a fraction of a second (docs/kubernetes.md).
 PEER_LOST_WAIT_SECONDS = 10
+# A JAXJob's runPolicy.backoffLimit, at least this. The training-operator (v1.9) counts no retry: a
+# backoffLimit of 0 fails the JAXJob on its first failed pod whatever its code (a stopped, preempted
+# or lost one included), and any higher one never fails it; its restartPolicy ExitCode restarts a pod
+# that ended with 128 or more (141, 142, 143, a SIGKILL's 137) and fails the job on a lower code. So
+# backoff_limit 0 (the default: a crash fails the job) renders 1, with which a stop restarts the
+# gang as on every other target (docs/kubernetes.md).
+JAXJOB_BACKOFF_LIMIT_FLOOR = 1
 # The failurePolicy rules of a JobSet, matched against the failed child Job's reason and message
 # (the Job controller's "failed with exit code N matching FailJob rule" or "has condition C matching
 # FailJob rule"): a stop or a disruption restarts the JobSet without counting; any other FailJob (a

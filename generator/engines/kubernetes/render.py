@@ -287,6 +287,10 @@ class PodContext:
     def pod_monitor_endpoints(self) -> list[dict]:
         return [{"port": policy.METRICS_PORT_NAME, "path": contract.METRICS_PATH}]
 
+    def jaxjob_backoff_limit(self) -> int:
+        """A JAXJob's runPolicy.backoffLimit: backoff_limit for each host, at least policy.JAXJOB_BACKOFF_LIMIT_FLOOR."""
+        return max(self.v["backoff_limit"] * self.v["hosts_count"], policy.JAXJOB_BACKOFF_LIMIT_FLOOR)
+
     def image(self) -> str:
         return images.reference(self.v)
 
@@ -301,7 +305,7 @@ class PodContext:
             "tolerations", "volume", "jobset_annotations", "job_annotations", "pod_failure_policy", "container_restart_rules", "jobset_failure_rules", "container_name", "runtime_hook_annotations", "container_command", "container_args",
             "pod_security_context", "container_security_context", "pull_secrets", "volume_mounts",
             "volumes", "target", "outputs_claim", "metrics_port", "pod_annotations",
-            "pod_monitor_endpoints", "coordinator_service")}
+            "pod_monitor_endpoints", "coordinator_service", "jaxjob_backoff_limit")}
 
 
 def render_text(values: dict) -> str:
