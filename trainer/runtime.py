@@ -343,6 +343,40 @@ def _join_deadline(spec: ClusterSpec, timeout: float, log) -> threading.Timer:
     return timer
 
 
+def _meet(spec: ClusterSpec, attempt: str, timeout: float, log, retry_every: float = 0.5) -> tuple[float, str]:
+    """Attempt fencing (trainer/fencing.py): process 0 admits its gang on the coordinator's port, each
+    other process is admitted there. Returns the seconds left of `timeout` and the coordinator's
+    address as IP:PORT."""
+    if spec.process_id != 0:
+        def admitted(sock, deadline):
+            return fencing.hello(sock, spec.process_id, attempt, deadline)
+
+        return wait_for_coordinator(spec.coordinator_address, timeout, log, retry_every=retry_every,
+                                    admitted=admitted)
+    left = fencing.gather(spec.coordinator_address, spec.num_processes, attempt, timeout, log)
+    return left, own_address(spec.coordinator_address)
+
+
+def _meet_again(spec: ClusterSpec, attempt: str, init_timeout: float, log) -> tuple[float, str]:
+    """_meet for a process restarted in place after its gang had met (trainer/rejoin.py): rounds of
+    init_timeout each until rejoin.REJOIN_WAIT_SECONDS have passed, a line after each round that
+    ended short. Each round dials (or listens) afresh, so a peer that went away mid-round, its
+    connection never closed, holds no one up; after the first, followers try every
+    rejoin.SLOW_RETRY_SECONDS (the cluster DNS is asked that often by every one of them)."""
+    log(f"restarted in place after its gang had met: waiting for every peer without the init timeout of "
+        f"{init_timeout:g} s (a lost peer's pod may wait for its node's repair or a person's action)")
+    give_up = time.monotonic() + rejoin.REJOIN_WAIT_SECONDS
+    retry_every = 0.5
+    while True:
+        try:
+            return _meet(spec, attempt, init_timeout, log, retry_every)
+        except CoordinatorError as error:
+            if time.monotonic() >= give_up:
+                raise
+            log(f"still waiting for every peer: {first_line(error)}")
+            retry_every = rejoin.SLOW_RETRY_SECONDS
+
+
 def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, heartbeat_timeout: int, log,
                cpu_threads: int = 0, compilation_cache: str | None = None):
     """Configure and initialise JAX for `spec`; return the jax module."""
@@ -357,26 +391,16 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
         # Attempt fencing first (trainer/fencing.py): process 0 admits its gang on the port, then JAX takes it.
         attempt = fencing.attempt_of()
         met = rejoin.mark()
-        wait = init_timeout
-        if rejoin.has_met(met):  # (trainer/rejoin.py)
-            wait = rejoin.REJOIN_WAIT_SECONDS
-            log(f"restarted in place after its gang had met: waiting for every peer without the init timeout "
-                f"of {init_timeout:g} s (a lost peer's pod may wait for its node's repair or a person's action)")
+        if rejoin.has_met(met):
+            timeout, address = _meet_again(spec, attempt, init_timeout, log)
+        else:
+            timeout, address = _meet(spec, attempt, init_timeout, log)
         if spec.process_id != 0:
-            def admitted(sock, deadline):
-                return fencing.hello(sock, spec.process_id, attempt, deadline)
-
-            timeout, address = wait_for_coordinator(spec.coordinator_address, wait, log, admitted=admitted)
-            timeout = min(timeout, init_timeout)  # the gang is there: JAX's own start is bounded as ever
             # JAX's service: process 0 starts it on the port once every follower has closed its
             # admitted connection (and it has looked up its own address), so the first tries here
             # usually come a few ms too soon.
             timeout, address = wait_for_coordinator(address, timeout, log, retry_every=JAX_SERVICE_RETRY_SECONDS,
                                                     first_retry=0.005)
-        else:
-            timeout = fencing.gather(spec.coordinator_address, spec.num_processes, attempt, wait, log)
-            timeout = min(timeout, init_timeout)
-            address = own_address(spec.coordinator_address)
         local_ids = None
         if platform == "gpu" and spec.local_device_count:
             local_ids = list(range(spec.local_device_count))
@@ -392,7 +416,7 @@ def initialize(spec: ClusterSpec, platform: str | None, init_timeout: float, hea
             heartbeat_timeout_seconds=int(heartbeat_timeout),
         )
         deadline.cancel()
-        rejoin.record_met(met)
+        rejoin.record_met(met, log)
     if platform == "cpu":  # (platform None leaves XLA's threads to JAX and the user)
         size_cpu_threads(spec, cpu_threads, init_timeout, log)
     create_backend(jax, platform)

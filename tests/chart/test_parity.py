@@ -222,3 +222,5 @@ def test_the_kubernetes_version_selects_the_same_fields_in_both(tmp_path, versio
     [job] = [d for d in expected if d["kind"] == "Job"]
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert ("restartPolicyRules" in container) == (version not in ("1.31.0", "1.34.9"))
+    # a process restarted in place learns its pod's UID there, and only there (trainer/rejoin.py)
+    assert ("JAX_TRAINING_POD_UID" in [e["name"] for e in container["env"]]) == ("restartPolicyRules" in container)

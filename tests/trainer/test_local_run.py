@@ -22,6 +22,7 @@ from tests.support.paths import EXAMPLES_DIR, MNIST_DIR
 from tests.support.procs import kill, start, wait_all, wait_for_text
 from trainer import checkpoint, exit_codes
 from trainer.cluster import resolve_cluster
+from trainer.rejoin import POD_UID_ENV
 
 CPU_LOCAL = str(EXAMPLES_DIR / "cpu-local.json")
 MIRROR = f"data.mirror={MNIST_DIR.as_uri()}/"
@@ -80,6 +81,8 @@ def test_plan_maps_the_pod_spec_to_local_processes(tmp_path, target):
         assert set(row.workload.engine_env.items()) <= set(env.items())
         spec = resolve_cluster(env, fqdn=lambda: "not-consulted")
         assert (spec.process_id, spec.num_processes) == (rank, 2)
+        # rendered where the container restarts in place, empty here: a local process is never restarted alone
+        assert env.get(POD_UID_ENV) == ("" if row.workload.restarts_in_place else None)
         assert re.fullmatch(r"127\.0\.0\.1:\d+", spec.coordinator_address)
     assert [p.name for p in job.plans] == [row.workload.hosts.host("mnist-cpu", i) for i in range(2)]
 

@@ -2,6 +2,7 @@
 (trainer/rejoin.py): real trainer processes on 127.0.0.1, each given a pod UID and a temporary directory
 of its own, as an Indexed Job's pods are (the pod's UID and its /tmp emptyDir)."""
 
+import socket
 import subprocess
 
 import pytest
@@ -43,6 +44,7 @@ def test_a_restarted_process_waits_past_the_init_timeout_and_a_new_pod_does_not(
         waiting = launch(tmp_path, port, alone, f"restarted-{alone}")
         wait_for_text(waiting, WAITING, 60)
         assert outlives_the_init_timeout(waiting), waiting.output[-3000:]
+        assert "still waiting for every peer: " in waiting.output  # a line for each round of the init timeout
         late = launch(tmp_path, port, 1 - alone, f"restarted-late-{alone}")
         assert wait_all([waiting, late], 120) == [0, 0], waiting.output[-3000:] + late.output[-3000:]
         assert WAITING in late.output  # its pod's gang had met too
@@ -57,3 +59,26 @@ def test_a_uid_that_is_no_uid_is_one_line_and_the_config_code(tmp_path):
     assert wait_all([proc], 60) == [exit_codes.CONFIG], proc.output
     assert proc.output.strip() == (f"Rank 1: error: {POD_UID_ENV}='../../etc/x' must be a pod's UID "
                                    "(letters, digits and '-')"), proc.output
+
+
+def test_a_coordinator_that_went_away_without_closing_holds_a_waiting_follower_one_round_at_most(tmp_path):
+    """A restarted follower's hello is taken by a coordinator that then goes away with the connection
+    left open (its node powered off): the next round dials again and finds the new coordinator."""
+    port = free_port()
+    assert wait_all([launch(tmp_path, port, 0, "first"), launch(tmp_path, port, 1, "first")], 120) == [0, 0]
+    port = free_port()
+    gone = socket.create_server(("127.0.0.1", port))
+    follower = launch(tmp_path, port, 1, "restarted")
+    held = None
+    try:
+        gone.settimeout(60)
+        held, _ = gone.accept()  # the hello arrives and is never answered
+        gone.close()  # the listener goes, its accepted connection stays open
+        held.settimeout(30)
+        assert b"hello" in held.recv(512, socket.MSG_PEEK)
+        coordinator = launch(tmp_path, port, 0, "new-coordinator", uid="5e6f7a8b-its-new-pod")
+        assert wait_all([follower, coordinator], 120) == [0, 0], follower.output[-3000:] + coordinator.output[-3000:]
+        assert "still waiting for every peer: " in follower.output, follower.output[-3000:]
+    finally:
+        if held is not None:
+            held.close()
