@@ -30,6 +30,14 @@ TARGETS = list(KUBERNETES)
 PLAN = node_loss.Plan(train_examples=120 * 128, checkpoint_every=10, after_step=15, node_lost_seconds=5)
 
 
+def assert_resumed_from_a_checkpoint_of_the_fault(r: dict, shown) -> None:
+    """The resume is from a periodic checkpoint written by the time of the fault: the last step logged
+    before the fault's mark, or the checkpoint after it, which a chunk in flight as the node's
+    processes were being killed (node-fault.sh marks the time, then kills) may still complete."""
+    assert r["resumed_step"] % PLAN.checkpoint_every == 0, shown
+    assert PLAN.checkpoint_every <= r["resumed_step"] <= r["last_step_logged_before"] + PLAN.checkpoint_every, shown
+
+
 def nodes_of(two_nodes, image) -> node_loss.Nodes:
     cluster, _ = two_nodes
     return node_loss.Nodes(cluster.state_dir, cluster.env, cluster.namespace, image[0])
@@ -69,8 +77,7 @@ def test_power_off_every_target_waits_for_the_out_of_service_taint_then_resumes(
         assert r["person_action"] < r["victim_gone"] and r["person_action"] < r["new_pods_created"], (target, r)
         assert r["new_pods_created"] < r["first_step"], (target, r)
         assert "still_stuck_after_action" not in r and r["completed"], (target, r)
-        assert PLAN.checkpoint_every <= r["resumed_step"] <= r["last_step_logged_before"], (target, r)
-        assert r["resumed_step"] % PLAN.checkpoint_every == 0, (target, r)
+        assert_resumed_from_a_checkpoint_of_the_fault(r, (target, r))
 
 
 @pytest.mark.node_loss
@@ -87,7 +94,7 @@ def test_power_off_an_indexed_job_with_the_default_backoff_limit_waits_past_its_
     assert r["person_action"] > init_timeout + 10, r  # the survivor's wait outlasted its init timeout
     assert r["person_action"] < r["new_pods_created"] < r["first_step"], r
     assert "still_stuck_after_action" not in r and r["completed"], r
-    assert PLAN.checkpoint_every <= r["resumed_step"] <= r["last_step_logged_before"], r
+    assert_resumed_from_a_checkpoint_of_the_fault(r, r)
 
 
 @pytest.mark.node_loss
