@@ -167,10 +167,11 @@ last_watched() {  # the conditions of this object's last state the watch saw
 }
 
 # --- rank 0's logs, in the background, until the job is decided
-rank0_container() {  # "POD RESTARTS" of the newest started rank-0 pod, if any: its container restarts in
-  # place on an Indexed Job (container restart rules), and each restart is a new log to follow
+rank0_container() {  # "POD RESTARTS UID" of the newest started rank-0 pod, if any: its container restarts
+  # in place on an Indexed Job (container restart rules), and a JAXJob's operator recreates a pod under
+  # its old name: each is a new log to follow
   kube get pods -l "$pods,$index_label=0" --sort-by .metadata.creationTimestamp \
-    -o go-template="{{range .items}}$own{{if ne .status.phase \"Pending\"}}{{.metadata.name}} {{range .status.containerStatuses}}{{if eq .name \"$CONTAINER\"}}{{.restartCount}}{{end}}{{end}}{{\"\\n\"}}{{end}}{{end}}{{end}}" \
+    -o go-template="{{range .items}}$own{{if ne .status.phase \"Pending\"}}{{.metadata.name}} {{range .status.containerStatuses}}{{if eq .name \"$CONTAINER\"}}{{.restartCount}}{{end}}{{end}} {{.metadata.uid}}{{\"\\n\"}}{{end}}{{end}}{{end}}" \
     2>/dev/null | tail -n1
 }
 rank0_pod() { rank0_container | cut -d' ' -f1; }
