@@ -33,12 +33,17 @@ def machine() -> dict:
             "python": platform.python_version(), "jax": metadata.version("jax"), "jaxlib": metadata.version("jaxlib")}
 
 
+def report_type(parser: argparse.ArgumentParser, *keys: str):
+    """The argparse type of an option that names a saved report of this parser's benchmark, whose
+    reports all hold `keys` (a report of another benchmark is refused)."""
+    return procs.saved_report_of(parser.prog.removeprefix("python -m "), *keys)
+
+
 def report_options(parser: argparse.ArgumentParser, *keys: str) -> None:
     """--output and --markdown, as every real-node benchmark takes them; `keys`: what each of its reports
-    holds (a report of another benchmark is refused)."""
+    holds (report_type)."""
     parser.add_argument("--output", help="also write the JSON report to this file")
-    benchmark = parser.prog.removeprefix("python -m ")
-    parser.add_argument("--markdown", metavar="FILE", type=procs.saved_report_of(benchmark, *keys),
+    parser.add_argument("--markdown", metavar="FILE", type=report_type(parser, *keys),
                         help="print the figures of a saved report and exit")
 
 
@@ -182,7 +187,7 @@ def main(argv=None) -> int:
     p.add_argument("--kwok-scale", action="store_true",
                    help="also start a kwok cluster and time 16/256/1024-host releases on as many fake nodes "
                         "(benchmarks/kwok_scale.py; 256 hosts at most with --quick)")
-    p.add_argument("--markdown", metavar="REPORT_JSON", type=procs.saved_report_of("benchmarks", "mode", "results"),
+    p.add_argument("--markdown", metavar="REPORT_JSON", type=report_type(p, "mode", "results"),
                    help="print the tables of a saved report as Markdown and exit")
     args = p.parse_args(argv)
     if args.markdown:

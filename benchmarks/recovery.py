@@ -51,8 +51,8 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from benchmarks.cli import report_options, stamp
-from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish, saved_report_of, write_report
+from benchmarks.cli import report_options, report_type, stamp
+from benchmarks.procs import MNIST_DIR, REPO_ROOT, publish, write_report
 from generator.targets import KUBERNETES as TARGETS, workload
 
 SCRIPTS = REPO_ROOT / "scripts"
@@ -509,7 +509,7 @@ def main(argv=None) -> int:
     parser.add_argument("--plot", metavar="PNG", help="with --markdown: also draw the first step against the host "
                         "count, a line per target × fault")
     parser.add_argument("--plot-also", metavar="REPORT", action="append", default=[],
-                        type=saved_report_of(parser.prog.removeprefix("python -m "), *REPORT_KEYS),
+                        type=report_type(parser, *REPORT_KEYS),
                         help="with --plot: also draw this report's cells (e.g. the same cells at another host count)")
     args = parser.parse_args(argv)
     if args.markdown:
