@@ -103,6 +103,10 @@ class Workload:
     # render's Kubernetes has them), on the codes of policy.IN_PLACE_RESTART: the job object has no
     # owner to restart its gang as a whole.
     restarts_in_place: bool = False
+    # Whether its controller counts restarts against restart_budget. The training-operator (v1.9)
+    # counts none for a JAXJob (policy.JAXJOB_BACKOFF_LIMIT_FLOOR): a process that ends with 128 or
+    # more (an OOM kill, a hang) restarts without end, and only active_deadline_seconds bounds the job.
+    counts_restarts: bool = True
 
     @property
     def container(self) -> str:
@@ -221,7 +225,8 @@ TARGETS = {t.name: t for t in (
         "training.kubeflow.org/job-name={name}", "Succeeded",
         pod_spec_path=("spec", "jaxReplicaSpecs", "Worker", "template", "spec"),
         index_label="training.kubeflow.org/replica-index", port_name="jaxjob-port",
-        engine_env={"PYTHONUNBUFFERED": "1"}, kueue_opt_in=True, suspend_path=("spec", "runPolicy", "suspend")),
+        engine_env={"PYTHONUNBUFFERED": "1"}, kueue_opt_in=True, suspend_path=("spec", "runPolicy", "suspend"),
+        counts_restarts=False),
         Needs("[Kubeflow training-operator](https://github.com/kubeflow/training-operator) v1 (standalone)",
               "TRAINING_OPERATOR_VERSION", ('kubectl apply --server-side -k "github.com/kubeflow/training-operator.git'
                                             '/manifests/overlays/standalone?ref=${TRAINING_OPERATOR_VERSION}"',))),
@@ -302,6 +307,7 @@ def chart_row(name: str) -> dict:
                 "enginePort": w.engine_port, "runtimeJob": runtime.job,
                 "runtimeContainer": runtime.container, "patchManager": runtime.patch_manager,
                 "kueueOptIn": w.kueue_opt_in, "attemptField": w.attempt_field, "restartsInPlace": w.restarts_in_place,
+                "restartsUncounted": not w.counts_restarts,
                 # the coordinator Service (named as `coordinator`; it selects process 0's pod, its
                 # labels as printf formats of name and index) and the variable that points at it
                 "coordinatorEnv": JAX.coordinator if w.hosts.service else "",

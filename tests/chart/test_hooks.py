@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from generator.engines.kubernetes.checks import EMPTYDIR_WARNING
+from generator.engines.kubernetes.checks import EMPTYDIR_WARNING, UNBOUNDED_RESTARTS_WARNING
 from generator.program import OWN_PROGRAM_WARNING
-from generator.targets import KUBERNETES, target as target_of
+from generator.targets import KUBERNETES, target as target_of, workload
 from tests.support.jaxgen import jaxgen
 from trainer.config import TrainConfig
 from trainer.contract import METRICS_PATH
@@ -100,6 +100,7 @@ NOTES_CASES = {
     "own-program-persistence": ({"program": {"command": ["python3", "/app/mine.py"]}, "persistence": {"enabled": True}},
                                 False, "nt-outputs", True),
     "bucket": ({"outputs": {"uri": "s3://team-results/runs/"}}, False, None, False),
+    "deadline": ({"active_deadline_seconds": 86400}, True, None, False),
 }
 
 
@@ -111,6 +112,8 @@ def test_notes_say_where_the_outputs_live_as_jaxgen_warns(case, target, tmp_path
     values, warns, claim, one_node = NOTES_CASES[case]
     path = write_values(tmp_path, case, {"name": "nt", "namespace": "ml", "target": target, **values})
     expected = [EMPTYDIR_WARNING] if warns else []
+    if not workload(target).counts_restarts and "active_deadline_seconds" not in values:
+        expected.append(UNBOUNDED_RESTARTS_WARNING)  # (a JAXJob: nothing else bounds its restarts)
     if "program" in values:  # a program of the user's own: the call it needs on this engine
         expected.append(OWN_PROGRAM_WARNING % target_of(target).own_program_init)
     rendered = jaxgen("render", str(path))
@@ -154,9 +157,10 @@ def test_a_shipped_program_folder_is_not_warned_about_its_initialize(target, tmp
     values = {"name": "nt", "namespace": "ml", "target": target,
               "program": {"command": ["python3", "mine.py"], "dir": str(folder), "archive": "aGVsbG8="}}
     path = write_values(tmp_path, "shipped", values)
+    expected = [EMPTYDIR_WARNING] + ([] if workload(target).counts_restarts else [UNBOUNDED_RESTARTS_WARNING])
     rendered = jaxgen("render", str(path))
-    assert rendered.exit_code == 0 and rendered.stderr == f"warning: {EMPTYDIR_WARNING}\n", rendered.stderr
+    assert rendered.exit_code == 0 and rendered.stderr == "".join(f"warning: {w}\n" for w in expected), rendered.stderr
     result = helm("install", "nt", str(CHART_DIR), "-f", str(path), "--dry-run=client", "--namespace", "ml")
     assert result.returncode == 0, result.stderr
     notes = result.stdout.split("NOTES:", 1)[1]
-    assert notes.count("warning:") == 1 and f"warning: {EMPTYDIR_WARNING}\n" in notes, notes
+    assert notes.count("warning:") == len(expected) and all(f"warning: {w}\n" in notes for w in expected), notes

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from generator.engines.kubernetes import jobs, kueue
-from generator.engines.kubernetes.checks import EMPTYDIR_WARNING
+from generator.engines.kubernetes.checks import EMPTYDIR_WARNING, UNBOUNDED_RESTARTS_WARNING
 from generator import job_status
 from generator.targets import KUBERNETES, workload
 
@@ -55,7 +55,7 @@ def test_a_queued_job_is_created_suspended_where_kueue_manages_its_kind(target, 
     annotations = _pod_template_annotations(job, target)
     assert annotations.get("kueue.x-k8s.io/podset-required-topology") == ("example.com/rack" if managed else None)
     warnings = [f"warning: {EMPTYDIR_WARNING}"] + ([] if managed else [f"warning: {kueue.UNMANAGED_WARNING}"])
-    assert stderr.splitlines() == warnings
+    assert stderr.splitlines() == warnings + _unbounded(target)
 
 
 @pytest.mark.parametrize("target", KUBERNETES)
@@ -74,7 +74,12 @@ def test_without_a_queue_nothing_of_kueue_is_rendered(target):
     assert not [k for k in job["metadata"]["labels"] if k.startswith("kueue.x-k8s.io/")]
     assert _suspend(job, target) is None
     assert not [k for k in _pod_template_annotations(job, target) if k.startswith("kueue.x-k8s.io/")]
-    assert stderr == f"warning: {EMPTYDIR_WARNING}\n"
+    assert stderr.splitlines() == [f"warning: {EMPTYDIR_WARNING}", *_unbounded(target)]
+
+
+def _unbounded(target: str) -> list[str]:
+    """The warning a JAXJob's render adds where no active_deadline_seconds bounds its restarts."""
+    return [] if workload(target).counts_restarts else [f"warning: {UNBOUNDED_RESTARTS_WARNING}"]
 
 
 def test_preferred_topology_and_bad_values():

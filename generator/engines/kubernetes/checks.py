@@ -31,6 +31,10 @@ EMPTYDIR_WARNING = ("checkpoint.dir is an emptyDir: a restarted pod starts over 
                     "metrics and model are lost with the pods; set persistence.enabled=true (or checkpoint.volume) "
                     "to keep them")
 
+UNBOUNDED_RESTARTS_WARNING = ("a JAXJob's training-operator counts no restart: a process that ends with 128 or more "
+                              "(an OOM kill, a hang) restarts without end, whatever backoff_limit says; set "
+                              "active_deadline_seconds to bound the job")
+
 
 def errors(values: dict) -> list[str]:
     """Rules across fields for the pods of a Kubernetes target: RULES (compiled into the chart), then
@@ -154,17 +158,20 @@ def _gpu_resources(resources: dict) -> list[tuple[str, object]]:
 
 def warnings(values: dict) -> list[str]:
     """The job's outputs on a volume that dies with its pod (and in no bucket); a queue that a stock Kueue
-    ignores for this kind."""
+    ignores for this kind; restarts that nothing bounds."""
     found = []
     volume = values["checkpoint"]["volume"]
     if not outputs_claim(values) and not values["outputs"]["uri"] and (not volume or "emptyDir" in volume):
         found.append(EMPTYDIR_WARNING)
     if kueue.unmanaged(values):
         found.append(kueue.UNMANAGED_WARNING)
+    if not workload(values).counts_restarts and values["active_deadline_seconds"] is None:
+        found.append(UNBOUNDED_RESTARTS_WARNING)
     return found
 
 
 def warnings_json() -> str:
     """The warnings' texts as the chart's NOTES.txt reads them (files/warnings.json, make generate)."""
     return json.dumps({"emptydir": EMPTYDIR_WARNING, "own_program": OWN_PROGRAM_WARNING,
-                       "kueue_unmanaged": kueue.UNMANAGED_WARNING}, indent=1) + "\n"
+                       "kueue_unmanaged": kueue.UNMANAGED_WARNING,
+                       "unbounded_restarts": UNBOUNDED_RESTARTS_WARNING}, indent=1) + "\n"
