@@ -20,7 +20,8 @@ logged a step after resuming. Faults:
 Marks (seconds after the fault), each the slowest pod's where there are several:
 - pod side, from a `kubectl get pods --watch` stream (arrival times: the API's own timestamps have
   1 s resolution): every old container terminated, every replacement pod created, scheduled,
-  its container running;
+  its container running; between them the controllers' moves (CONTROLLER_MARKS): the victim's pod
+  Failed, the first of the other pods marked for deletion;
 - trainer side, rank 0's `preempted` metrics record (the stop's checkpoint written); then from the
   new rank 0's log (`kubectl logs --timestamps`: the runtime stamps each line
   as it is written) and the metrics records on the outputs volume (their own `time`): the first
@@ -93,7 +94,8 @@ PHASES = {
                   "the stop and save, the process exit, the kubelet's report (its PLEG relists every "
                   "second); for SIGKILL the survivor's peer-lost exit"),
     "replace": ("old_containers_finished", "new_pods_created",
-                "the job controller: podReplacementPolicy Failed waits for the pod's terminal phase"),
+                "the controllers: the Job controller's syncs (pod events 1 s batched; podReplacementPolicy "
+                "Failed waits for terminal pods), a JobSet's or operator's recreation (CONTROLLER_MARKS)"),
     "schedule": ("new_pods_created", "new_pods_scheduled", "kube-scheduler"),
     "container_start": ("new_pods_scheduled", "new_containers_running", "kubelet: sandbox, CNI, runc"),
     "python_start": ("new_containers_running", "process_first_log", "interpreter and trainer imports"),
@@ -103,6 +105,17 @@ PHASES = {
     "restore": ("distributed_initialised", "restored", "checkpoint read by rank 0 and broadcast"),
     "to_first_step": ("restored", "first_step",
                       "state to devices, compile (or compilation cache), the first step"),
+}
+
+# The controllers' moves between the fault and the new pods (pod-side marks too; a run records them
+# where its pods show them: a container restarted in place leaves its pod running, a lone pod has no
+# survivors). `--markdown` prints them with the two marks around them.
+CONTROLLER_MARKS = {
+    "victim_pod_failed": "the kubelet reports the victim's pod Failed: its phase turns terminal once its "
+                         "containers and sandbox are stopped",
+    "survivors_told_to_stop": "a controller marks another pod of the gang for deletion: the Job "
+                              "controller's first sync to see the failure (it syncs pod events 1 s after "
+                              "the first), or the operator's",
 }
 
 
@@ -159,10 +172,11 @@ class PodWatch:
         self.proc.terminate()
         self.proc.wait(timeout=10)
 
-    def marks(self, fault: float, old_pods: list[dict], target: str) -> dict:
+    def marks(self, fault: float, old_pods: list[dict], target: str, victim_uid: str = "") -> dict:
         """Arrival times of the pod-side marks (the slowest pod's or rank's), None where one was not
         seen. A rank's container comes back in a new pod or, restarted in place (container restart
-        rules), in its old one: its restart count goes up."""
+        rules), in its old one: its restart count goes up. With the victim's pod UID, also the
+        controllers' two first moves (CONTROLLER_MARKS)."""
         restarts_at_fault = {p["metadata"]["uid"]: _restart_count(p) for p in old_pods}
         first: dict[tuple[str, str], float] = {}
         ranks: dict[str, int | None] = {}
@@ -175,7 +189,9 @@ class PodWatch:
                     "scheduled": bool(pod["spec"].get("nodeName")),
                     "running": any("running" in s for s in states) and (uid not in restarts_at_fault or restarted),
                     "terminated": any("terminated" in s for s in states) or restarted
-                    or pod["status"].get("phase") in ("Failed", "Succeeded")}
+                    or pod["status"].get("phase") in ("Failed", "Succeeded"),
+                    "failed": pod["status"].get("phase") == "Failed",
+                    "deleting": bool(pod["metadata"].get("deletionTimestamp"))}
             for what, true in seen.items():
                 if true:
                     first.setdefault((uid, what), arrived)
@@ -193,7 +209,14 @@ class PodWatch:
                     by_rank[ranks[uid]] = min(by_rank.get(ranks[uid], float("inf")), first[(uid, "running")])
             wanted = {rank_of(p, target) for p in old_pods}
             return max(by_rank.values()) - fault if wanted <= set(by_rank) else None
-        return {"old_containers_finished": slowest(restarts_at_fault, "terminated"),
+        def earliest(uids, what):
+            times = [first[(uid, what)] for uid in uids if (uid, what) in first]
+            return min(times) - fault if times else None
+
+        survivors = set(restarts_at_fault) - {victim_uid}
+        controllers = {"victim_pod_failed": earliest({victim_uid}, "failed"),
+                       "survivors_told_to_stop": earliest(survivors, "deleting")} if victim_uid else {}
+        return {**controllers, "old_containers_finished": slowest(restarts_at_fault, "terminated"),
                 "new_pods_created": slowest(new, "exists"),
                 "new_pods_scheduled": slowest(new, "scheduled"),
                 "new_containers_running": every_rank_running(),
@@ -369,7 +392,7 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
         start_logs = {p["metadata"]["name"]: [f"{t - fault_time:7.2f} {text}" for t, text in
                                               session.rank0_log(p["metadata"]["name"], target)[:12]]
                       for p in new_pods}
-        marks = {"fault": 0.0, **watch.marks(fault_time, pods, target)}
+        marks = {"fault": 0.0, **watch.marks(fault_time, pods, target, victim["metadata"]["uid"])}
         for key, marker in TRAINER_MARKS.items():
             marks[key] = next((t - fault_time for t, text in lines if marker in text), None)
         stopped = next((r for r in records(metrics_path) if r.get("event") == "preempted" and r["time"] > fault_time),
@@ -438,9 +461,17 @@ def markdown(report: dict) -> str:
         lines.append(f"| {key} | " + " | ".join(cell(m.get(c)) for c in MARK_COLUMNS)
                      + f" | {cell(slowest)} | {m['resumed_step']} ({m['steps_redone']}) |")
         phase_lines.append(f"| {key} | " + " | ".join(cell(m["phases"].get(p)) for p in PHASES) + " |")
+    controller_columns = (*CONTROLLER_MARKS, "old_containers_finished", "new_pods_created")
+    controller_lines = ["| target × fault | " + " | ".join(controller_columns) + " |",
+                        "|---|" + "---|" * len(controller_columns)]
+    for key, result in report["results"].items():
+        m = result["median"]
+        if m and any(m.get(c) is not None for c in CONTROLLER_MARKS):  # (reports before them have none)
+            controller_lines.append(f"| {key} | " + " | ".join(cell(m.get(c)) for c in controller_columns) + " |")
+    controllers = [*controller_lines, ""] if len(controller_lines) > 2 else []
     rev = report.get("revision") or {}
     load = report["load_average_before_after"]
-    return "\n".join([*lines, "", *phase_lines, "",
+    return "\n".join([*lines, "", *phase_lines, "", *controllers,
                       f"Commit {rev.get('commit')}, {report.get('date')}, {report['cpus']} CPUs, median of "
                       f"{report['repeats']}; load average {load[0][0]:.2f} before, {load[1][0]:.2f} after."])
 
@@ -537,6 +568,7 @@ def main(argv=None) -> int:
     report: dict = {"after_step": args.after_step, "epochs": args.epochs, "victim_rank": args.victim_rank, "earlier_faults": args.earlier_faults, **stamp(),
                     "repeats": args.repeats, "fault_after_step": FAULT_AFTER_STEP, "log_every": LOG_EVERY,
                     "phases": {p: {"from": b, "to": e, "bounded_by": why} for p, (b, e, why) in PHASES.items()},
+                    "controller_marks": CONTROLLER_MARKS,
                     "cpus": os.cpu_count(), "results": {}}
     with cluster_lock(), tempfile.TemporaryDirectory(prefix="jaxt-bench-recovery.") as tmp:
         state = Path(tmp) / "cluster"

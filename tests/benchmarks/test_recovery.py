@@ -101,6 +101,35 @@ def test_the_committed_recovery_reports_make_their_tables(name):
     assert set(report["phases"]) <= set(recovery.PHASES)  # (a report may predate a phase)
 
 
+def test_the_controllers_marks_follow_the_victims_failure_and_the_survivors_deletion():
+    """A JobSet's killed container as its pod watch sees it: the victim's pod turns Failed, a sync
+    later the survivor is marked for deletion, then new pods come. A container restarted in place
+    (no Failed phase, no deletion) leaves both marks unseen, not zero."""
+    def pod(uid, rank, t, phase="Running", state="running", deleting=False, restarts=0):
+        meta = {"uid": uid, "labels": {"batch.kubernetes.io/job-completion-index": str(rank)}}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-11-30T11:44:33Z"
+        return (t, {"metadata": meta, "spec": {"nodeName": "node-1"},
+                    "status": {"phase": phase, "containerStatuses": [{"state": {state: {}}, "restartCount": restarts}]}})
+    old = [pod("a", 0, 0)[1], pod("b", 1, 0)[1]]
+    watch = recovery.PodWatch.__new__(recovery.PodWatch)
+    watch.events = [pod("a", 0, 100.0), pod("b", 1, 100.0), pod("b", 1, 100.1, state="terminated"),
+                    pod("b", 1, 101.2, phase="Failed", state="terminated"), pod("a", 0, 102.1, deleting=True),
+                    pod("a", 0, 102.3, phase="Failed", state="terminated", deleting=True),
+                    pod("c", 0, 103.2), pod("d", 1, 103.25)]
+    marks = recovery.PodWatch.marks(watch, 100.0, old, "indexed-job", victim_uid="b")
+    assert {k: round(marks[k], 2) for k in ("victim_pod_failed", "survivors_told_to_stop", "old_containers_finished",
+                                              "new_pods_created")} == {
+        "victim_pod_failed": 1.2, "survivors_told_to_stop": 2.1, "old_containers_finished": 2.3,
+        "new_pods_created": 3.25}
+    watch.events = [pod("a", 0, 100.0), pod("b", 1, 100.0), pod("b", 1, 100.1, state="terminated"),
+                    pod("b", 1, 100.9, restarts=1), pod("a", 0, 101.0, state="terminated"), pod("a", 0, 101.5, restarts=1)]
+    marks = recovery.PodWatch.marks(watch, 100.0, old, "indexed-job", victim_uid="b")
+    assert marks["victim_pod_failed"] is None and marks["survivors_told_to_stop"] is None
+    assert marks["restarted_in_place"] == 2 and "victim_pod_failed" not in recovery.PodWatch.marks(watch, 100.0, old,
+                                                                                                    "indexed-job")
+
+
 def test_recovery_md_shows_the_first_step_reports_medians():
     """Its first table, cell by cell: pods created, containers running, first step, the slowest first
     step, and the median of each run's container running -> first step; then the previous run's
