@@ -89,7 +89,8 @@ def test_bad_options_are_one_line_and_nothing_starts(module, args, option):
                                   "recovery-first-step.json.gz", "recovery-fast-join.json.gz",
                                   "recovery-indexed-job-8h.json.gz", "recovery-hosts-both.json.gz",
                                   "recovery-indexed-job-4h.json.gz", "recovery-jobset-killed-8h.json.gz",
-                                  "recovery-jaxjob-coord-service.json.gz", "recovery-peer-lost-wait.json.gz"])
+                                  "recovery-jaxjob-coord-service.json.gz", "recovery-peer-lost-wait.json.gz",
+                                  "recovery-controllers.json.gz"])
 def test_the_committed_recovery_reports_make_their_tables(name):
     report = read_report(RESULTS / name)
     text = recovery.markdown(report)
@@ -133,9 +134,9 @@ def test_the_controllers_marks_follow_the_victims_failure_and_the_survivors_dele
 def test_recovery_md_shows_the_first_step_reports_medians():
     """Its first table, cell by cell: pods created, containers running, first step, the slowest first
     step, and the median of each run's container running -> first step; then the previous run's
-    first step and container -> first step."""
-    report = read_report(RESULTS / "recovery-fast-join.json.gz")
-    before = read_report(RESULTS / "recovery-first-step.json.gz")
+    first step and container -> first step. The controllers' table of the same report after it."""
+    report = read_report(RESULTS / "recovery-controllers.json.gz")
+    before = read_report(RESULTS / "recovery-fast-join.json.gz")
     text = (REPO_ROOT / "benchmarks" / "recovery.md").read_text()
 
     def gaps(result):
@@ -150,6 +151,11 @@ def test_recovery_md_shows_the_first_step_reports_medians():
         assert cells[5] == f"{statistics.median(runs):.2f} ({', '.join(f'{g:.2f}' for g in runs)})", row
         earlier = before["results"][key]
         assert cells[6] == f"{earlier['median']['first_step']:.2f}, {statistics.median(gaps(earlier)):.2f}", row
+    for key in ("jobset × pod-deleted", "jobset × container-killed", "trainjob × pod-deleted",
+                "trainjob × container-killed"):
+        median = report["results"][key]["median"]
+        columns = (*recovery.CONTROLLER_MARKS, "old_containers_finished", "new_pods_created")
+        assert f"| {key} | " + " | ".join(f"{median[c]:.2f}" for c in columns) + " |" in text.splitlines(), key
 
 
 @pytest.mark.parametrize("name", ["goodput.json.gz", "goodput-jobset-runs.json.gz", "goodput-trainjob-runs.json.gz",
@@ -236,7 +242,7 @@ def test_recovery_md_shows_the_host_table_of_its_reports():
     reports = [read_report(RESULTS / name) for name in
                ("recovery-hosts-both.json.gz", "recovery-fast-join.json.gz", "recovery-jobset-killed-8h.json.gz",
                 "recovery-indexed-job-4h.json.gz", "recovery-indexed-job-8h.json.gz",
-                "recovery-jaxjob-coord-service.json.gz")]
+                "recovery-jaxjob-coord-service.json.gz", "recovery-controllers.json.gz")]
     growth = recovery.host_growth(*reports)
     before = read_report(RESULTS / "recovery-hosts.json.gz")["results"]  # the operators' pod-deleted only
     in_place = read_report(RESULTS / "recovery-in-place.json.gz")["results"]  # the Indexed Job's, 2 and 4 hosts
@@ -315,7 +321,7 @@ def test_recovery_md_and_the_failure_page_show_a_crash_with_the_lost_peers_wait(
     jobset, trainjob = (report[f"{t} × container-killed"] for t in ("jobset", "trainjob"))
     then = [before[f"{t} × container-killed"]["median"]["first_step"] for t in ("jobset", "trainjob")]
     assert (f"first step {jobset['median']['first_step']:.2f} s (JobSet) and {trainjob['median']['first_step']:.2f} s"
-            f" (TrainJob) after the fault, {then[0]:.2f} and {then[1]:.2f} above") in text
+            f" (TrainJob) after the fault, {then[0]:.2f} and {then[1]:.2f} in the fast-join run") in text
     assert (f"terminate {jobset['median']['phases']['terminate']:.2f} and "
             f"{trainjob['median']['phases']['terminate']:.2f} s") in text
 
