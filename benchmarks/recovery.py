@@ -113,9 +113,9 @@ PHASES = {
 CONTROLLER_MARKS = {
     "victim_pod_failed": "the kubelet reports the victim's pod Failed: its phase turns terminal once its "
                          "containers and sandbox are stopped",
-    "survivors_told_to_stop": "a controller marks another pod of the gang for deletion: the Job "
-                              "controller's first sync to see the failure (it syncs pod events 1 s after "
-                              "the first), or the operator's",
+    "survivors_told_to_stop": "a controller marks another pod of the gang for deletion, running or "
+                              "already ended by itself (a stop's 143): the Job controller's first sync to "
+                              "see the failure (it syncs pod events 1 s after the first), or the operator's",
 }
 
 
@@ -190,8 +190,9 @@ class PodWatch:
                     "running": any("running" in s for s in states) and (uid not in restarts_at_fault or restarted),
                     "terminated": any("terminated" in s for s in states) or restarted
                     or pod["status"].get("phase") in ("Failed", "Succeeded"),
-                    "failed": pod["status"].get("phase") == "Failed",
-                    "deleting": bool(pod["metadata"].get("deletionTimestamp"))}
+                    # (the watch lists the pods before the fault: a pod that had already failed is not this one)
+                    "failed": arrived > fault and pod["status"].get("phase") == "Failed",
+                    "deleting": arrived > fault and bool(pod["metadata"].get("deletionTimestamp"))}
             for what, true in seen.items():
                 if true:
                     first.setdefault((uid, what), arrived)
@@ -221,6 +222,12 @@ class PodWatch:
                 "new_pods_scheduled": slowest(new, "scheduled"),
                 "new_containers_running": every_rank_running(),
                 "new_pods": len(new), "restarted_in_place": len(in_place)}
+
+
+def live_pod(pods: list[dict], target: str, rank: int) -> dict:
+    """The pod of `rank` that runs: an earlier fault's failed pod may still be listed beside it."""
+    return next(p for p in pods if rank_of(p, target) == rank and not p["metadata"].get("deletionTimestamp")
+                and p["status"].get("phase") not in ("Failed", "Succeeded"))
 
 
 def _restart_count(pod: dict) -> int:
@@ -362,10 +369,10 @@ def recovery_run(session: Session, target: str, fault: str, repeat: int, tmp: Pa
             wait_for(f"{name}: training {after_step} steps past its start {round_ + 1}", far_enough, 900, job)
             if round_ < earlier:
                 pods = session.pods(name, target)
-                session.fault(fault, next(p for p in pods if rank_of(p, target) == victim_rank))
+                session.fault(fault, live_pod(pods, target, victim_rank))
                 log(f"{name}: earlier {fault} {round_ + 1}")
         pods = session.pods(name, target)
-        victim = next(p for p in pods if rank_of(p, target) == victim_rank)
+        victim = live_pod(pods, target, victim_rank)
         watch = PodWatch(session.env, workload(target).pod_selector.format(name=name))
         time.sleep(1.0)  # the watch has listed the pods as they are
         fault_time = time.time()
@@ -429,7 +436,8 @@ def summarize(runs: list[dict], pick=statistics.median, table: dict = PHASES) ->
     def agg(values):
         values = [v for v in values if v is not None]
         return round(pick(values), 2) if values else None
-    keys = [k for k, v in runs[0].items() if isinstance(v, (int, float))]
+    keys = list(dict.fromkeys(k for r in runs for k, v in r.items() if isinstance(v, (int, float))))  # (a mark
+    # one run did not see is None there)
     summary = {k: agg([r.get(k) for r in runs]) for k in keys}
     summary["phases"] = {p: agg([r["phases"].get(p) for r in runs]) for p in table}
     return summary
