@@ -164,6 +164,7 @@ def test_recovery_md_shows_the_first_step_reports_medians():
 @pytest.mark.parametrize("name", ["goodput.json.gz", "goodput-jobset-runs.json.gz", "goodput-trainjob-runs.json.gz",
                                   "goodput-jobset-fast.json.gz", "goodput-trainjob-fast.json.gz",
                                   "goodput-jobset-quiet.json.gz", "goodput-trainjob-quiet.json.gz",
+                                  "goodput-trainjob-now.json.gz",
                                   "goodput-indexed-job-1.json.gz", "goodput-indexed-job-2.json.gz",
                                   "goodput-indexed-job-3.json.gz"])
 def test_the_committed_goodput_report_follows_from_its_records(name):
@@ -229,7 +230,9 @@ def test_recovery_md_shows_the_goodput_runs_of_their_reports():
                 (f"goodput-{target}-fast.json.gz", target, "**{:.3f}**", "{:.3f}"),
                 (f"goodput-{target}-runs.json.gz", f"{target}, before", "{:.3f}", "{:.3f}"),
                 *([("goodput-jobset-quiet.json.gz", "jobset, quiet", "**{:.3f}**", "**{:.3f}**")]
-                  if target == "jobset" else [("goodput-trainjob-quiet.json.gz", "trainjob, quiet", "{:.3f}", "{:.3f}")])):
+                  if target == "jobset" else [("goodput-trainjob-quiet.json.gz", "trainjob, quiet", "{:.3f}", "{:.3f}"),
+                                              ("goodput-trainjob-now.json.gz", "trainjob, now", "**{:.3f}**",
+                                               "**{:.3f}**")])):
             report = read_report(RESULTS / name)
             runs = ", ".join(f"{run['goodput']:.3f}" for run in report["runs"])
             row = (f"| {label} | {runs} | {median.format(report['goodput_median'])} | "
