@@ -460,6 +460,9 @@ def markdown(report: dict) -> str:
     lines = ["| target × fault | " + " | ".join(MARK_COLUMNS) + " | first_step, slowest | resumed at step (redone) |",
              "|---|" + "---|" * (len(MARK_COLUMNS) + 2)]
     phase_lines = ["| target × fault | " + " | ".join(PHASES) + " |", "|---|" + "---|" * len(PHASES)]
+    controller_columns = (*CONTROLLER_MARKS, "old_containers_finished", "new_pods_created")
+    controller_lines = ["| target × fault | " + " | ".join(controller_columns) + " |",
+                        "|---|" + "---|" * len(controller_columns)]
     for key, result in report["results"].items():
         m = result["median"]
         if not m:
@@ -469,12 +472,7 @@ def markdown(report: dict) -> str:
         lines.append(f"| {key} | " + " | ".join(cell(m.get(c)) for c in MARK_COLUMNS)
                      + f" | {cell(slowest)} | {m['resumed_step']} ({m['steps_redone']}) |")
         phase_lines.append(f"| {key} | " + " | ".join(cell(m["phases"].get(p)) for p in PHASES) + " |")
-    controller_columns = (*CONTROLLER_MARKS, "old_containers_finished", "new_pods_created")
-    controller_lines = ["| target × fault | " + " | ".join(controller_columns) + " |",
-                        "|---|" + "---|" * len(controller_columns)]
-    for key, result in report["results"].items():
-        m = result["median"]
-        if m and any(m.get(c) is not None for c in CONTROLLER_MARKS):  # (reports before them have none)
+        if any(m.get(c) is not None for c in CONTROLLER_MARKS):  # (reports before them have none)
             controller_lines.append(f"| {key} | " + " | ".join(cell(m.get(c)) for c in controller_columns) + " |")
     controllers = [*controller_lines, ""] if len(controller_lines) > 2 else []
     rev = report.get("revision") or {}
